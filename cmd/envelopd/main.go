@@ -1,0 +1,102 @@
+// Command envelopd is an email-native mail processor for AI agents: it
+// receives mail (SMTP or IMAP), verifies DKIM, parses Envelopay messages and
+// the protocols tunnelled inside them, stores threads in SQLite, hands the
+// result to the agent and sends replies.
+//
+// Usage: envelopd COMMAND [flags]. Run `envelopd help` for the list.
+//
+// Exit status: 0 success, 1 the input was processed but is not valid (or a
+// check failed), 2 usage or I/O error.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// env is what a command may touch: its arguments and standard streams. Tests
+// call commands through it without a process.
+type env struct {
+	args   []string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// A command runs with a context cancelled on SIGINT/SIGTERM and returns the
+// process exit status.
+type command struct {
+	summary string
+	run     func(ctx context.Context, e *env) int
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"parse":   {"parse one raw message and print the Envelopay result as JSON", runParse},
+		"dkim":    {"DKIM keys, signing and verification (keygen, sign, verify)", runDKIM},
+		"serve":   {"run the SMTP server and ingest mail into the store", runServe},
+		"inbox":   {"list stored messages (table or --json lines)", runInbox},
+		"thread":  {"print a whole thread as JSON", runThread},
+		"watch":   {"stream new stored messages as JSON lines", runWatch},
+		"poll":    {"poll IMAP mailboxes and ingest new mail", runPoll},
+		"compose": {"compose an Envelopay message and print it", runCompose},
+		"send":    {"compose, queue and deliver an Envelopay message", runSend},
+		"reply":   {"reply to a stored message", runReply},
+		"queue":   {"list, retry or drop outbound queue entries", runQueue},
+		"keys":    {"manage tunnelled-protocol public keys (keys add, keys list)", runKeys},
+		"aicp":    {"AICP helpers (aicp sign)", runAICP},
+		"vacant":  {"Vacant helpers (vacant sign)", runVacant},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, &env{args: os.Args[1:], stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, e *env) int {
+	cmds := commands()
+	if len(e.args) == 0 || e.args[0] == "help" || e.args[0] == "-h" || e.args[0] == "--help" {
+		usage(e.stderr, cmds)
+		if len(e.args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := cmds[e.args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "envelopd: unknown command %q\n", e.args[0])
+		usage(e.stderr, cmds)
+		return 2
+	}
+	sub := *e
+	sub.args = e.args[1:]
+	return c.run(ctx, &sub)
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: envelopd COMMAND [flags]\n\ncommands:")
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+	}
+}
+
+// notYet is what a command that has not landed yet answers.
+func notYet(name string) func(ctx context.Context, e *env) int {
+	return func(ctx context.Context, e *env) int {
+		fmt.Fprintf(e.stderr, "envelopd %s: not implemented yet\n", name)
+		return 2
+	}
+}

@@ -1,0 +1,3 @@
+package main
+
+var runParse = notYet("parse")

@@ -1,0 +1,63 @@
+package parse
+
+import (
+	"encoding/json"
+
+	"github.com/envelopd/envelopd/protocols"
+)
+
+// Result is the typed outcome of parsing one raw message. Its JSON form is
+// the stable contract printed by `envelopd parse` (keys are snake_case and
+// never renamed once in the README).
+type Result struct {
+	// Type is the lower-case Envelopay type from the subject, or "" when the
+	// message is not Envelopay (printed as null).
+	Type     string             `json:"type"`
+	Note     string             `json:"note"`
+	Valid    bool               `json:"valid"`
+	Errors   protocols.Problems `json:"errors"`
+	Warnings protocols.Problems `json:"warnings"`
+	// Body is the JSON object found in the body, verbatim, or nil.
+	Body json.RawMessage `json:"body"`
+	// NaturalLanguage is true for a METHODS message without parseable JSON.
+	NaturalLanguage bool `json:"natural_language"`
+
+	MessageID  string   `json:"message_id"`
+	InReplyTo  []string `json:"in_reply_to"`
+	References []string `json:"references"`
+	From       []string `json:"from"`
+	To         []string `json:"to"`
+	Cc         []string `json:"cc"`
+	Date       string   `json:"date"`
+	Subject    string   `json:"subject"`
+	// TypeHeader is the X-Envelopay-Type header, a hint only.
+	TypeHeader string `json:"x_envelopay_type"`
+
+	Attachments []Attachment `json:"attachments"`
+	// OOPS is the body of the OOPS a receiver would send back, or nil.
+	OOPS json.RawMessage `json:"oops"`
+
+	// ID is the Envelopay "id" field of Body, when present (not printed
+	// separately: it is inside body).
+	ID string `json:"-"`
+	// Fields holds the top-level fields of Body, decoded, for the stateful
+	// checks (refs, proof, amounts). Nil when there is no body.
+	Fields map[string]json.RawMessage `json:"-"`
+}
+
+// Attachment is one MIME part that is not the chosen body text.
+type Attachment struct {
+	Filename    string `json:"filename"`
+	ContentType string `json:"content_type"`
+	Size        int    `json:"size"`
+	// Data is the decoded content (not printed).
+	Data []byte `json:"-"`
+
+	// Set by the tunnelled-protocol inspection (package protocols/...), when
+	// the part is JSON: the protocol name or nil, whether it validated, its
+	// problems and a short summary.
+	Protocol *string            `json:"protocol,omitempty"`
+	Valid    *bool              `json:"valid,omitempty"`
+	Errors   protocols.Problems `json:"errors,omitempty"`
+	Summary  map[string]any     `json:"summary,omitempty"`
+}
