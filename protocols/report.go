@@ -1,0 +1,45 @@
+package protocols
+
+// Report is the outcome of inspecting one tunnelled-protocol JSON document
+// (an attachment or a JSON body part): which protocol it is, whether it is
+// valid, its problems and a short summary (ids, from/to, kind/type, seq).
+//
+// Stateful facts that the store must check race-free (idempotency keys,
+// nonces, hash-chain links) are returned as Claims and Links for the
+// pipeline to hand to the store; the validators never touch the store.
+type Report struct {
+	// Protocol is "vcp", "aicp", "vacant", "a2a" or "pvp"; "" when the JSON
+	// is none of them.
+	Protocol string         `json:"protocol"`
+	Valid    bool           `json:"valid"`
+	Errors   Problems       `json:"errors"`
+	Summary  map[string]any `json:"summary"`
+	Claims   []Claim        `json:"-"`
+	Links    []Link         `json:"-"`
+}
+
+// Claim asks the store to record Key under Kind (unique per Kind) with
+// Value. If Key was already recorded with the same Value the message is a
+// replay; with a different Value it is a conflict. Window, when non-zero,
+// is how long (seconds) the claim lasts (AICP nonces: 24 h).
+type Claim struct {
+	Kind   string // e.g. "vcp_idem", "aicp_nonce", "aicp_id"
+	Key    string // e.g. from + "\x00" + idempotency_key
+	Value  string // e.g. hex SHA-256 of the canonical request
+	Window int64
+	// OnSame and OnConflict are the codes to report when the key exists
+	// with the same or another value; "" means "not an error" (a replay
+	// that is only marked).
+	OnSame     Code
+	OnConflict Code
+}
+
+// Link asks the store to append to a hash chain (Vacant P6): Chain names
+// the (from, to) pair; Seq must be the tip's seq + 1 and Prev the tip's
+// hash (seq 1: Prev is 64 zero hex digits); Hash becomes the new tip.
+type Link struct {
+	Chain string
+	Seq   int64
+	Prev  string
+	Hash  string
+}
