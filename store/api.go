@@ -1,0 +1,254 @@
+// Package store keeps everything envelopd must not lose: received and sent
+// messages with their raw bytes, threads, the uniqueness claims behind
+// replay and duplicate detection, the hand-off (delivery) log, the outbound
+// queue, IMAP poll positions, tunnelled-protocol keys and state, and relay
+// mailboxes.
+//
+// Store is the interface every backend implements; SQLite (modernc.org/sqlite,
+// pure Go) is the one backend, and storetest holds the conformance suite that
+// any backend must pass. The store knows nothing of SMTP or IMAP: callers hand
+// it parsed facts (Incoming) and it makes the stateful decisions atomically,
+// race-free by construction (UNIQUE keys and INSERT … ON CONFLICT, never
+// check-then-insert).
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/envelopd/envelopd/protocols"
+)
+
+// Message statuses.
+const (
+	StatusAccepted    = "accepted"
+	StatusQuarantined = "quarantined" // failed validation: kept, never dropped
+	StatusDuplicate   = "duplicate"   // duplicate_id / duplicate_proof / replay
+)
+
+// Directions.
+const (
+	DirIn  = "in"
+	DirOut = "out"
+)
+
+// ErrNotFound is returned when a looked-up row does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// Asset is an amount of a token on a chain (OFFER want, ACCEPT payment).
+type Asset struct {
+	Amount string `json:"amount"`
+	Token  string `json:"token"`
+	Chain  string `json:"chain"`
+}
+
+// Incoming is one message to store, with everything the stateless stages
+// (DKIM, parse, protocol validators) found. Addresses are lower-case bare
+// addr-specs; Message-IDs are normalised (no angle brackets, domain lower-case).
+type Incoming struct {
+	Mailbox    string // recipient mailbox (relay mode); "" for the default
+	Direction  string // DirIn or DirOut
+	Raw        []byte
+	MessageID  string
+	InReplyTo  []string
+	References []string
+	Sender     string
+	Recipients []string
+	Subject    string
+	ReceivedAt time.Time
+
+	Type        string            // Envelopay type, lower case, or ""
+	EnvelopayID string            // body "id", or ""
+	Refs        map[string]string // typed refs: "order_ref" → id, …, and OOPS "ref"
+	// ProofFingerprint identifies a payment proof (chain + canonical proof
+	// JSON, hashed); "" when the message carries none.
+	ProofFingerprint string
+	OfferWant        *Asset // OFFER: its want
+	AcceptPaid       *Asset // ACCEPT: its amount/token/chain, checked against the OFFER's want
+
+	// Status as decided by the stateless checks: StatusAccepted, or
+	// StatusQuarantined when Errors is not empty.
+	Status      string
+	Errors      protocols.Problems
+	Warnings    protocols.Problems
+	Result      json.RawMessage // the parse JSON, stored and handed off
+	DKIM        json.RawMessage // JSON array of dkim results
+	AuthResults string          // Authentication-Results header value
+
+	Claims []protocols.Claim // tunnelled-protocol uniqueness claims
+	Links  []protocols.Link  // tunnelled-protocol hash-chain links
+
+	// Handoff names the delivery targets ("exec", "webhook", …) to log a
+	// pending delivery for when the message is new and accepted.
+	Handoff []string
+	// OOPS, when set, is called inside the same transaction with the final
+	// outcome; a non-nil Outgoing it returns is enqueued atomically with the
+	// message (courtesy OOPS for stateful errors too).
+	OOPS func(Outcome) *Outgoing
+}
+
+// Outcome is what Ingest decided.
+type Outcome struct {
+	ID       int64  // row id of the stored message (of the earlier copy for a redelivery)
+	Status   string // final status
+	ThreadID string
+	// Redelivery is true when the same message (Message-ID and content hash)
+	// was already stored: nothing new was written and nothing is handed off.
+	Redelivery bool
+	// Errors are the final errors: the stateless ones plus stateful ones
+	// (duplicate_id, duplicate_proof, amount_mismatch, replay_detected,
+	// chain_fork, idempotency_conflict, …).
+	Errors   protocols.Problems
+	Warnings protocols.Problems
+	// Replay is true when a claim matched an earlier one with the same value
+	// and its OnSame code is "" (a marked, harmless replay).
+	Replay bool
+	// QueuedOOPS is the queue id of an enqueued courtesy OOPS, or 0.
+	QueuedOOPS int64
+}
+
+// Message is a stored message as read back.
+type Message struct {
+	ID          int64              `json:"id"`
+	Mailbox     string             `json:"mailbox"`
+	Direction   string             `json:"direction"`
+	MessageID   string             `json:"message_id"`
+	Sender      string             `json:"sender"`
+	Recipients  []string           `json:"recipients"`
+	Subject     string             `json:"subject"`
+	Type        string             `json:"type"`
+	EnvelopayID string             `json:"envelopay_id"`
+	Status      string             `json:"status"`
+	ThreadID    string             `json:"thread_id"`
+	ReceivedAt  time.Time          `json:"received_at"`
+	Errors      protocols.Problems `json:"errors"`
+	Warnings    protocols.Problems `json:"warnings"`
+	Result      json.RawMessage    `json:"result"`
+	DKIM        json.RawMessage    `json:"dkim"`
+	AuthResults string             `json:"authentication_results"`
+	Size        int                `json:"size"`
+	Raw         []byte             `json:"-"`
+}
+
+// Filter selects messages for listing; zero fields match everything.
+type Filter struct {
+	Mailbox  string
+	Type     string
+	Status   string
+	ThreadID string
+	AfterID  int64 // cursor: only messages with ID > AfterID
+	Limit    int   // 0: no limit
+	WithRaw  bool
+}
+
+// Outgoing is a message to deliver: raw bytes (already signed) from an
+// envelope sender to recipients. Copy, when set, is stored as a DirOut
+// message in the same transaction so that threads show both directions.
+type Outgoing struct {
+	From       string
+	Recipients []string
+	Raw        []byte
+	MessageID  string
+	Kind       string // "send", "oops", "relay"
+	Copy       *Incoming
+	// Expires is when delivery is given up (default: created + 24 h).
+	Expires time.Time
+}
+
+// Queue recipient states.
+const (
+	QueuePending = "pending"
+	QueueSent    = "sent"
+	QueueFailed  = "failed"
+	QueueDropped = "dropped"
+)
+
+// QueueEntry is one queued message with per-recipient state.
+type QueueEntry struct {
+	ID         int64            `json:"id"`
+	Kind       string           `json:"kind"`
+	From       string           `json:"from"`
+	MessageID  string           `json:"message_id"`
+	CreatedAt  time.Time        `json:"created_at"`
+	Expires    time.Time        `json:"expires_at"`
+	Recipients []QueueRecipient `json:"recipients"`
+}
+
+// QueueRecipient is the delivery state of one recipient of a queue entry.
+type QueueRecipient struct {
+	Rcpt        string    `json:"rcpt"`
+	State       string    `json:"state"`
+	Attempts    int       `json:"attempts"`
+	NextAttempt time.Time `json:"next_attempt_at"`
+	LastError   string    `json:"last_error"`
+}
+
+// Due is one recipient whose next attempt is due, with the bytes to send.
+type Due struct {
+	QueueID  int64
+	Rcpt     string
+	From     string
+	Raw      []byte
+	Attempts int // attempts already recorded, including the current one
+	Expires  time.Time
+}
+
+// Delivery is one pending hand-off of a stored message to a target.
+type Delivery struct {
+	ID        int64
+	MessageID int64 // stored message row id
+	Target    string
+	Attempts  int
+	Result    json.RawMessage
+}
+
+// Store is what every backend implements. All methods are safe for
+// concurrent use.
+type Store interface {
+	// Ingest stores one message and makes every stateful decision (exact
+	// redelivery, duplicate_id, duplicate_proof, ACCEPT↔OFFER amounts,
+	// claims, chain links, threading, hand-off log, courtesy OOPS) in one
+	// transaction. It returns only after the transaction is durable.
+	Ingest(ctx context.Context, in *Incoming) (Outcome, error)
+
+	Message(ctx context.Context, id int64) (*Message, error)
+	Messages(ctx context.Context, f Filter) ([]Message, error)
+	// Thread returns the messages of the thread holding ref (a thread id, a
+	// Message-ID or an Envelopay id), oldest first.
+	Thread(ctx context.Context, ref string) ([]Message, error)
+	// WaitNew blocks until a message with ID > after exists or ctx ends.
+	WaitNew(ctx context.Context, after int64) error
+
+	// Outbound queue.
+	Enqueue(ctx context.Context, out *Outgoing) (int64, error)
+	// ClaimDue returns recipients due at now and, before returning, records
+	// the attempt (attempts+1, next attempt pushed to now+lease) so that a
+	// crash during the try neither loses nor duplicates work.
+	ClaimDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Due, error)
+	// RecordDelivery stores the result of an attempt: state QueueSent,
+	// QueueFailed, or QueuePending with the next attempt time.
+	RecordDelivery(ctx context.Context, queueID int64, rcpt, state, lastErr string, next time.Time) error
+	Queue(ctx context.Context, state string) ([]QueueEntry, error)
+	QueueRetry(ctx context.Context, id int64) error
+	QueueDrop(ctx context.Context, id int64) error
+
+	// Hand-off log (at-least-once delivery to the agent).
+	ClaimDeliveries(ctx context.Context, target string, now time.Time, lease time.Duration, limit int) ([]Delivery, error)
+	DeliveryDone(ctx context.Context, id int64) error
+	DeliveryRetry(ctx context.Context, id int64, next time.Time, lastErr string) error
+
+	// IMAP poll positions, per account+mailbox key.
+	IMAPState(ctx context.Context, key string) (uidValidity uint32, lastUID uint32, err error)
+	SetIMAPState(ctx context.Context, key string, uidValidity, lastUID uint32) error
+
+	// Keys for tunnelled protocols (e.g. protocol "aicp", handle "alice").
+	PutKey(ctx context.Context, protocol, handle, key string) error
+	Keys(ctx context.Context, protocol string) (map[string]string, error)
+	// ChainTip returns the tip (seq, hash) of a hash chain, or 0 and the
+	// zero hash when empty.
+	ChainTip(ctx context.Context, chain string) (int64, string, error)
+
+	Close() error
+}
