@@ -141,6 +141,8 @@ type Filter struct {
 	AfterID  int64 // cursor: only messages with ID > AfterID
 	Limit    int   // 0: no limit
 	WithRaw  bool
+	// Newest lists newest first (default: oldest first).
+	Newest bool
 }
 
 // Outgoing is a message to deliver: raw bytes (already signed) from an

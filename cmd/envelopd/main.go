@@ -26,6 +26,9 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// ready, when set, is told the listening address of a server command
+	// once it accepts connections (tests use it).
+	ready func(addr string)
 }
 
 // A command runs with a context cancelled on SIGINT/SIGTERM and returns the

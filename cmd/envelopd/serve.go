@@ -1,3 +1,242 @@
 package main
 
-var runServe = notYet("serve")
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/store"
+)
+
+const (
+	defaultDB         = "envelopd.db"
+	defaultDNSTimeout = 5 * time.Second
+	defaultDNSTTL     = 5 * time.Minute
+)
+
+// ingestFlags are the flags serve and poll share: the store, DKIM, parse
+// mode, hand-off targets, courtesy OOPS, outbound delivery and metrics.
+type ingestFlags struct {
+	db, dkimTXT                  string
+	lenient, oops, debug         bool
+	execCmd, webhook, webhookKey string
+	metrics, hostname            string
+	out                          outboundFlags
+}
+
+func (f *ingestFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.db, "db", defaultDB, "SQLite database file")
+	fs.StringVar(&f.dkimTXT, "dkim-txt", "", "static DKIM key file (name TXT-value lines); real DNS when empty")
+	fs.BoolVar(&f.lenient, "lenient", false, "accept Re: prefixes and any-case keywords (reference implementation mode)")
+	fs.BoolVar(&f.oops, "oops", true, "queue courtesy OOPS replies for unknown_type, dkim_failed, duplicate_proof, amount_mismatch, missing_field")
+	fs.StringVar(&f.execCmd, "exec", "", "run this shell command per accepted message, message JSON on stdin")
+	fs.StringVar(&f.webhook, "webhook", "", "POST each accepted message's JSON to this URL")
+	fs.StringVar(&f.webhookKey, "webhook-secret", "", "HMAC-SHA256 key for the Envelopd-Signature header")
+	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9125)")
+	fs.StringVar(&f.hostname, "hostname", "localhost", "this host's name (SMTP greeting, Authentication-Results)")
+	fs.BoolVar(&f.debug, "debug", false, "log every message")
+	f.out.register(fs)
+}
+
+// runtime is what serve and poll build from ingestFlags.
+type runtime struct {
+	store    *store.SQLite
+	pipeline *mailin.Pipeline
+	log      *slog.Logger
+	workers  []func(ctx context.Context) error
+	closers  []func()
+}
+
+func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
+	log := newLogger(e.stderr, f.debug)
+	st, err := store.OpenSQLite(ctx, f.db)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", f.db, err)
+	}
+	rt := &runtime{store: st, log: log}
+	rt.closers = append(rt.closers, func() { st.Close() })
+	verifier, err := dkimVerifier(f.dkimTXT)
+	if err != nil {
+		rt.close()
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p := &mailin.Pipeline{
+		Store:      st,
+		Verifier:   verifier,
+		Lenient:    f.lenient,
+		Keys:       aicpKeySource(st),
+		AuthServID: f.hostname,
+		Logger:     log,
+		Metrics:    mailin.NewMetrics(reg),
+	}
+	rt.pipeline = p
+	if f.execCmd != "" {
+		p.Handoff = append(p.Handoff, "exec")
+		h := &mailin.Handoff{Store: st, Target: "exec", Deliver: mailin.ExecDeliver(f.execCmd, time.Minute), Logger: log}
+		rt.workers = append(rt.workers, h.Run)
+	}
+	if f.webhook != "" {
+		p.Handoff = append(p.Handoff, "webhook")
+		client := &http.Client{Timeout: 30 * time.Second}
+		h := &mailin.Handoff{Store: st, Target: "webhook", Deliver: mailin.WebhookDeliver(client, f.webhook, f.webhookKey), Logger: log}
+		rt.workers = append(rt.workers, h.Run)
+	}
+	// The "watch" target is always logged so `envelopd watch` can stream
+	// without a delivery log of its own; watch reads messages by cursor.
+	if err := f.out.setup(ctx, rt, f.oops, reg); err != nil {
+		rt.close()
+		return nil, err
+	}
+	if f.metrics != "" {
+		ln, err := net.Listen("tcp", f.metrics)
+		if err != nil {
+			rt.close()
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go hs.Serve(ln)
+		rt.closers = append(rt.closers, func() { hs.Close() })
+		log.Info("metrics", "addr", ln.Addr().String())
+	}
+	return rt, nil
+}
+
+// start runs the background workers until ctx ends; the returned wait
+// function blocks until they have stopped.
+func (rt *runtime) start(ctx context.Context) (wait func()) {
+	var wg sync.WaitGroup
+	for _, w := range rt.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				rt.log.Error("worker stopped", "err", err)
+			}
+		}()
+	}
+	return wg.Wait
+}
+
+func (rt *runtime) close() {
+	for i := len(rt.closers) - 1; i >= 0; i-- {
+		rt.closers[i]()
+	}
+}
+
+// aicpKeySource reads AICP keys from the store, cached for a few seconds.
+func aicpKeySource(st store.Store) func(ctx context.Context) map[string][]byte {
+	var mu sync.Mutex
+	var cached map[string][]byte
+	var at time.Time
+	return func(ctx context.Context) map[string][]byte {
+		mu.Lock()
+		defer mu.Unlock()
+		if cached != nil && time.Since(at) < 5*time.Second {
+			return cached
+		}
+		keys, err := st.Keys(ctx, "aicp")
+		if err != nil {
+			return cached
+		}
+		m := make(map[string][]byte, len(keys))
+		for h, k := range keys {
+			if raw, err := parseAICPKey(k); err == nil {
+				m[h] = raw
+			}
+		}
+		cached, at = m, time.Now()
+		return cached
+	}
+}
+
+func runServe(ctx context.Context, e *env) int {
+	fs := newFlags(e, "serve")
+	var f ingestFlags
+	f.register(fs)
+	var cfg mailin.SMTPConfig
+	var tlsCert, tlsKey, authFile string
+	var acceptDomains multiFlag
+	fs.StringVar(&cfg.Addr, "smtp", "127.0.0.1:2525", "SMTP listen address")
+	fs.Int64Var(&cfg.MaxMessageBytes, "max-message-bytes", 25<<20, "largest message accepted (larger → 552)")
+	fs.IntVar(&cfg.MaxRecipients, "max-recipients", 100, "recipients per message (more → 452)")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", 100, "concurrent SMTP connections (more → 421)")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 5*time.Minute, "SMTP read timeout")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", time.Minute, "SMTP write timeout")
+	fs.StringVar(&tlsCert, "tls-cert", "", "certificate PEM for STARTTLS")
+	fs.StringVar(&tlsKey, "tls-key", "", "key PEM for STARTTLS")
+	fs.StringVar(&authFile, "auth-file", "", "AUTH PLAIN/LOGIN users, one user:password per line")
+	fs.Var(&acceptDomains, "accept-domain", "accept mail for this domain without AUTH (repeatable)")
+	if err := fs.Parse(e.args); err != nil {
+		return 2
+	}
+	cfg.Hostname = f.hostname
+	cfg.AcceptDomains = acceptDomains
+	if tlsCert != "" || tlsKey != "" {
+		cert, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "envelopd serve: TLS: %v\n", err)
+			return 2
+		}
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if authFile != "" {
+		users, err := readUsers(authFile)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
+			return 2
+		}
+		cfg.Users = users
+	}
+	rt, err := f.build(ctx, e)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
+		return 2
+	}
+	defer rt.close()
+	cfg.Logger = rt.log
+	srv, err := mailin.NewSMTPServer(cfg, rt.pipeline)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
+		return 2
+	}
+	wctx, stopWorkers := context.WithCancel(context.Background())
+	wait := rt.start(wctx)
+	rt.log.Info("envelopd serving", "smtp", srv.Addr().String(), "db", f.db)
+	if e.ready != nil {
+		e.ready(srv.Addr().String())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve() }()
+	code := 0
+	select {
+	case <-ctx.Done():
+		rt.log.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		srv.Shutdown(sctx)
+		cancel()
+	case err := <-errc:
+		if err != nil {
+			rt.log.Error("smtp server", "err", err)
+			code = 1
+		}
+	}
+	stopWorkers()
+	wait()
+	return code
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/store"
+)
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// newFlags returns a FlagSet that reports to e.stderr and does not exit.
+func newFlags(e *env, name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("envelopd "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return fs
+}
+
+// newLogger logs text to a terminal and JSON otherwise.
+func newLogger(w io.Writer, debug bool) *slog.Logger {
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return slog.New(slog.NewTextHandler(w, opts))
+		}
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// openStore opens the SQLite store at path.
+func openStore(ctx context.Context, e *env, path string) (*store.SQLite, bool) {
+	st, err := store.OpenSQLite(ctx, path)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd: open %s: %v\n", path, err)
+		return nil, false
+	}
+	return st, true
+}
+
+// dkimVerifier returns a verifier over the static key file, or real DNS
+// when path is empty.
+func dkimVerifier(path string) (*dkim.Verifier, error) {
+	if path == "" {
+		return &dkim.Verifier{Resolver: dkim.NewDNSResolver(defaultDNSTimeout, defaultDNSTTL)}, nil
+	}
+	r, err := dkim.LoadStaticResolver(path)
+	if err != nil {
+		return nil, err
+	}
+	return &dkim.Verifier{Resolver: r}, nil
+}
+
+// readUsers reads a password file: one "user:password" per line, # comments.
+func readUsers(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	users := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		u, p, ok := strings.Cut(line, ":")
+		if !ok || u == "" {
+			return nil, fmt.Errorf("%s:%d: want user:password", path, n)
+		}
+		users[u] = p
+	}
+	return users, sc.Err()
+}
+
+// readInput reads the named file, or standard input for "" and "-".
+func readInput(e *env, name string) ([]byte, error) {
+	if name == "" || name == "-" {
+		return io.ReadAll(e.stdin)
+	}
+	return os.ReadFile(name)
+}
