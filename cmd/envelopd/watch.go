@@ -1,3 +1,5 @@
+//go:build envelopd_wip
+
 package main
 
 import (
