@@ -1,0 +1,1 @@
+{"body":"Hello, Bob!","from":"alice","id":"msg_test123","nonce":"abc123xyz789","timestamp":1704672000,"to":"bob","v":"0.2"}

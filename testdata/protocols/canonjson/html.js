@@ -1,0 +1,1 @@
+{"a":"<script>&amp;</script>","b":1,"c":">"}

@@ -1,0 +1,1 @@
+{"city":"Zürich","jp":"日本語","name":"Zoë Ångström","ru":"Привет"}
