@@ -8,4 +8,5 @@ var (
 	runInbox  = notYet("inbox")
 	runThread = notYet("thread")
 	runWatch  = notYet("watch")
+	runKeys   = notYet("keys")
 )
