@@ -1,0 +1,210 @@
+package mailout
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+)
+
+// serverScript is how an in-process test SMTP server answers; testdata
+// files hold it. A reply is "250" or "550 5.1.1 no such user"; lists are
+// indexed by attempt (per recipient for Rcpt, per transaction for Data),
+// and an attempt past the end of a list is answered 250.
+type serverScript struct {
+	TLS   string              `json:"tls"`   // "", "starttls" or "implicit"
+	Users map[string]string   `json:"users"` // AUTH PLAIN accounts; none: no AUTH
+	Rcpt  map[string][]string `json:"rcpt"`
+	Data  []string            `json:"data"`
+}
+
+type received struct {
+	From  string
+	Rcpts []string
+	Data  []byte
+}
+
+type testServer struct {
+	t      *testing.T
+	script serverScript
+	Addr   string
+	Roots  *x509.CertPool
+
+	mu       sync.Mutex
+	rcptSeen map[string]int
+	dataSeen int
+	Msgs     []received
+}
+
+// startServer runs a go-smtp server on 127.0.0.1:0 until the test ends.
+func startServer(t *testing.T, script serverScript) *testServer {
+	t.Helper()
+	ts := &testServer{t: t, script: script, rcptSeen: map[string]int{}}
+	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
+		return &testSession{srv: ts}, nil
+	}))
+	s.Domain = "mx.lab.test"
+	s.MaxMessageBytes = 1 << 20
+	s.MaxRecipients = 50
+	s.ReadTimeout = 10 * time.Second
+	s.WriteTimeout = 10 * time.Second
+	s.AllowInsecureAuth = script.TLS == ""
+	if script.TLS != "" {
+		cert, roots := testCert(t)
+		s.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+		ts.Roots = roots
+	}
+	var l net.Listener
+	var err error
+	if script.TLS == "implicit" {
+		l, err = tls.Listen("tcp", "127.0.0.1:0", s.TLSConfig)
+	} else {
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Addr = l.Addr().String()
+	go s.Serve(l)
+	t.Cleanup(func() { s.Close() })
+	return ts
+}
+
+func (ts *testServer) messages() []received {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return append([]received(nil), ts.Msgs...)
+}
+
+func parseReply(s string) error {
+	if s == "" || strings.HasPrefix(s, "250") {
+		return nil
+	}
+	code, rest, _ := strings.Cut(s, " ")
+	n, err := strconv.Atoi(code)
+	if err != nil {
+		panic("bad scripted reply " + s)
+	}
+	e := &smtp.SMTPError{Code: n, EnhancedCode: smtp.EnhancedCodeNotSet, Message: rest}
+	if f := strings.Fields(rest); len(f) > 0 && strings.Count(f[0], ".") == 2 {
+		p := strings.Split(f[0], ".")
+		for i := range 3 {
+			e.EnhancedCode[i], _ = strconv.Atoi(p[i])
+		}
+		e.Message = strings.TrimSpace(strings.TrimPrefix(rest, f[0]))
+	}
+	return e
+}
+
+type testSession struct {
+	srv   *testServer
+	authd bool
+	from  string
+	rcpts []string
+}
+
+func (s *testSession) AuthMechanisms() []string {
+	if len(s.srv.script.Users) == 0 {
+		return nil
+	}
+	return []string{sasl.Plain}
+}
+
+func (s *testSession) Auth(mech string) (sasl.Server, error) {
+	return sasl.NewPlainServer(func(identity, user, pass string) error {
+		if want, ok := s.srv.script.Users[user]; ok && want == pass {
+			s.authd = true
+			return nil
+		}
+		return smtp.ErrAuthFailed
+	}), nil
+}
+
+func (s *testSession) Mail(from string, _ *smtp.MailOptions) error {
+	if len(s.srv.script.Users) > 0 && !s.authd {
+		return smtp.ErrAuthRequired
+	}
+	s.from = from
+	return nil
+}
+
+func (s *testSession) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.srv.mu.Lock()
+	n := s.srv.rcptSeen[to]
+	s.srv.rcptSeen[to]++
+	s.srv.mu.Unlock()
+	if l := s.srv.script.Rcpt[to]; n < len(l) {
+		if err := parseReply(l[n]); err != nil {
+			return err
+		}
+	}
+	s.rcpts = append(s.rcpts, to)
+	return nil
+}
+
+func (s *testSession) Data(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	s.srv.mu.Lock()
+	defer s.srv.mu.Unlock()
+	n := s.srv.dataSeen
+	s.srv.dataSeen++
+	if l := s.srv.script.Data; n < len(l) {
+		if err := parseReply(l[n]); err != nil {
+			return err
+		}
+	}
+	s.srv.Msgs = append(s.srv.Msgs, received{From: s.from, Rcpts: s.rcpts, Data: b})
+	return nil
+}
+
+func (s *testSession) Reset()        { s.from, s.rcpts = "", nil }
+func (s *testSession) Logout() error { return nil }
+
+// testCert makes a self-signed certificate for mail.example.test and
+// 127.0.0.1 and the pool that trusts it.
+func testCert(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "mail.example.test"},
+		DNSNames:              []string{"mail.example.test"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}

@@ -1,0 +1,330 @@
+package mailout
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+)
+
+// PasswordEnv is the environment variable a submission password is read
+// from when no password file is given.
+const PasswordEnv = "ENVELOPD_SMTP_PASSWORD"
+
+// Submitter delivers mail to one submission server (the agent's smarthost)
+// with go-smtp's client: implicit TLS for smtps:// (RFC 8314 section 3.3),
+// STARTTLS for smtp:// (RFC 3207; required unless the host is loopback),
+// and AUTH PLAIN (RFC 4954, RFC 4616) when the URL names a user.
+//
+// The password is held unexported and never printed or logged.
+type Submitter struct {
+	Host        string // host name or IP, also the TLS server name
+	Port        string
+	ImplicitTLS bool   // smtps://
+	Username    string // "" means no AUTH
+	// TLSConfig, when set, is used for TLS (tests give their own roots).
+	TLSConfig *tls.Config
+	// LocalName is the EHLO name; "" means "localhost".
+	LocalName string
+	// Timeout bounds each SMTP command (default 2 min); DataTimeout the
+	// wait for the reply after the final dot (default 10 min).
+	Timeout     time.Duration
+	DataTimeout time.Duration
+	Logger      *slog.Logger
+
+	password string
+	// dialContext replaces the TCP dialer (tests reach a "remote" name on
+	// loopback through it).
+	dialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// NewSubmitter parses a smarthost URL, smtps://USER@HOST[:465] or
+// smtp://USER@HOST[:587] (the user part is optional), and keeps password for
+// AUTH PLAIN. A password inside the URL is refused: it would show in process
+// listings and shell history.
+func NewSubmitter(rawURL, password string) (*Submitter, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("mailout: smtp url: %w", err)
+	}
+	s := &Submitter{Host: u.Hostname(), Port: u.Port(), password: password}
+	switch u.Scheme {
+	case "smtps":
+		s.ImplicitTLS = true
+		if s.Port == "" {
+			s.Port = "465"
+		}
+	case "smtp":
+		if s.Port == "" {
+			s.Port = "587"
+		}
+	default:
+		return nil, fmt.Errorf("mailout: smtp url %q: scheme must be smtps or smtp", redactURL(rawURL))
+	}
+	if s.Host == "" {
+		return nil, fmt.Errorf("mailout: smtp url %q: no host", redactURL(rawURL))
+	}
+	if _, err := strconv.ParseUint(s.Port, 10, 16); err != nil {
+		return nil, fmt.Errorf("mailout: smtp url %q: bad port", redactURL(rawURL))
+	}
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		return nil, fmt.Errorf("mailout: smtp url %q: unexpected path or query", redactURL(rawURL))
+	}
+	if u.User != nil {
+		if _, set := u.User.Password(); set {
+			return nil, fmt.Errorf("mailout: smtp url: put the password in a password file or %s, not in the url", PasswordEnv)
+		}
+		s.Username = u.User.Username()
+	}
+	if s.Username != "" && password == "" {
+		return nil, fmt.Errorf("mailout: smtp url names user %q but no password was given (password file or %s)", s.Username, PasswordEnv)
+	}
+	return s, nil
+}
+
+// LoadPassword returns the submission password: the first line of file
+// when file is not "", else the value of getenv(PasswordEnv) (getenv nil
+// means os.Getenv). It returns "" without error when neither is set.
+func LoadPassword(file string, getenv func(string) string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("mailout: password file: %w", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		return strings.TrimSuffix(line, "\r"), nil
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return getenv(PasswordEnv), nil
+}
+
+// String is the URL without any secret.
+func (s *Submitter) String() string {
+	scheme := "smtp"
+	if s.ImplicitTLS {
+		scheme = "smtps"
+	}
+	user := ""
+	if s.Username != "" {
+		user = url.User(s.Username).String() + "@"
+	}
+	return scheme + "://" + user + net.JoinHostPort(s.Host, s.Port)
+}
+
+// LogValue keeps the password out of structured logs.
+func (s *Submitter) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
+}
+
+// Loopback reports whether the host is a loopback address or "localhost",
+// where plaintext submission is allowed.
+func (s *Submitter) Loopback() bool {
+	if strings.EqualFold(s.Host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(s.Host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// RcptResult is the outcome for one recipient: Err is nil when the server
+// accepted the message for it, else a *SendError.
+type RcptResult struct {
+	Rcpt string
+	Err  error
+}
+
+// Submit sends raw from the envelope sender to rcpts in one SMTP
+// transaction and returns one result per recipient, in order. A failure
+// before RCPT (connection, TLS, AUTH, MAIL) or at DATA applies to every
+// recipient concerned; a refused RCPT only to its recipient.
+func (s *Submitter) Submit(ctx context.Context, from string, rcpts []string, raw []byte) []RcptResult {
+	res := make([]RcptResult, len(rcpts))
+	for i, r := range rcpts {
+		res[i].Rcpt = r
+	}
+	all := func(err error) []RcptResult {
+		for i := range res {
+			if res[i].Err == nil {
+				res[i].Err = err
+			}
+		}
+		return res
+	}
+	if len(rcpts) == 0 {
+		return res
+	}
+	c, err := s.dial(ctx)
+	if err != nil {
+		return all(err)
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	ctxErr := func(stage string, err error) error {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return classify(stage, err)
+	}
+
+	opts := &smtp.MailOptions{UTF8: !isASCII(from) || !allASCII(rcpts)}
+	if err := c.Mail(from, opts); err != nil {
+		return all(ctxErr("mail", err))
+	}
+	accepted := 0
+	for i, r := range rcpts {
+		if err := c.Rcpt(r, nil); err != nil {
+			res[i].Err = ctxErr("rcpt", err)
+			if !isSMTPReply(err) { // the connection is gone
+				return all(res[i].Err)
+			}
+			continue
+		}
+		accepted++
+	}
+	if accepted == 0 {
+		_ = c.Quit()
+		return res
+	}
+	w, err := c.Data()
+	if err != nil {
+		return all(ctxErr("data", err))
+	}
+	if _, err := w.Write(raw); err != nil {
+		return all(ctxErr("data", err))
+	}
+	if err := w.Close(); err != nil {
+		return all(ctxErr("data", err))
+	}
+	_ = c.Quit()
+	return res
+}
+
+// dial connects, says EHLO, upgrades to TLS as the URL demands and
+// authenticates.
+func (s *Submitter) dial(ctx context.Context) (*smtp.Client, error) {
+	addr := net.JoinHostPort(s.Host, s.Port)
+	tcfg := s.tlsConfig()
+	dial := s.dialContext
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second}).DialContext
+	}
+	conn, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, classify("connect", err)
+	}
+	if s.ImplicitTLS {
+		tc := tls.Client(conn, tcfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, classify("tls", err)
+		}
+		conn = tc
+	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	fail := func(stage string, err error) (*smtp.Client, error) {
+		conn.Close()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, classify(stage, err)
+	}
+	var c *smtp.Client
+	if s.ImplicitTLS || s.Loopback() {
+		c = smtp.NewClient(conn)
+	} else {
+		// RFC 3207: STARTTLS before anything else; a server that does not
+		// offer it is refused (go-smtp says EHLO localhost before TLS).
+		c, err = smtp.NewClientStartTLS(conn, tcfg)
+		if err != nil {
+			if !isSMTPReply(err) && ctx.Err() == nil && strings.Contains(err.Error(), "doesn't support STARTTLS") {
+				err = &policyError{"server does not offer STARTTLS; refusing plaintext submission to a non-loopback host"}
+			}
+			return fail("starttls", err)
+		}
+	}
+	c.CommandTimeout = orDefault(s.Timeout, 2*time.Minute)
+	c.SubmissionTimeout = orDefault(s.DataTimeout, 10*time.Minute)
+	name := s.LocalName
+	if name == "" {
+		name = "localhost"
+	}
+	if err := c.Hello(name); err != nil {
+		return fail("connect", err)
+	}
+	if s.Username != "" {
+		if ok, _ := c.Extension("AUTH"); !ok || !c.SupportsAuth("PLAIN") {
+			return fail("auth", &policyError{"server does not offer AUTH PLAIN"})
+		}
+		if err := c.Auth(sasl.NewPlainClient("", s.Username, s.password)); err != nil {
+			return fail("auth", err)
+		}
+	}
+	return c, nil
+}
+
+func (s *Submitter) tlsConfig() *tls.Config {
+	if s.TLSConfig != nil {
+		c := s.TLSConfig.Clone()
+		if c.ServerName == "" {
+			c.ServerName = s.Host
+		}
+		return c
+	}
+	return &tls.Config{ServerName: s.Host, MinVersion: tls.VersionTLS12}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func allASCII(ss []string) bool {
+	for _, s := range ss {
+		if !isASCII(s) {
+			return false
+		}
+	}
+	return true
+}
+
+func isSMTPReply(err error) bool {
+	var se *smtp.SMTPError
+	return errors.As(err, &se)
+}
+
+// policyError is a local refusal (no STARTTLS, no AUTH PLAIN): retrying
+// does not help, so it is permanent.
+type policyError struct{ msg string }
+
+func (e *policyError) Error() string { return e.msg }
