@@ -1,0 +1,1 @@
+From:From:To:Subject
