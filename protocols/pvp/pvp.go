@@ -3,15 +3,13 @@ package pvp
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/protocols/canonjson"
 )
 
 // Validate checks one PVP message (the bytes of a JSON attachment) and
@@ -313,24 +311,12 @@ func isTimestamp(s string) bool {
 	return err == nil
 }
 
-// decode parses one JSON value with numbers kept as json.Number. A leading
-// UTF-8 byte order mark is skipped; invalid UTF-8 and data after the value
-// are errors.
+// decode parses one JSON document with canonjson.Parse (numbers kept as
+// json.Number; duplicate keys, lone surrogates and invalid UTF-8 refused).
+// A leading UTF-8 byte order mark is skipped, as Python's json.loads does
+// for bytes.
 func decode(doc []byte) (any, error) {
-	doc = bytes.TrimPrefix(doc, []byte("\xef\xbb\xbf"))
-	if !utf8.Valid(doc) {
-		return nil, errors.New("not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the JSON value")
-	}
-	return v, nil
+	return canonjson.Parse(bytes.TrimPrefix(doc, []byte("\xef\xbb\xbf")))
 }
 
 func jsonType(v any) string {
