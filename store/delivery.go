@@ -1,0 +1,90 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// ClaimDeliveries implements Store: up to limit pending hand-offs to target
+// due at now (oldest message first) get attempts+1 and next attempt
+// now+lease before they are returned, so a crash mid-delivery retries them
+// after the lease (at-least-once) and two workers never take the same one
+// within a lease.
+func (s *SQLite) ClaimDeliveries(ctx context.Context, target string, now time.Time, lease time.Duration, limit int) ([]Delivery, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var ds []Delivery
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		ds = nil
+		rows, err := tx.Query(`UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = ?
+			WHERE id IN (SELECT id FROM deliveries WHERE target = ? AND state = 'pending' AND next_attempt_at <= ?
+				ORDER BY next_attempt_at, id LIMIT ?)
+			RETURNING id, message_id, target, attempts`,
+			now.Add(lease).UTC().UnixNano(), target, now.UTC().UnixNano(), limit)
+		if err != nil {
+			return fmt.Errorf("store: claim deliveries: %w", err)
+		}
+		for rows.Next() {
+			var d Delivery
+			if err := rows.Scan(&d.ID, &d.MessageID, &d.Target, &d.Attempts); err != nil {
+				rows.Close()
+				return fmt.Errorf("store: claim deliveries: %w", err)
+			}
+			ds = append(ds, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("store: claim deliveries: %w", err)
+		}
+		for i := range ds {
+			var res []byte
+			if err := tx.QueryRow(`SELECT result FROM messages WHERE id = ?`, ds[i].MessageID).Scan(&res); err != nil {
+				return fmt.Errorf("store: claim deliveries: %w", err)
+			}
+			ds[i].Result = res
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortByID(ds)
+	return ds, nil
+}
+
+// sortByID orders deliveries by id (RETURNING order is unspecified).
+func sortByID(ds []Delivery) {
+	slices.SortFunc(ds, func(a, b Delivery) int { return cmp.Compare(a.ID, b.ID) })
+}
+
+// DeliveryDone implements Store.
+func (s *SQLite) DeliveryDone(ctx context.Context, id int64) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`UPDATE deliveries SET state = 'done', last_error = '' WHERE id = ?`, id)
+		return affected(res, err, "delivery", id)
+	})
+}
+
+// DeliveryRetry implements Store: the hand-off stays pending, due at next.
+func (s *SQLite) DeliveryRetry(ctx context.Context, id int64, next time.Time, lastErr string) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`UPDATE deliveries SET state = 'pending', next_attempt_at = ?, last_error = ? WHERE id = ?`,
+			next.UTC().UnixNano(), lastErr, id)
+		return affected(res, err, "delivery", id)
+	})
+}
+
+func affected(res sql.Result, err error, what string, id int64) error {
+	if err != nil {
+		return fmt.Errorf("store: %s %d: %w", what, id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%s %d: %w", what, id, ErrNotFound)
+	}
+	return nil
+}

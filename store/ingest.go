@@ -1,0 +1,299 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/envelopd/envelopd/protocols"
+)
+
+// ErrBadInput is wrapped by the errors Ingest and Enqueue return for input
+// they cannot store at all (nil, unknown direction or status).
+var ErrBadInput = errors.New("store: bad input")
+
+// duplicateFamily reports whether a code makes a message a duplicate rather
+// than quarantining it: the same id, the same proof, or a replayed claim or
+// chain link (Envelopay v0.2.0 "Verification"; Vacant P6 replay_protect).
+func duplicateFamily(c protocols.Code) bool {
+	return c == protocols.CodeDuplicateID || c == protocols.CodeDuplicateProof || c == protocols.CodeReplayDetected
+}
+
+// finalStatus applies the status rule: any problem outside the duplicate
+// family (or a stateless quarantine) quarantines; otherwise a duplicate
+// problem or a marked replay makes a duplicate; otherwise accepted.
+func finalStatus(stateless string, errs protocols.Problems, replay bool) string {
+	quarantine := stateless == StatusQuarantined
+	dup := replay
+	for _, e := range errs {
+		if duplicateFamily(e.Code) {
+			dup = true
+		} else {
+			quarantine = true
+		}
+	}
+	switch {
+	case quarantine:
+		return StatusQuarantined
+	case dup:
+		return StatusDuplicate
+	}
+	return StatusAccepted
+}
+
+// Ingest implements Store. See ingestTx for the rules.
+func (s *SQLite) Ingest(ctx context.Context, in *Incoming) (Outcome, error) {
+	if err := checkIncoming(in); err != nil {
+		return Outcome{}, err
+	}
+	var out Outcome
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		o, err := ingestTx(tx, in, true)
+		out = o
+		return err
+	})
+	if err != nil {
+		return Outcome{}, err
+	}
+	return out, nil
+}
+
+func checkIncoming(in *Incoming) error {
+	if in == nil {
+		return fmt.Errorf("%w: nil message", ErrBadInput)
+	}
+	switch in.Direction {
+	case DirIn, DirOut, "":
+	default:
+		return fmt.Errorf("%w: direction %q", ErrBadInput, in.Direction)
+	}
+	switch in.Status {
+	case StatusAccepted, StatusQuarantined, "":
+	default:
+		return fmt.Errorf("%w: stateless status %q", ErrBadInput, in.Status)
+	}
+	return nil
+}
+
+// ingestTx stores in and makes every stateful decision inside tx:
+//
+//  1. Exact redelivery: the message row is inserted with ON CONFLICT DO
+//     NOTHING on (direction, mailbox, message_id, content hash); a conflict
+//     returns the earlier row, writes nothing, hands off nothing, calls no
+//     OOPS.
+//  2. Threading (thread.go).
+//  3. ACCEPT against its OFFER's want (Envelopay v0.2.0, ACCEPT table):
+//     amount, token and chain must match, else amount_mismatch.
+//  4. Uniqueness: (sender, Envelopay id) → duplicate_id, proof fingerprint
+//     → duplicate_proof, protocol claims and chain links. They are taken
+//     under a nested savepoint and kept only when the final status is
+//     accepted: a quarantined or duplicate message reports the conflicts it
+//     would cause but never holds an id, a proof, a claim or a chain tip,
+//     so a rejected (e.g. forged) message cannot poison later ones.
+//  5. Status, hand-off rows (accepted only) and the courtesy OOPS (callOOPS
+//     false for stored copies of outgoing mail).
+func ingestTx(tx *sql.Tx, in *Incoming, callOOPS bool) (Outcome, error) {
+	dir := in.Direction
+	if dir == "" {
+		dir = DirIn
+	}
+	now := in.ReceivedAt
+	if now.IsZero() {
+		now = time.Now()
+	}
+	now = now.UTC()
+	sum := sha256.Sum256(in.Raw)
+	errs := append(protocols.Problems{}, in.Errors...)
+	warns := append(protocols.Problems{}, in.Warnings...)
+	rcpts := jsonOrEmpty(in.Recipients, "[]")
+
+	var wantAmount, wantToken, wantChain any
+	if in.OfferWant != nil {
+		wantAmount, wantToken, wantChain = in.OfferWant.Amount, in.OfferWant.Token, in.OfferWant.Chain
+	}
+	var id int64
+	err := tx.QueryRow(`INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
+		recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
+		result, dkim, auth_results, size, want_amount, want_token, want_chain)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'quarantined', '', ?, '[]', '[]', ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (direction, mailbox, message_id, content_hash) DO NOTHING
+		RETURNING id`,
+		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
+		now.UnixNano(), nullJSON(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
+		wantAmount, wantToken, wantChain).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return redelivery(tx, dir, in.Mailbox, in.MessageID, sum[:])
+	}
+	if err != nil {
+		return Outcome{}, fmt.Errorf("store: insert message: %w", err)
+	}
+	if _, err := tx.Exec(`INSERT INTO message_raw (message_id, raw) VALUES (?, ?)`, id, rawBytes(in.Raw)); err != nil {
+		return Outcome{}, fmt.Errorf("store: insert raw: %w", err)
+	}
+
+	thread, err := threadFor(tx, id, in, rcpts)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if in.Type == "accept" && in.AcceptPaid != nil {
+		p, err := checkAccept(tx, id, in, rcpts)
+		if err != nil {
+			return Outcome{}, err
+		}
+		errs = append(errs, p...)
+	}
+
+	if _, err := tx.Exec("SAVEPOINT uniq"); err != nil {
+		return Outcome{}, fmt.Errorf("store: savepoint: %w", err)
+	}
+	claimErrs, replay, err := takeUnique(tx, id, dir, in, now)
+	if err != nil {
+		return Outcome{}, err
+	}
+	errs = append(errs, claimErrs...)
+	status := finalStatus(in.Status, errs, replay)
+	if status != StatusAccepted {
+		if _, err := tx.Exec("ROLLBACK TO uniq"); err != nil {
+			return Outcome{}, fmt.Errorf("store: rollback savepoint: %w", err)
+		}
+	}
+	if _, err := tx.Exec("RELEASE uniq"); err != nil {
+		return Outcome{}, fmt.Errorf("store: release savepoint: %w", err)
+	}
+
+	if _, err := tx.Exec(`UPDATE messages SET status = ?, thread_id = ?, errors = ?, warnings = ? WHERE id = ?`,
+		status, thread, jsonOrEmpty(errs, "[]"), jsonOrEmpty(warns, "[]"), id); err != nil {
+		return Outcome{}, fmt.Errorf("store: update message: %w", err)
+	}
+	if status == StatusAccepted {
+		if err := logHandoff(tx, id, in.Handoff, now); err != nil {
+			return Outcome{}, err
+		}
+	}
+	out := Outcome{ID: id, Status: status, ThreadID: thread, Errors: errs, Warnings: warns, Replay: replay}
+	if callOOPS && in.OOPS != nil {
+		if o := in.OOPS(out); o != nil {
+			qid, err := enqueueTx(tx, o, now)
+			if err != nil {
+				return Outcome{}, fmt.Errorf("store: courtesy OOPS: %w", err)
+			}
+			out.QueuedOOPS = qid
+		}
+	}
+	return out, nil
+}
+
+// redelivery answers an exact redelivery from the stored row.
+func redelivery(tx *sql.Tx, dir, mailbox, mid string, sum []byte) (Outcome, error) {
+	out := Outcome{Redelivery: true}
+	var errsJSON, warnsJSON string
+	err := tx.QueryRow(`SELECT id, status, thread_id, errors, warnings FROM messages
+		WHERE direction = ? AND mailbox = ? AND message_id = ? AND content_hash = ?`,
+		dir, mailbox, mid, sum).Scan(&out.ID, &out.Status, &out.ThreadID, &errsJSON, &warnsJSON)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("store: read earlier copy: %w", err)
+	}
+	out.Errors = decodeProblems(errsJSON)
+	out.Warnings = decodeProblems(warnsJSON)
+	return out, nil
+}
+
+// checkAccept compares an ACCEPT's payment with the want of the OFFER it
+// names (offer_ref), preferring an OFFER sent by one of the ACCEPT's
+// recipients (the counterparty), then an accepted one, then the earliest.
+// An unknown OFFER is not an error here: it may predate this store.
+func checkAccept(tx *sql.Tx, self int64, in *Incoming, rcpts string) (protocols.Problems, error) {
+	ref := in.Refs["offer_ref"]
+	if ref == "" {
+		return nil, nil
+	}
+	var want Asset
+	err := tx.QueryRow(`SELECT want_amount, want_token, want_chain FROM messages
+		WHERE mailbox = ? AND envelopay_id = ? AND type = 'offer' AND want_amount IS NOT NULL AND id != ?
+		ORDER BY sender IN (SELECT value FROM json_each(?)) DESC, status = 'accepted' DESC, id
+		LIMIT 1`, in.Mailbox, ref, self, rcpts).Scan(&want.Amount, &want.Token, &want.Chain)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: look up OFFER: %w", err)
+	}
+	got := in.AcceptPaid
+	var ps protocols.Problems
+	if got.Amount != want.Amount {
+		ps = append(ps, protocols.New(protocols.CodeAmountMismatch, "amount",
+			"ACCEPT amount %q does not equal OFFER %s want.amount %q", got.Amount, ref, want.Amount))
+	}
+	if !strings.EqualFold(got.Token, want.Token) {
+		ps = append(ps, protocols.New(protocols.CodeAmountMismatch, "token",
+			"ACCEPT token %q does not equal OFFER %s want.token %q", got.Token, ref, want.Token))
+	}
+	if !strings.EqualFold(got.Chain, want.Chain) {
+		ps = append(ps, protocols.New(protocols.CodeAmountMismatch, "chain",
+			"ACCEPT chain %q does not equal OFFER %s want.chain %q", got.Chain, ref, want.Chain))
+	}
+	return ps, nil
+}
+
+// logHandoff adds a pending delivery per distinct target.
+func logHandoff(tx *sql.Tx, id int64, targets []string, now time.Time) error {
+	seen := map[string]bool{}
+	for _, t := range targets {
+		if t == "" || seen[t] {
+			continue
+		}
+		seen[t] = true
+		if _, err := tx.Exec(`INSERT INTO deliveries (message_id, target, state, next_attempt_at)
+			VALUES (?, ?, 'pending', ?) ON CONFLICT (message_id, target) DO NOTHING`,
+			id, t, now.UnixNano()); err != nil {
+			return fmt.Errorf("store: log hand-off: %w", err)
+		}
+	}
+	return nil
+}
+
+func jsonOrEmpty(v any, empty string) string {
+	b, err := json.Marshal(v)
+	if err != nil || string(b) == "null" {
+		return empty
+	}
+	return string(b)
+}
+
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return []byte(b)
+}
+
+func rawBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func decodeProblems(s string) protocols.Problems {
+	ps := protocols.Problems{}
+	if s != "" {
+		_ = json.Unmarshal([]byte(s), &ps) // written by jsonOrEmpty: always valid
+	}
+	return ps
+}
+
+// sortedKeys returns m's keys in order (deterministic ref lookups).
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

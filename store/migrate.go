@@ -1,0 +1,176 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// ErrSchemaTooNew is returned when the database was written by a newer
+// envelopd (its PRAGMA user_version is above the last migration known here).
+var ErrSchemaTooNew = errors.New("store: database schema is newer than this program")
+
+// migrations are the schema steps, in order; migration i (0-based) takes
+// the database from user_version i to i+1. A released step is never
+// edited: a change is a new step appended at the end.
+var migrations = []string{
+	// 1: messages, raw bytes, and the uniqueness tables behind dedup.
+	`
+CREATE TABLE messages (
+	id           INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused: it is the watch cursor
+	mailbox      TEXT NOT NULL,
+	direction    TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+	message_id   TEXT NOT NULL,
+	content_hash BLOB NOT NULL,                     -- SHA-256 of the raw bytes
+	sender       TEXT NOT NULL,
+	recipients   TEXT NOT NULL,                     -- JSON array
+	subject      TEXT NOT NULL,
+	type         TEXT NOT NULL,
+	envelopay_id TEXT NOT NULL,
+	status       TEXT NOT NULL CHECK (status IN ('accepted', 'quarantined', 'duplicate')),
+	thread_id    TEXT NOT NULL,
+	received_at  INTEGER NOT NULL,                  -- Unix nanoseconds, UTC
+	errors       TEXT NOT NULL,                     -- JSON array of problems
+	warnings     TEXT NOT NULL,
+	result       BLOB,
+	dkim         BLOB,
+	auth_results TEXT NOT NULL,
+	size         INTEGER NOT NULL,
+	want_amount  TEXT,                              -- OFFER want
+	want_token   TEXT,
+	want_chain   TEXT
+);
+-- Exact redelivery: the same bytes under the same Message-ID (or, without
+-- a Message-ID, the same bytes) in the same mailbox are one message.
+CREATE UNIQUE INDEX messages_copy ON messages (direction, mailbox, message_id, content_hash);
+CREATE INDEX messages_mid ON messages (message_id);
+CREATE INDEX messages_eid ON messages (envelopay_id);
+CREATE INDEX messages_thread ON messages (thread_id, id);
+CREATE TABLE message_raw (
+	message_id INTEGER PRIMARY KEY REFERENCES messages (id) ON DELETE CASCADE,
+	raw        BLOB NOT NULL
+);
+-- Envelopay v0.2.0 "Verification": replay protection by sender + id and by
+-- proof. Only accepted messages hold a row here.
+CREATE TABLE envelopay_ids (
+	direction    TEXT NOT NULL,
+	mailbox      TEXT NOT NULL,
+	sender       TEXT NOT NULL,
+	envelopay_id TEXT NOT NULL,
+	message_id   INTEGER NOT NULL REFERENCES messages (id),
+	PRIMARY KEY (direction, mailbox, sender, envelopay_id)
+) WITHOUT ROWID;
+CREATE TABLE proofs (
+	direction   TEXT NOT NULL,
+	mailbox     TEXT NOT NULL,
+	fingerprint TEXT NOT NULL,
+	message_id  INTEGER NOT NULL REFERENCES messages (id),
+	PRIMARY KEY (direction, mailbox, fingerprint)
+) WITHOUT ROWID;
+-- Tunnelled-protocol claims (VCP idempotency, AICP nonces and ids).
+CREATE TABLE claims (
+	kind       TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	value      TEXT NOT NULL,
+	message_id INTEGER NOT NULL REFERENCES messages (id),
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL,                    -- 0: never
+	PRIMARY KEY (kind, key)
+) WITHOUT ROWID;
+-- Hash chains (Vacant P6 replay_protect): one row per accepted link; the
+-- primary key makes two links with the same seq impossible.
+CREATE TABLE chain_links (
+	chain      TEXT NOT NULL,
+	seq        INTEGER NOT NULL,
+	prev       TEXT NOT NULL,
+	hash       TEXT NOT NULL,
+	message_id INTEGER NOT NULL REFERENCES messages (id),
+	PRIMARY KEY (chain, seq)
+) WITHOUT ROWID;
+`,
+	// 2: the outbound queue and the hand-off (delivery) log.
+	`
+CREATE TABLE queue (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	kind       TEXT NOT NULL,
+	sender     TEXT NOT NULL,
+	message_id TEXT NOT NULL,
+	raw        BLOB NOT NULL,
+	copy_id    INTEGER REFERENCES messages (id),
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX queue_mid ON queue (message_id) WHERE message_id != '';
+CREATE TABLE queue_rcpts (
+	queue_id        INTEGER NOT NULL REFERENCES queue (id) ON DELETE CASCADE,
+	rcpt            TEXT NOT NULL,
+	state           TEXT NOT NULL CHECK (state IN ('pending', 'sent', 'failed', 'dropped')),
+	attempts        INTEGER NOT NULL DEFAULT 0,
+	next_attempt_at INTEGER NOT NULL,
+	last_error      TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (queue_id, rcpt)
+) WITHOUT ROWID;
+CREATE INDEX queue_rcpts_due ON queue_rcpts (state, next_attempt_at);
+CREATE TABLE deliveries (
+	id              INTEGER PRIMARY KEY AUTOINCREMENT,
+	message_id      INTEGER NOT NULL REFERENCES messages (id),
+	target          TEXT NOT NULL,
+	state           TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+	attempts        INTEGER NOT NULL DEFAULT 0,
+	next_attempt_at INTEGER NOT NULL,
+	last_error      TEXT NOT NULL DEFAULT '',
+	UNIQUE (message_id, target)
+);
+CREATE INDEX deliveries_due ON deliveries (target, state, next_attempt_at);
+`,
+	// 3: IMAP poll positions and tunnelled-protocol keys.
+	`
+CREATE TABLE imap_state (
+	key          TEXT PRIMARY KEY,
+	uid_validity INTEGER NOT NULL,
+	last_uid     INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE protocol_keys (
+	protocol TEXT NOT NULL,
+	handle   TEXT NOT NULL,
+	key      TEXT NOT NULL,
+	PRIMARY KEY (protocol, handle)
+) WITHOUT ROWID;
+`,
+}
+
+// SchemaVersion is the schema version this program writes (PRAGMA
+// user_version after all migrations).
+const SchemaVersion = 3
+
+// migrate brings db from its user_version up to version target, one
+// transaction per step.
+func migrate(ctx context.Context, db *sql.DB, target int) error {
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("%w: version %d, known up to %d", ErrSchemaTooNew, v, len(migrations))
+	}
+	for ; v < target; v++ {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+		// PRAGMA takes no parameters; v+1 is an int.
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+	}
+	return nil
+}

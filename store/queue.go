@@ -1,0 +1,279 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DefaultExpiry is how long an outgoing message is retried when
+// Outgoing.Expires is zero.
+const DefaultExpiry = 24 * time.Hour
+
+// Enqueue implements Store. Enqueue is idempotent per Message-ID: a second
+// Outgoing with a Message-ID already queued returns the first entry's id
+// and writes nothing (a crashed-and-retried `send` cannot send twice).
+func (s *SQLite) Enqueue(ctx context.Context, out *Outgoing) (int64, error) {
+	if err := checkOutgoing(out); err != nil {
+		return 0, err
+	}
+	var id int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		id, err = enqueueTx(tx, out, time.Now().UTC())
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return id, nil
+}
+
+func checkOutgoing(out *Outgoing) error {
+	if out == nil {
+		return fmt.Errorf("%w: nil outgoing message", ErrBadInput)
+	}
+	if len(out.Recipients) == 0 {
+		return fmt.Errorf("%w: outgoing message without recipients", ErrBadInput)
+	}
+	for _, r := range out.Recipients {
+		if r == "" {
+			return fmt.Errorf("%w: empty recipient", ErrBadInput)
+		}
+	}
+	if out.Copy != nil {
+		return checkIncoming(out.Copy)
+	}
+	return nil
+}
+
+// enqueueTx queues out inside tx, with one pending row per recipient due
+// now, and stores out.Copy as a DirOut message (no hand-off, no OOPS).
+func enqueueTx(tx *sql.Tx, out *Outgoing, now time.Time) (int64, error) {
+	if err := checkOutgoing(out); err != nil {
+		return 0, err
+	}
+	exp := out.Expires
+	if exp.IsZero() {
+		exp = now.Add(DefaultExpiry)
+	}
+	kind := out.Kind
+	if kind == "" {
+		kind = "send"
+	}
+	var id int64
+	err := tx.QueryRow(`INSERT INTO queue (kind, sender, message_id, raw, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (message_id) WHERE message_id != '' DO NOTHING RETURNING id`,
+		kind, out.From, out.MessageID, rawBytes(out.Raw), now.UnixNano(), exp.UTC().UnixNano()).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Already queued under this Message-ID.
+		if err := tx.QueryRow(`SELECT id FROM queue WHERE message_id = ?`, out.MessageID).Scan(&id); err != nil {
+			return 0, fmt.Errorf("store: enqueue: %w", err)
+		}
+		return id, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: enqueue: %w", err)
+	}
+	if out.Copy != nil {
+		cp := *out.Copy
+		cp.Direction = DirOut
+		cp.OOPS = nil
+		if cp.ReceivedAt.IsZero() {
+			cp.ReceivedAt = now
+		}
+		o, err := ingestTx(tx, &cp, false)
+		if err != nil {
+			return 0, fmt.Errorf("store: store copy of outgoing message: %w", err)
+		}
+		if _, err := tx.Exec(`UPDATE queue SET copy_id = ? WHERE id = ?`, o.ID, id); err != nil {
+			return 0, fmt.Errorf("store: enqueue: %w", err)
+		}
+	}
+	for _, r := range out.Recipients {
+		if _, err := tx.Exec(`INSERT INTO queue_rcpts (queue_id, rcpt, state, next_attempt_at)
+			VALUES (?, ?, 'pending', ?) ON CONFLICT DO NOTHING`, id, r, now.UnixNano()); err != nil {
+			return 0, fmt.Errorf("store: enqueue recipient: %w", err)
+		}
+	}
+	return id, nil
+}
+
+// ClaimDue implements Store. Pending recipients whose entry has expired are
+// first marked failed ("expired"); then up to limit due recipients (oldest
+// due first) get attempts+1 and next attempt now+lease before they are
+// returned.
+func (s *SQLite) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Due, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var dues []Due
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		dues = nil
+		n := now.UTC().UnixNano()
+		if _, err := tx.Exec(`UPDATE queue_rcpts SET state = 'failed', last_error = 'expired: delivery given up'
+			WHERE state = 'pending' AND queue_id IN (SELECT id FROM queue WHERE expires_at <= ?)`, n); err != nil {
+			return fmt.Errorf("store: expire queue: %w", err)
+		}
+		rows, err := tx.Query(`UPDATE queue_rcpts SET attempts = attempts + 1, next_attempt_at = ?
+			WHERE (queue_id, rcpt) IN (SELECT queue_id, rcpt FROM queue_rcpts
+				WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, queue_id LIMIT ?)
+			RETURNING queue_id, rcpt, attempts`, now.Add(lease).UTC().UnixNano(), n, limit)
+		if err != nil {
+			return fmt.Errorf("store: claim due: %w", err)
+		}
+		for rows.Next() {
+			var d Due
+			if err := rows.Scan(&d.QueueID, &d.Rcpt, &d.Attempts); err != nil {
+				rows.Close()
+				return fmt.Errorf("store: claim due: %w", err)
+			}
+			dues = append(dues, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("store: claim due: %w", err)
+		}
+		for i := range dues {
+			var exp int64
+			if err := tx.QueryRow(`SELECT sender, raw, expires_at FROM queue WHERE id = ?`, dues[i].QueueID).
+				Scan(&dues[i].From, &dues[i].Raw, &exp); err != nil {
+				return fmt.Errorf("store: claim due: %w", err)
+			}
+			dues[i].Expires = time.Unix(0, exp).UTC()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortDues(dues)
+	return dues, nil
+}
+
+// sortDues orders dues by queue entry and recipient (RETURNING order is
+// unspecified).
+func sortDues(d []Due) {
+	slices.SortFunc(d, func(a, b Due) int {
+		if c := cmp.Compare(a.QueueID, b.QueueID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Rcpt, b.Rcpt)
+	})
+}
+
+// RecordDelivery implements Store. state is QueueSent, QueueFailed,
+// QueueDropped, or QueuePending with next as the next attempt time.
+func (s *SQLite) RecordDelivery(ctx context.Context, queueID int64, rcpt, state, lastErr string, next time.Time) error {
+	switch state {
+	case QueueSent, QueueFailed, QueuePending, QueueDropped:
+	default:
+		return fmt.Errorf("%w: queue state %q", ErrBadInput, state)
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`UPDATE queue_rcpts SET state = ?, last_error = ?, next_attempt_at = ?
+			WHERE queue_id = ? AND rcpt = ?`, state, lastErr, next.UTC().UnixNano(), queueID, rcpt)
+		if err != nil {
+			return fmt.Errorf("store: record delivery: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("queue %d recipient %s: %w", queueID, rcpt, ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// Queue implements Store: the entries with at least one recipient in state
+// ("" for all), oldest first, each with all its recipients.
+func (s *SQLite) Queue(ctx context.Context, state string) ([]QueueEntry, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT id, kind, sender, message_id, created_at, expires_at FROM queue
+		WHERE ? = '' OR id IN (SELECT queue_id FROM queue_rcpts WHERE state = ?) ORDER BY id`, state, state)
+	if err != nil {
+		return nil, fmt.Errorf("store: queue: %w", err)
+	}
+	var es []QueueEntry
+	idx := map[int64]int{}
+	for rows.Next() {
+		var e QueueEntry
+		var c, x int64
+		if err := rows.Scan(&e.ID, &e.Kind, &e.From, &e.MessageID, &c, &x); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: queue: %w", err)
+		}
+		e.CreatedAt, e.Expires = time.Unix(0, c).UTC(), time.Unix(0, x).UTC()
+		e.Recipients = []QueueRecipient{}
+		idx[e.ID] = len(es)
+		es = append(es, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: queue: %w", err)
+	}
+	if len(es) == 0 {
+		return es, nil
+	}
+	rows, err = s.r.QueryContext(ctx, `SELECT queue_id, rcpt, state, attempts, next_attempt_at, last_error
+		FROM queue_rcpts WHERE queue_id >= ? AND queue_id <= ? ORDER BY queue_id, rcpt`, es[0].ID, es[len(es)-1].ID)
+	if err != nil {
+		return nil, fmt.Errorf("store: queue: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var qid, next int64
+		var r QueueRecipient
+		if err := rows.Scan(&qid, &r.Rcpt, &r.State, &r.Attempts, &next, &r.LastError); err != nil {
+			return nil, fmt.Errorf("store: queue: %w", err)
+		}
+		r.NextAttempt = time.Unix(0, next).UTC()
+		if i, ok := idx[qid]; ok {
+			es[i].Recipients = append(es[i].Recipients, r)
+		}
+	}
+	return es, rows.Err()
+}
+
+// QueueRetry implements Store: every recipient not yet sent becomes pending
+// and due now, and an expired entry gets a new DefaultExpiry from now.
+func (s *SQLite) QueueRetry(ctx context.Context, id int64) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		now := time.Now().UTC()
+		res, err := tx.Exec(`UPDATE queue SET expires_at = max(expires_at, ?) WHERE id = ?`,
+			now.Add(DefaultExpiry).UnixNano(), id)
+		if err != nil {
+			return fmt.Errorf("store: queue retry: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("queue %d: %w", id, ErrNotFound)
+		}
+		if _, err := tx.Exec(`UPDATE queue_rcpts SET state = 'pending', next_attempt_at = ?
+			WHERE queue_id = ? AND state != 'sent'`, now.UnixNano(), id); err != nil {
+			return fmt.Errorf("store: queue retry: %w", err)
+		}
+		return nil
+	})
+}
+
+// QueueDrop implements Store: every recipient not yet sent becomes dropped.
+func (s *SQLite) QueueDrop(ctx context.Context, id int64) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRow(`SELECT 1 FROM queue WHERE id = ?`, id).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("queue %d: %w", id, ErrNotFound)
+		} else if err != nil {
+			return fmt.Errorf("store: queue drop: %w", err)
+		}
+		if _, err := tx.Exec(`UPDATE queue_rcpts SET state = 'dropped' WHERE queue_id = ? AND state != 'sent'`, id); err != nil {
+			return fmt.Errorf("store: queue drop: %w", err)
+		}
+		return nil
+	})
+}

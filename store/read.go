@@ -1,0 +1,194 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+func (s *SQLite) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+const messageCols = `m.id, m.mailbox, m.direction, m.message_id, m.sender, m.recipients, m.subject, m.type,
+	m.envelopay_id, m.status, m.thread_id, m.received_at, m.errors, m.warnings, m.result, m.dkim,
+	m.auth_results, m.size`
+
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+func scanMessage(sc scanner, withRaw bool) (Message, error) {
+	var m Message
+	var rcpts, errs, warns string
+	var at int64
+	var result, dkim []byte
+	dest := []any{&m.ID, &m.Mailbox, &m.Direction, &m.MessageID, &m.Sender, &rcpts, &m.Subject, &m.Type,
+		&m.EnvelopayID, &m.Status, &m.ThreadID, &at, &errs, &warns, &result, &dkim, &m.AuthResults, &m.Size}
+	if withRaw {
+		dest = append(dest, &m.Raw)
+	}
+	if err := sc.Scan(dest...); err != nil {
+		return Message{}, err
+	}
+	m.Recipients = []string{}
+	if err := json.Unmarshal([]byte(rcpts), &m.Recipients); err != nil {
+		return Message{}, fmt.Errorf("store: message %d: recipients: %w", m.ID, err)
+	}
+	m.ReceivedAt = time.Unix(0, at).UTC()
+	m.Errors = decodeProblems(errs)
+	m.Warnings = decodeProblems(warns)
+	if len(result) > 0 {
+		m.Result = json.RawMessage(result)
+	}
+	if len(dkim) > 0 {
+		m.DKIM = json.RawMessage(dkim)
+	}
+	return m, nil
+}
+
+// Message implements Store; the raw bytes are included.
+func (s *SQLite) Message(ctx context.Context, id int64) (*Message, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	row := s.r.QueryRowContext(ctx, `SELECT `+messageCols+`, coalesce(r.raw, x'')
+		FROM messages m LEFT JOIN message_raw r ON r.message_id = m.id WHERE m.id = ?`, id)
+	m, err := scanMessage(row, true)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("message %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: message %d: %w", id, err)
+	}
+	return &m, nil
+}
+
+// Messages implements Store: matching messages in id order (the order they
+// were stored), after f.AfterID, at most f.Limit.
+func (s *SQLite) Messages(ctx context.Context, f Filter) ([]Message, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		where = append(where, cond)
+		args = append(args, v)
+	}
+	add("m.id > ?", f.AfterID)
+	if f.Mailbox != "" {
+		add("m.mailbox = ?", f.Mailbox)
+	}
+	if f.Type != "" {
+		add("m.type = ?", f.Type)
+	}
+	if f.Status != "" {
+		add("m.status = ?", f.Status)
+	}
+	if f.ThreadID != "" {
+		add("m.thread_id = ?", f.ThreadID)
+	}
+	q := `SELECT ` + messageCols
+	if f.WithRaw {
+		q += `, coalesce(r.raw, x'') FROM messages m LEFT JOIN message_raw r ON r.message_id = m.id`
+	} else {
+		q += ` FROM messages m`
+	}
+	q += ` WHERE ` + strings.Join(where, " AND ") + ` ORDER BY m.id`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	return s.query(ctx, q, f.WithRaw, args...)
+}
+
+func (s *SQLite) query(ctx context.Context, q string, withRaw bool, args ...any) ([]Message, error) {
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: messages: %w", err)
+	}
+	defer rows.Close()
+	ms := []Message{}
+	for rows.Next() {
+		m, err := scanMessage(rows, withRaw)
+		if err != nil {
+			return nil, fmt.Errorf("store: messages: %w", err)
+		}
+		ms = append(ms, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: messages: %w", err)
+	}
+	return ms, nil
+}
+
+// Thread implements Store. ref is tried as a thread id, then as a
+// Message-ID (angle brackets allowed), then as an Envelopay id; the thread
+// of the earliest matching message wins. Raw bytes are not included.
+func (s *SQLite) Thread(ctx context.Context, ref string) ([]Message, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	ref = strings.TrimSpace(ref)
+	if ref == "" {
+		return nil, fmt.Errorf("thread %q: %w", ref, ErrNotFound)
+	}
+	thread := ""
+	mid := strings.TrimSuffix(strings.TrimPrefix(ref, "<"), ">")
+	for _, q := range []struct{ sql, arg string }{
+		{`SELECT thread_id FROM messages WHERE thread_id = ? LIMIT 1`, ref},
+		{`SELECT thread_id FROM messages WHERE message_id = ? ORDER BY id LIMIT 1`, mid},
+		{`SELECT thread_id FROM messages WHERE envelopay_id = ? ORDER BY status = 'accepted' DESC, id LIMIT 1`, ref},
+	} {
+		err := s.r.QueryRowContext(ctx, q.sql, q.arg).Scan(&thread)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("store: thread: %w", err)
+		}
+	}
+	if thread == "" {
+		return nil, fmt.Errorf("thread %q: %w", ref, ErrNotFound)
+	}
+	return s.query(ctx, `SELECT `+messageCols+` FROM messages m WHERE m.thread_id = ? ORDER BY m.id`, false, thread)
+}
+
+// WaitNew implements Store. It wakes on commits of this process at once and
+// polls every Options.PollInterval for rows written by other processes
+// (`envelopd watch` next to `envelopd serve`).
+func (s *SQLite) WaitNew(ctx context.Context, after int64) error {
+	t := time.NewTicker(s.opts.PollInterval)
+	defer t.Stop()
+	for {
+		if s.isClosed() {
+			return ErrClosed
+		}
+		ch := s.newMsgChan() // before reading, so no commit is missed
+		var max int64
+		if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM messages`).Scan(&max); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("store: wait: %w", err)
+		}
+		if max > after {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-s.quit:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// ErrClosed is returned by every method of a closed SQLite store.
+var ErrClosed = errors.New("store: closed")
+
+// Options tune OpenSQLiteOptions. The zero value is what OpenSQLite uses.
+type Options struct {
+	// BusyTimeout is SQLite's busy_timeout (another process holding the
+	// write lock, e.g. `envelopd send` next to `envelopd serve`).
+	// Default 5 s.
+	BusyTimeout time.Duration
+	// MaxBatch caps how many waiting writes share one transaction (group
+	// commit). Default 256.
+	MaxBatch int
+	// Readers is the size of the read connection pool. Default 4.
+	Readers int
+	// PollInterval is how often WaitNew looks for rows written by other
+	// processes. Default 200 ms.
+	PollInterval time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 5 * time.Second
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	if o.Readers <= 0 {
+		o.Readers = 4
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 200 * time.Millisecond
+	}
+}
+
+// SQLite is the Store backed by one SQLite database file (modernc.org/sqlite,
+// pure Go). It has exactly one writer connection, owned by a single writer
+// goroutine that commits waiting writes in groups (one transaction, one
+// fsync, each write under its own SAVEPOINT), and a separate pool of
+// read-only connections; WAL lets the readers run during commits.
+type SQLite struct {
+	path string
+	opts Options
+	w    *sql.DB // one connection, used only by the writer goroutine
+	r    *sql.DB // read-only pool
+
+	ops  chan *op
+	quit chan struct{}
+	done chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+
+	mu     sync.Mutex
+	closed bool
+	newMsg chan struct{} // closed and replaced after a commit that stored messages
+}
+
+var _ Store = (*SQLite)(nil)
+
+// dsn builds a modernc.org/sqlite DSN. Only `_pragma=NAME(VALUE)` and
+// `_txlock` are honoured by that driver; mattn-style keys such as
+// `_journal_mode` are silently ignored (see shared/interop/README.md).
+func dsn(path string, busy time.Duration, writer bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	if writer {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(FULL)")
+		q.Set("_txlock", "immediate")
+	} else {
+		q.Add("_pragma", "synchronous(FULL)")
+		q.Add("_pragma", "query_only(1)")
+	}
+	return "file:" + escapePath(path) + "?" + q.Encode()
+}
+
+// escapePath keeps a file name from being read as URI syntax.
+func escapePath(p string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(p)
+}
+
+// OpenSQLite opens (creating if needed) the database at path, applies the
+// pending migrations and starts the writer.
+func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
+	return OpenSQLiteOptions(ctx, path, Options{})
+}
+
+// OpenSQLiteOptions is OpenSQLite with options.
+func OpenSQLiteOptions(ctx context.Context, path string, opts Options) (*SQLite, error) {
+	if path == "" {
+		return nil, errors.New("store: empty database path")
+	}
+	opts.defaults()
+	w, err := sql.Open("sqlite", dsn(path, opts.BusyTimeout, true))
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, w, len(migrations)); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", dsn(path, opts.BusyTimeout, false))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(opts.Readers)
+	r.SetMaxIdleConns(opts.Readers)
+	if err := r.PingContext(ctx); err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	s := &SQLite{
+		path:   path,
+		opts:   opts,
+		w:      w,
+		r:      r,
+		ops:    make(chan *op, opts.MaxBatch),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+		newMsg: make(chan struct{}),
+	}
+	go s.writer()
+	return s, nil
+}
+
+// Close stops the writer after the writes already submitted and closes
+// the database. It is safe to call more than once.
+func (s *SQLite) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.quit)
+		<-s.done
+		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+	})
+	return s.closeErr
+}
+
+// Pragma returns the value of a PRAGMA as seen by the writer connection
+// (journal_mode, synchronous, foreign_keys, busy_timeout, user_version,
+// integrity_check, …). It is for tests and `envelopd` diagnostics; name must
+// be a bare pragma name.
+func (s *SQLite) Pragma(ctx context.Context, name string) (string, error) {
+	for _, c := range name {
+		if !(c == '_' || c >= 'a' && c <= 'z') {
+			return "", fmt.Errorf("store: bad pragma name %q", name)
+		}
+	}
+	var v string
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRow("PRAGMA " + name).Scan(&v)
+	})
+	return v, err
+}

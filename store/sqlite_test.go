@@ -1,0 +1,128 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/envelopd/envelopd/store"
+	"github.com/envelopd/envelopd/store/storetest"
+)
+
+// openPerTest opens a SQLite store whose file is named after t, so that a
+// second open with the same t (restart tests) finds the same data.
+func openPerTest(dir string) func(t *testing.T) store.Store {
+	return func(t *testing.T) store.Store {
+		name := strings.NewReplacer("/", "_", " ", "_", "'", "_").Replace(t.Name())
+		s, err := store.OpenSQLite(context.Background(), filepath.Join(dir, name+".db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+}
+
+func TestSQLiteConformance(t *testing.T) {
+	storetest.Run(t, openPerTest(t.TempDir()))
+}
+
+func TestPragmas(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "p.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, c := range []struct{ name, want string }{
+		{"journal_mode", "wal"},
+		{"synchronous", "2"}, // FULL
+		{"foreign_keys", "1"},
+		{"busy_timeout", "5000"},
+		{"user_version", fmt.Sprint(store.SchemaVersion)},
+		{"integrity_check", "ok"},
+		{"foreign_key_check", ""},
+	} {
+		got, err := s.Pragma(ctx, c.name)
+		if c.name == "foreign_key_check" {
+			// No rows means no violation.
+			if !errors.Is(err, sql.ErrNoRows) {
+				t.Errorf("foreign_key_check: %q %v, want no rows", got, err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("PRAGMA %s = %q (%v), want %q", c.name, got, err, c.want)
+		}
+	}
+	if _, err := s.Pragma(ctx, "user_version = 0"); err == nil {
+		t.Errorf("Pragma accepted an assignment")
+	}
+}
+
+// TestMigrate opens a database left at each older schema version, with a
+// message in it, and checks that opening migrates it and keeps the data.
+func TestMigrate(t *testing.T) {
+	ctx := context.Background()
+	for v := 1; v < store.SchemaVersion; v++ {
+		t.Run(fmt.Sprintf("from v%d", v), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "old.db")
+			if err := store.MigrateTo(ctx, path, v); err != nil {
+				t.Fatal(err)
+			}
+			db, err := sql.Open("sqlite", "file:"+path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(`INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
+				recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
+				auth_results, size) VALUES ('', 'in', 'old@x.test', x'00', 'a@x.test', '[]', 'WHICH | old', 'which',
+				'wch_1', 'accepted', 't_old', 0, '[]', '[]', '', 0)`); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			s, err := store.OpenSQLite(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got, _ := s.Pragma(ctx, "user_version"); got != fmt.Sprint(store.SchemaVersion) {
+				t.Errorf("user_version %s, want %d", got, store.SchemaVersion)
+			}
+			th, err := s.Thread(ctx, "wch_1")
+			if err != nil || len(th) != 1 || th[0].MessageID != "old@x.test" {
+				t.Fatalf("old message after migration: %+v %v", th, err)
+			}
+			// Tables of the later steps work.
+			if err := s.PutKey(ctx, "aicp", "alice", "k"); err != nil {
+				t.Error(err)
+			}
+			if _, err := s.Enqueue(ctx, &store.Outgoing{Recipients: []string{"a@x.test"}, Raw: []byte("x")}); err != nil {
+				t.Error(err)
+			}
+			out, err := s.Ingest(ctx, &store.Incoming{MessageID: "new@x.test", InReplyTo: []string{"old@x.test"}, Raw: []byte("y")})
+			if err != nil || out.ThreadID != "t_old" {
+				t.Errorf("new reply: %+v %v, want thread t_old", out, err)
+			}
+		})
+	}
+}
+
+func TestSchemaTooNew(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "new.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", store.SchemaVersion+1)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := store.OpenSQLite(ctx, path); !errors.Is(err, store.ErrSchemaTooNew) {
+		t.Errorf("open: %v, want ErrSchemaTooNew", err)
+	}
+}

@@ -1,0 +1,92 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// IMAPState implements Store. An unknown key is not an error: it returns
+// 0, 0 (nothing seen yet).
+func (s *SQLite) IMAPState(ctx context.Context, key string) (uint32, uint32, error) {
+	if s.isClosed() {
+		return 0, 0, ErrClosed
+	}
+	var v, u int64
+	err := s.r.QueryRowContext(ctx, `SELECT uid_validity, last_uid FROM imap_state WHERE key = ?`, key).Scan(&v, &u)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: imap state: %w", err)
+	}
+	return uint32(v), uint32(u), nil
+}
+
+// SetIMAPState implements Store.
+func (s *SQLite) SetIMAPState(ctx context.Context, key string, uidValidity, lastUID uint32) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO imap_state (key, uid_validity, last_uid) VALUES (?, ?, ?)
+			ON CONFLICT (key) DO UPDATE SET uid_validity = excluded.uid_validity, last_uid = excluded.last_uid`,
+			key, int64(uidValidity), int64(lastUID))
+		if err != nil {
+			return fmt.Errorf("store: set imap state: %w", err)
+		}
+		return nil
+	})
+}
+
+// PutKey implements Store: it adds or replaces the key of (protocol, handle).
+func (s *SQLite) PutKey(ctx context.Context, protocol, handle, key string) error {
+	if protocol == "" || handle == "" {
+		return fmt.Errorf("%w: key without protocol or handle", ErrBadInput)
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO protocol_keys (protocol, handle, key) VALUES (?, ?, ?)
+			ON CONFLICT (protocol, handle) DO UPDATE SET key = excluded.key`, protocol, handle, key)
+		if err != nil {
+			return fmt.Errorf("store: put key: %w", err)
+		}
+		return nil
+	})
+}
+
+// Keys implements Store: handle → key for protocol (empty map when none).
+func (s *SQLite) Keys(ctx context.Context, protocol string) (map[string]string, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT handle, key FROM protocol_keys WHERE protocol = ?`, protocol)
+	if err != nil {
+		return nil, fmt.Errorf("store: keys: %w", err)
+	}
+	defer rows.Close()
+	m := map[string]string{}
+	for rows.Next() {
+		var h, k string
+		if err := rows.Scan(&h, &k); err != nil {
+			return nil, fmt.Errorf("store: keys: %w", err)
+		}
+		m[h] = k
+	}
+	return m, rows.Err()
+}
+
+// ChainTip implements Store.
+func (s *SQLite) ChainTip(ctx context.Context, chain string) (int64, string, error) {
+	if s.isClosed() {
+		return 0, "", ErrClosed
+	}
+	var seq int64
+	var hash string
+	err := s.r.QueryRowContext(ctx, `SELECT seq, hash FROM chain_links WHERE chain = ? ORDER BY seq DESC LIMIT 1`, chain).
+		Scan(&seq, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ZeroHash, nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("store: chain tip: %w", err)
+	}
+	return seq, hash, nil
+}

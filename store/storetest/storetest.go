@@ -1,0 +1,29 @@
+// Package storetest is the conformance suite every store.Store backend
+// must pass (in the manner of inbucket's storage tests): the ingest rules
+// of issue 6 (exact redelivery, duplicate_id, duplicate_proof, ACCEPT
+// against OFFER, tunnelled-protocol claims and chain links, status,
+// threading, hand-off, courtesy OOPS) as scenario files under testdata/,
+// plus races, restart, the outbound queue, the hand-off log, IMAP state,
+// keys and the readers.
+package storetest
+
+import (
+	"testing"
+
+	"github.com/envelopd/envelopd/store"
+)
+
+// Run runs the suite. open returns a store for t; it may be called more
+// than once with the same t, and then must return a store over the same
+// data (the restart tests close the first store and open again). The
+// suite closes every store it opens.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Run("Scenarios", func(t *testing.T) { testScenarios(t, open) })
+	t.Run("Races", func(t *testing.T) { testRaces(t, open) })
+	t.Run("Restart", func(t *testing.T) { testRestart(t, open) })
+	t.Run("Queue", func(t *testing.T) { testQueue(t, open) })
+	t.Run("Deliveries", func(t *testing.T) { testDeliveries(t, open) })
+	t.Run("State", func(t *testing.T) { testState(t, open) })
+	t.Run("Read", func(t *testing.T) { testRead(t, open) })
+	t.Run("BadInput", func(t *testing.T) { testBadInput(t, open) })
+}

@@ -1,0 +1,175 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/envelopd/envelopd/protocols"
+)
+
+// ZeroHash is the prev hash of the first link of a chain (Vacant P6: 32
+// zero bytes, in hex).
+const ZeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// takeUnique records the message's uniqueness facts, each with INSERT … ON
+// CONFLICT so that the UNIQUE key, not a prior SELECT, decides: (sender,
+// Envelopay id), proof fingerprint, protocol claims, chain links. It
+// returns the conflicts as problems and whether a claim was a marked
+// (harmless) replay. The caller undoes everything when the message is not
+// accepted.
+func takeUnique(tx *sql.Tx, id int64, dir string, in *Incoming, now time.Time) (protocols.Problems, bool, error) {
+	var ps protocols.Problems
+	replay := false
+	if in.EnvelopayID != "" {
+		var prev int64
+		err := tx.QueryRow(`INSERT INTO envelopay_ids (direction, mailbox, sender, envelopay_id, message_id)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 0`,
+			dir, in.Mailbox, in.Sender, in.EnvelopayID, id).Scan(&prev)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = tx.QueryRow(`SELECT message_id FROM envelopay_ids
+				WHERE direction = ? AND mailbox = ? AND sender = ? AND envelopay_id = ?`,
+				dir, in.Mailbox, in.Sender, in.EnvelopayID).Scan(&prev)
+			if err != nil {
+				return nil, false, fmt.Errorf("store: read id claim: %w", err)
+			}
+			ps = append(ps, protocols.New(protocols.CodeDuplicateID, "id",
+				"id %q from %s was already used by stored message %d", in.EnvelopayID, in.Sender, prev))
+		} else if err != nil {
+			return nil, false, fmt.Errorf("store: claim id: %w", err)
+		}
+	}
+	if in.ProofFingerprint != "" {
+		var prev int64
+		err := tx.QueryRow(`INSERT INTO proofs (direction, mailbox, fingerprint, message_id)
+			VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 0`,
+			dir, in.Mailbox, in.ProofFingerprint, id).Scan(&prev)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = tx.QueryRow(`SELECT message_id FROM proofs WHERE direction = ? AND mailbox = ? AND fingerprint = ?`,
+				dir, in.Mailbox, in.ProofFingerprint).Scan(&prev)
+			if err != nil {
+				return nil, false, fmt.Errorf("store: read proof claim: %w", err)
+			}
+			ps = append(ps, protocols.New(protocols.CodeDuplicateProof, "proof",
+				"this payment proof was already presented in stored message %d", prev))
+		} else if err != nil {
+			return nil, false, fmt.Errorf("store: claim proof: %w", err)
+		}
+	}
+	for _, c := range in.Claims {
+		p, same, err := takeClaim(tx, id, c, now)
+		if err != nil {
+			return nil, false, err
+		}
+		if p != nil {
+			ps = append(ps, *p)
+		} else if same {
+			replay = true
+		}
+	}
+	for _, l := range in.Links {
+		p, err := takeLink(tx, id, l)
+		if err != nil {
+			return nil, false, err
+		}
+		if p != nil {
+			ps = append(ps, *p)
+		}
+	}
+	return ps, replay, nil
+}
+
+// takeClaim records c. A live claim with the same value is a replay (an
+// OnSame problem, or only a marked replay when OnSame is ""); with another
+// value a conflict (OnConflict, or nothing when ""). A claim whose window
+// ended before now is replaced.
+func takeClaim(tx *sql.Tx, id int64, c protocols.Claim, now time.Time) (*protocols.Problem, bool, error) {
+	var expires int64
+	if c.Window > 0 {
+		expires = now.Add(time.Duration(c.Window) * time.Second).UnixNano()
+	}
+	var ok int
+	err := tx.QueryRow(`INSERT INTO claims (kind, key, value, message_id, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value, message_id = excluded.message_id,
+			created_at = excluded.created_at, expires_at = excluded.expires_at
+		WHERE claims.expires_at != 0 AND claims.expires_at <= excluded.created_at
+		RETURNING 1`, c.Kind, c.Key, c.Value, id, now.UnixNano(), expires).Scan(&ok)
+	if err == nil {
+		return nil, false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, false, fmt.Errorf("store: claim %s: %w", c.Kind, err)
+	}
+	var value string
+	var prev int64
+	if err := tx.QueryRow(`SELECT value, message_id FROM claims WHERE kind = ? AND key = ?`, c.Kind, c.Key).
+		Scan(&value, &prev); err != nil {
+		return nil, false, fmt.Errorf("store: read claim %s: %w", c.Kind, err)
+	}
+	if value == c.Value {
+		if c.OnSame == "" {
+			return nil, true, nil
+		}
+		p := protocols.New(c.OnSame, "", "%s already seen in stored message %d", c.Kind, prev)
+		return &p, true, nil
+	}
+	if c.OnConflict == "" {
+		return nil, false, nil
+	}
+	p := protocols.New(c.OnConflict, "", "%s already used with different content by stored message %d", c.Kind, prev)
+	return &p, false, nil
+}
+
+// takeLink appends l to its chain (Vacant P6 replay_protect): seq must be
+// tip+1 and prev the tip's hash (seq 1: ZeroHash). A lower or equal seq is
+// replay_detected; a wrong prev, or a seq that skips ahead, is chain_fork.
+// The (chain, seq) primary key makes two accepted links with one seq
+// impossible.
+func takeLink(tx *sql.Tx, id int64, l protocols.Link) (*protocols.Problem, error) {
+	tip, hash, err := chainTip(tx, l.Chain)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case l.Seq <= tip:
+		p := protocols.New(protocols.CodeReplayDetected, "seq", "seq %d is not after the chain tip %d", l.Seq, tip)
+		return &p, nil
+	case l.Seq != tip+1:
+		p := protocols.New(protocols.CodeChainFork, "seq", "seq %d skips ahead of the chain tip %d", l.Seq, tip)
+		return &p, nil
+	case !strings.EqualFold(l.Prev, hash):
+		p := protocols.New(protocols.CodeChainFork, "prev", "prev %s is not the chain tip's hash %s", l.Prev, hash)
+		return &p, nil
+	}
+	res, err := tx.Exec(`INSERT INTO chain_links (chain, seq, prev, hash, message_id) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`, l.Chain, l.Seq, strings.ToLower(l.Prev), strings.ToLower(l.Hash), id)
+	if err != nil {
+		return nil, fmt.Errorf("store: append chain link: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		p := protocols.New(protocols.CodeReplayDetected, "seq", "seq %d is already in the chain", l.Seq)
+		return &p, nil
+	}
+	return nil, nil
+}
+
+type queryRower interface {
+	QueryRow(query string, args ...any) *sql.Row
+}
+
+func chainTip(q queryRower, chain string) (int64, string, error) {
+	var seq int64
+	var hash string
+	err := q.QueryRow(`SELECT seq, hash FROM chain_links WHERE chain = ? ORDER BY seq DESC LIMIT 1`, chain).
+		Scan(&seq, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ZeroHash, nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("store: read chain tip: %w", err)
+	}
+	return seq, hash, nil
+}

@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// op is one write submitted to the writer goroutine. fn runs inside the
+// batch transaction under its own SAVEPOINT; done receives its result
+// only after the transaction committed (or failed).
+type op struct {
+	ctx  context.Context
+	fn   func(tx *sql.Tx) error
+	done chan error
+}
+
+// write runs fn in the writer goroutine and returns after the transaction
+// holding it is durable. fn may run together with other writes in one
+// transaction (group commit); an error from fn rolls back only fn's
+// savepoint.
+func (s *SQLite) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	select {
+	case s.ops <- o:
+	case <-s.quit:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		// The write may still commit; callers that need certainty retry,
+		// and exact redelivery makes the retry harmless.
+		return ctx.Err()
+	}
+}
+
+// writer is the single writer goroutine: it takes whatever writes are
+// waiting (up to MaxBatch, with no artificial delay), runs them in one
+// transaction, commits once, and only then answers each of them.
+func (s *SQLite) writer() {
+	defer close(s.done)
+	batch := make([]*op, 0, s.opts.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case o := <-s.ops:
+			batch = append(batch, o)
+		case <-s.quit:
+			// Finish what was submitted before Close.
+			for {
+				select {
+				case o := <-s.ops:
+					batch = append(batch, o)
+					if len(batch) == cap(batch) {
+						s.commit(batch)
+						batch = batch[:0]
+					}
+				default:
+					if len(batch) > 0 {
+						s.commit(batch)
+					}
+					return
+				}
+			}
+		}
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case o := <-s.ops:
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// commit runs one batch as one transaction.
+func (s *SQLite) commit(batch []*op) {
+	ctx := context.Background()
+	errs := make([]error, len(batch))
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		for _, o := range batch {
+			o.done <- fmt.Errorf("store: begin: %w", err)
+		}
+		return
+	}
+	for i, o := range batch {
+		if err := o.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		errs[i] = s.runOp(tx, o)
+	}
+	if err := tx.Commit(); err != nil {
+		for i, o := range batch {
+			if errs[i] == nil {
+				errs[i] = fmt.Errorf("store: commit: %w", err)
+			}
+			o.done <- errs[i]
+		}
+		return
+	}
+	// Wake WaitNew; it re-reads, so a batch without messages costs one
+	// cheap query per waiter.
+	s.notify()
+	for i, o := range batch {
+		o.done <- errs[i]
+	}
+}
+
+// runOp runs one op under its own savepoint, so that its failure (or
+// panic) undoes only its own writes.
+func (s *SQLite) runOp(tx *sql.Tx, o *op) (err error) {
+	if _, err := tx.Exec("SAVEPOINT op"); err != nil {
+		return fmt.Errorf("store: savepoint: %w", err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("store: write panicked: %v", r)
+		}
+		if err != nil {
+			if _, rerr := tx.Exec("ROLLBACK TO op"); rerr != nil {
+				err = fmt.Errorf("%w (and rollback failed: %v)", err, rerr)
+			}
+		}
+		if _, rerr := tx.Exec("RELEASE op"); rerr != nil && err == nil {
+			err = fmt.Errorf("store: release savepoint: %w", rerr)
+		}
+	}()
+	return o.fn(tx)
+}
+
+// notify wakes every WaitNew.
+func (s *SQLite) notify() {
+	s.mu.Lock()
+	close(s.newMsg)
+	s.newMsg = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *SQLite) newMsgChan() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newMsg
+}
