@@ -1,0 +1,88 @@
+package mailout
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/parse"
+	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/store"
+)
+
+// LoadSigner reads a DKIM private key (PEM: PKCS#8, PKCS#1 RSA, or what
+// dkim.LoadKey accepts) for domain and selector.
+func LoadSigner(keyPath, selector, domain string) (dkim.Signer, error) {
+	if keyPath == "" || selector == "" || domain == "" {
+		return dkim.Signer{}, fmt.Errorf("mailout: DKIM signing needs a key file, a selector and a domain")
+	}
+	k, err := dkim.LoadKey(keyPath)
+	if err != nil {
+		return dkim.Signer{}, err
+	}
+	return dkim.Signer{Domain: strings.ToLower(domain), Selector: selector, Key: k}, nil
+}
+
+// Sign DKIM-signs raw with every signer (envelopay-v0.2.0 "DKIM": senders
+// should sign; RFC 6376, relaxed/relaxed, From oversigned). With no signer
+// it returns raw unchanged.
+func Sign(raw []byte, signers []dkim.Signer) ([]byte, error) {
+	if len(signers) == 0 {
+		return raw, nil
+	}
+	return dkim.Sign(raw, signers...)
+}
+
+// Mailer turns drafts into signed queue entries.
+type Mailer struct {
+	Signers []dkim.Signer
+	// Record builds the copy of a sent message that the store keeps in
+	// its thread (store.Outgoing.Copy); nil stores no copy. cmd/envelopd
+	// uses the ingest pipeline's analysis so both directions are stored
+	// alike.
+	Record func(raw []byte) *store.Incoming
+	// Expiry is how long delivery is retried (default store.DefaultExpiry
+	// semantics: 24 h).
+	Expiry time.Duration
+	Now    func() time.Time
+}
+
+// Prepare composes d, signs it and returns the queue entry of kind
+// ("send", "oops", …) for the store, with its copy when Record is set.
+func (m *Mailer) Prepare(d Draft, kind string) (*store.Outgoing, error) {
+	msg, err := ComposeMessage(d)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := Sign(msg.Raw, m.Signers)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	if m.Now != nil {
+		now = m.Now()
+	}
+	out := &store.Outgoing{
+		From:       msg.From,
+		Recipients: msg.Recipients,
+		Raw:        raw,
+		MessageID:  normalizeMsgID(msg.MessageID),
+		Kind:       kind,
+		Expires:    now.Add(orDefault(m.Expiry, 24*time.Hour)),
+	}
+	if m.Record != nil {
+		out.Copy = m.Record(raw)
+	}
+	return out, nil
+}
+
+// OOPS composes and signs a courtesy OOPS; it has the shape of
+// mailin.OOPSComposer.
+func (m *Mailer) OOPS(orig *parse.Result, code protocols.Code, note, from string) ([]byte, error) {
+	raw, err := ComposeOOPS(orig, code, note, from)
+	if err != nil {
+		return nil, err
+	}
+	return Sign(raw, m.Signers)
+}

@@ -1,0 +1,220 @@
+package mailout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/envelopd/envelopd/store"
+)
+
+// Sender delivers one message to some recipients; *Submitter is one.
+type Sender interface {
+	Submit(ctx context.Context, from string, rcpts []string, raw []byte) []RcptResult
+}
+
+// Worker delivers the outbound queue kept in the store. Each pass claims the
+// due recipients (ClaimDue records the attempt before the try, so a crash
+// neither loses nor repeats work beyond one lease), sends each queue entry's
+// due recipients in one transaction, and records every recipient's outcome:
+// sent; failed at once on a permanent error (5xx); pending with exponential
+// backoff and jitter on a temporary one (4xx, network), until the entry's
+// Expires, after which it is failed (RFC 5321 section 4.5.4.1: retry, then
+// give up).
+type Worker struct {
+	Store  store.Store
+	Sender Sender
+	// Now is the clock (default time.Now); tests inject one.
+	Now func() time.Time
+	// Jitter returns a number in [0, 1) (default math/rand/v2.Float64).
+	Jitter func() float64
+	// Initial is the backoff before the first retry (default 1 min; with
+	// jitter the first retry comes within it); each retry doubles it, up to
+	// Max (default 1 h).
+	Initial, Max time.Duration
+	// Lease is how long a claimed recipient is hidden from other workers
+	// (default 15 min, longer than a submission can take).
+	Lease time.Duration
+	// Batch is how many recipients one claim takes (default 100), and
+	// Parallel how many queue entries are sent at once (default 4).
+	Batch, Parallel int
+	// Interval is how long Run waits when the queue is idle (default
+	// 15 s); a value on Wake makes it look at once.
+	Interval time.Duration
+	Wake     <-chan struct{}
+	Logger   *slog.Logger
+}
+
+func (w *Worker) now() time.Time {
+	if w.Now != nil {
+		return w.Now()
+	}
+	return time.Now()
+}
+
+func (w *Worker) logger() *slog.Logger {
+	if w.Logger != nil {
+		return w.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Backoff is the delay after the attempt-th failed attempt (1-based):
+// Initial·2^(attempt−1) capped at Max, then scaled by a jitter factor in
+// [0.5, 1) so that retries of many messages spread out.
+func (w *Worker) Backoff(attempt int) time.Duration {
+	initial := orDefault(w.Initial, time.Minute)
+	max := orDefault(w.Max, time.Hour)
+	d := initial
+	for i := 1; i < attempt && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	j := rand.Float64
+	if w.Jitter != nil {
+		j = w.Jitter
+	}
+	f := j()
+	if f < 0 || f >= 1 {
+		f = 0
+	}
+	return time.Duration(float64(d) * (0.5 + f/2))
+}
+
+// Run delivers until ctx ends; it returns nil on cancellation.
+func (w *Worker) Run(ctx context.Context) error {
+	log := w.logger()
+	interval := orDefault(w.Interval, 15*time.Second)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-w.Wake:
+		}
+		if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			log.Error("outbound queue", "err", err)
+		}
+		t.Reset(interval)
+	}
+}
+
+// RunOnce delivers everything due now and returns how many recipient
+// attempts it made.
+func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	if w.Store == nil || w.Sender == nil {
+		return 0, errors.New("mailout: worker needs a Store and a Sender")
+	}
+	batch := w.Batch
+	if batch <= 0 {
+		batch = 100
+	}
+	total := 0
+	for ctx.Err() == nil {
+		due, err := w.Store.ClaimDue(ctx, w.now(), orDefault(w.Lease, 15*time.Minute), batch)
+		if err != nil {
+			return total, fmt.Errorf("mailout: claim due: %w", err)
+		}
+		if len(due) == 0 {
+			break
+		}
+		total += len(due)
+		if err := w.deliver(ctx, due); err != nil {
+			return total, err
+		}
+		if len(due) < batch {
+			break
+		}
+	}
+	return total, nil
+}
+
+// deliver sends the claimed recipients, one transaction per queue entry,
+// up to Parallel entries at a time.
+func (w *Worker) deliver(ctx context.Context, due []store.Due) error {
+	groups := map[int64][]store.Due{}
+	var ids []int64
+	for _, d := range due {
+		if _, ok := groups[d.QueueID]; !ok {
+			ids = append(ids, d.QueueID)
+		}
+		groups[d.QueueID] = append(groups[d.QueueID], d)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	par := w.Parallel
+	if par <= 0 {
+		par = 4
+	}
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, id := range ids {
+		g := groups[id]
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := w.deliverEntry(ctx, g); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (w *Worker) deliverEntry(ctx context.Context, g []store.Due) error {
+	rcpts := make([]string, len(g))
+	for i, d := range g {
+		rcpts[i] = d.Rcpt
+	}
+	res := w.Sender.Submit(ctx, g[0].From, rcpts, g[0].Raw)
+	now := w.now()
+	// Record outcomes even when ctx was cancelled during the try: the
+	// attempt happened.
+	rctx := context.WithoutCancel(ctx)
+	var errs []error
+	for i, d := range g {
+		var err error
+		if i < len(res) {
+			err = res[i].Err
+		} else {
+			err = &SendError{Stage: "submit", Err: errors.New("sender returned no result")}
+		}
+		state, lastErr, next := w.outcome(d, err, now)
+		w.logger().Info("outbound delivery", "queue_id", d.QueueID, "rcpt", d.Rcpt,
+			"state", state, "attempts", d.Attempts, "next_attempt_at", next, "err", lastErr)
+		if err := w.Store.RecordDelivery(rctx, d.QueueID, d.Rcpt, state, lastErr, next); err != nil {
+			errs = append(errs, fmt.Errorf("mailout: record delivery %d <%s>: %w", d.QueueID, d.Rcpt, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// outcome decides a recipient's new state after an attempt.
+func (w *Worker) outcome(d store.Due, err error, now time.Time) (state, lastErr string, next time.Time) {
+	if err == nil {
+		return store.QueueSent, "", time.Time{}
+	}
+	if IsPermanent(err) {
+		return store.QueueFailed, err.Error(), time.Time{}
+	}
+	if !d.Expires.IsZero() && !now.Before(d.Expires) {
+		return store.QueueFailed, fmt.Sprintf("gave up after %d attempts: %v", d.Attempts, err), time.Time{}
+	}
+	next = now.Add(w.Backoff(max(d.Attempts, 1)))
+	if !d.Expires.IsZero() && next.After(d.Expires) {
+		next = d.Expires // one last try at the deadline
+	}
+	return store.QueuePending, err.Error(), next
+}
