@@ -1,3 +1,115 @@
 package main
 
-var runParse = notYet("parse")
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/envelopd/envelopd/parse"
+)
+
+// maxMessage bounds what `envelopd parse` reads (bytes).
+const maxMessage = 64 << 20
+
+// runParse is `envelopd parse [--lenient] [FILE|-]`: parse one raw message
+// and print the Result as JSON (parse.Encode). Exit 0 when it is a valid
+// Envelopay message, 1 when it is not (the JSON says why), 2 on usage or
+// I/O errors.
+func runParse(ctx context.Context, e *env) int {
+	return parseCommand(ctx, e)
+}
+
+// parseHook extends `envelopd parse`: it registers its flags on fs and
+// returns a step run after parsing, which may add problems to r and keys to
+// extra (printed after the Result's own keys). An error from the step is
+// an exit-2 failure. After all steps, valid is recomputed as "errors is
+// empty".
+type parseHook func(fs *flag.FlagSet) func(ctx context.Context, raw []byte, r *parse.Result, extra map[string]any) error
+
+func parseCommand(ctx context.Context, e *env, hooks ...parseHook) int {
+	fs := flag.NewFlagSet("envelopd parse", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: envelopd parse [--lenient] [FILE|-]\n\nParse one raw RFC 5322 message (FILE, or standard input when FILE is - or absent)\nand print the Envelopay result as JSON. Exit 0 valid, 1 not valid, 2 usage or I/O error.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	lenient := fs.Bool("lenient", false, "accept the reference implementation's subjects: strip Re: (never Fwd:), keyword in any case")
+	steps := make([]func(context.Context, []byte, *parse.Result, map[string]any) error, 0, len(hooks))
+	for _, h := range hooks {
+		steps = append(steps, h(fs))
+	}
+	args, err := parseInterspersed(fs, e.args)
+	if err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if len(args) > 1 {
+		fmt.Fprintf(e.stderr, "envelopd parse: one message at a time (got %d arguments)\n", len(args))
+		fs.Usage()
+		return 2
+	}
+	raw, err := readMessage(e, args)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd parse: %v\n", err)
+		return 2
+	}
+	r := parse.Parse(raw, parse.Options{Lenient: *lenient})
+	extra := map[string]any{}
+	for _, step := range steps {
+		if err := step(ctx, raw, r, extra); err != nil {
+			fmt.Fprintf(e.stderr, "envelopd parse: %v\n", err)
+			return 2
+		}
+	}
+	r.Valid = len(r.Errors) == 0
+	if err := parse.Encode(e.stdout, r, extra); err != nil {
+		fmt.Fprintf(e.stderr, "envelopd parse: writing the result: %v\n", err)
+		return 2
+	}
+	if !r.Valid {
+		return 1
+	}
+	return 0
+}
+
+// parseInterspersed parses flags that may come before or after the file
+// argument ("envelopd parse mail.eml --lenient").
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func readMessage(e *env, args []string) ([]byte, error) {
+	var r io.Reader = e.stdin
+	name := "standard input"
+	if len(args) == 1 && args[0] != "-" {
+		f, err := os.Open(args[0])
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r, name = f, args[0]
+	}
+	raw, err := io.ReadAll(io.LimitReader(r, maxMessage+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if len(raw) > maxMessage {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxMessage)
+	}
+	return raw, nil
+}

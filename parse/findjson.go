@@ -1,0 +1,92 @@
+package parse
+
+import (
+	"encoding/json"
+
+	"github.com/envelopd/envelopd/protocols"
+)
+
+// FindJSON finds the Envelopay JSON object in body text (spec "Protocol":
+// the body may hold prose, a signature, a "TYPE | note" first line and
+// pretty-printed JSON; implementation-notes.md: "find a balanced JSON object
+// anywhere in the text").
+//
+// It scans for the first JSON-like candidate: a "{" followed (after white
+// space) by a quote or "}", or a "[" followed by "{". Braces that do not
+// look like JSON ("{name}" in prose) are passed over. The first candidate
+// decides:
+//   - an object whose balanced (string-aware) extent parses is returned,
+//     verbatim (a sub-slice of text);
+//   - an array is an invalid_json Problem (Envelopay needs one object);
+//   - a candidate that is unbalanced or does not parse is an invalid_json
+//     Problem.
+//
+// It returns (nil, nil) when the text holds nothing JSON-like.
+func FindJSON(text []byte) ([]byte, error) {
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c != '{' && c != '[' {
+			continue
+		}
+		n := skipSpace(text, i+1)
+		if c == '{' && (n == len(text) || (text[n] != '"' && text[n] != '}')) {
+			continue
+		}
+		if c == '[' && (n == len(text) || text[n] != '{') {
+			continue
+		}
+		end := balanced(text, i)
+		if end < 0 {
+			return nil, protocols.New(protocols.CodeInvalidJSON, "body",
+				"the JSON starting at byte %d is not terminated (unbalanced %c)", i, c)
+		}
+		cand := text[i:end]
+		if !json.Valid(cand) {
+			var v any
+			err := json.Unmarshal(cand, &v)
+			return nil, protocols.New(protocols.CodeInvalidJSON, "body", "the JSON in the body does not parse: %v", err)
+		}
+		if c == '[' {
+			return nil, protocols.New(protocols.CodeInvalidJSON, "body",
+				"the body holds a JSON array; Envelopay needs a single JSON object")
+		}
+		return cand, nil
+	}
+	return nil, nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// balanced returns the index after the bracket that closes the one at
+// text[i], skipping JSON strings (with escapes), or -1 when the text ends
+// first. Both kinds of bracket count as nesting; whether they match is left
+// to the JSON parser.
+func balanced(text []byte, i int) int {
+	depth := 0
+	for j := i; j < len(text); j++ {
+		switch text[j] {
+		case '"':
+			for j++; j < len(text) && text[j] != '"'; j++ {
+				if text[j] == '\\' {
+					j++
+				}
+			}
+			if j >= len(text) {
+				return -1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return j + 1
+			}
+		}
+	}
+	return -1
+}
