@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"strconv"
@@ -62,6 +63,7 @@ func startServer(t *testing.T, script serverScript) *testServer {
 	s.ReadTimeout = 10 * time.Second
 	s.WriteTimeout = 10 * time.Second
 	s.AllowInsecureAuth = script.TLS == ""
+	s.ErrorLog = log.New(io.Discard, "", 0)
 	if script.TLS != "" {
 		cert, roots := testCert(t)
 		s.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}

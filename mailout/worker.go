@@ -213,8 +213,16 @@ func (w *Worker) outcome(d store.Due, err error, now time.Time) (state, lastErr 
 		return store.QueueFailed, fmt.Sprintf("gave up after %d attempts: %v", d.Attempts, err), time.Time{}
 	}
 	next = now.Add(w.Backoff(max(d.Attempts, 1)))
-	if !d.Expires.IsZero() && next.After(d.Expires) {
-		next = d.Expires // one last try at the deadline
+	if !d.Expires.IsZero() {
+		// The store fails entries at their expiry without another try, so
+		// the last try comes a second before it.
+		last := d.Expires.Add(-time.Second)
+		if next.After(last) {
+			if !last.After(now) {
+				return store.QueueFailed, fmt.Sprintf("gave up after %d attempts: %v", d.Attempts, err), time.Time{}
+			}
+			next = last
+		}
 	}
 	return store.QueuePending, err.Error(), next
 }
