@@ -1,0 +1,5 @@
+package main
+
+import "context"
+
+func runCompare(ctx context.Context, e *env) int { return 2 }
