@@ -2,10 +2,9 @@ package tunnel
 
 import "github.com/envelopd/envelopd/protocols"
 
-// pending reports a Vacant or A2A part while protocols/vacant and
-// protocols/a2a are not in the tree yet. PENDING(issue 9): replace the two
-// cases in validate with vacant.Validate(data) and a2a.Validate(data) and
-// delete this file.
+// pending reports an A2A part while protocols/a2a is not in the tree yet.
+// PENDING(issue 9): replace the A2A case in validate with
+// a2a.Validate(data) and delete this file.
 func pending(proto string) protocols.Report {
 	return protocols.Report{
 		Protocol: proto,

@@ -13,6 +13,7 @@ import (
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/protocols/aicp"
 	"github.com/envelopd/envelopd/protocols/pvp"
+	"github.com/envelopd/envelopd/protocols/vacant"
 	"github.com/envelopd/envelopd/protocols/vcp"
 )
 
@@ -83,7 +84,9 @@ func validate(proto string, data []byte, opts Options) protocols.Report {
 		return pvp.Validate(data)
 	case AICP:
 		return aicp.Validate(data, aicp.Options{Keys: opts.AICPKeys, Now: opts.Now})
-	case Vacant, A2A:
+	case Vacant:
+		return vacant.Validate(data)
+	case A2A:
 		return pending(proto)
 	}
 	return protocols.Report{Protocol: proto, Errors: protocols.Problems{
@@ -124,12 +127,10 @@ func Detect(v any) string {
 	if obj["protocol"] == "vcp" {
 		return VCP
 	}
+	if vacant.IsVacant(obj) {
+		return Vacant
+	}
 	if has("jsonrpc") {
-		if md, ok := dig(obj, "params", "message", "metadata").(map[string]any); ok {
-			if _, ok := md["urn:vacant:v1"]; ok {
-				return Vacant
-			}
-		}
 		if m := obj["method"]; m == "message/send" || m == "SendMessage" {
 			return A2A
 		}
@@ -165,17 +166,6 @@ func mediaType(contentType string) string {
 		mt, _, _ = strings.Cut(contentType, ";")
 	}
 	return strings.ToLower(strings.TrimSpace(mt))
-}
-
-func dig(v any, keys ...string) any {
-	for _, k := range keys {
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = obj[k]
-	}
-	return v
 }
 
 func isString(v any) bool {

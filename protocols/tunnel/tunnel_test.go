@@ -60,6 +60,7 @@ type tcase struct {
 	summary                          map[string]string
 	claims                           []string
 	claimCount                       int // from "claims: N"; -1 when the claims are listed
+	links                            int // from "links: N"
 }
 
 func readCase(t *testing.T, path string) tcase {
@@ -111,6 +112,8 @@ func readCase(t *testing.T, path string) tcase {
 			c.claims = append(c.claims, v)
 		case k == "claims":
 			c.claimCount, err = strconv.Atoi(v)
+		case k == "links":
+			c.links, err = strconv.Atoi(v)
 		default:
 			t.Fatalf("%s:%d: unknown key %q", path, n, k)
 		}
@@ -150,6 +153,9 @@ func (c tcase) diff(r protocols.Report) string {
 	}
 	if fmt.Sprint(sum) != fmt.Sprint(c.summary) {
 		fmt.Fprintf(&b, "summary = %v, want %v\n", sum, c.summary)
+	}
+	if len(r.Links) != c.links {
+		fmt.Fprintf(&b, "%d links, want %d\n", len(r.Links), c.links)
 	}
 	if c.claimCount >= 0 {
 		if len(r.Claims) != c.claimCount {
