@@ -9,11 +9,13 @@
 //
 //  1. "protocol": "vcp"                                   → vcp
 //  2. "jsonrpc" and params.message.metadata["urn:vacant:v1"] → vacant
-//  3. "jsonrpc" and method "message/send" or "SendMessage" → a2a
+//  3. "jsonrpc" and a send method (message/send, SendMessage, and their
+//     streaming forms message/stream, SendStreamingMessage)  → a2a
 //  4. "v", "nonce" and a "from" or "to" handle              → aicp
 //  5. "v", "session", "sender" and "type"                   → pvp
 //
-// The markers are the members that name the protocol; the values the
+// Rules 2 and 3 are vacant.IsVacant and a2a.IsSend, so that detection and
+// the validators cannot drift apart. The markers are the members that name the protocol; the values the
 // validators check (jsonrpc "2.0", v 1, a signature) are not required for
 // detection, so that a message that gets them wrong is reported with its
 // protocol's errors (an unsigned AICP message gets missing_field

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/protocols/a2a"
 	"github.com/envelopd/envelopd/protocols/aicp"
 	"github.com/envelopd/envelopd/protocols/pvp"
 	"github.com/envelopd/envelopd/protocols/vacant"
@@ -87,7 +88,7 @@ func validate(proto string, data []byte, opts Options) protocols.Report {
 	case Vacant:
 		return vacant.Validate(data)
 	case A2A:
-		return pending(proto)
+		return a2a.Validate(data)
 	}
 	return protocols.Report{Protocol: proto, Errors: protocols.Problems{
 		protocols.New(protocols.CodeInvalidField, "", "no validator for protocol %q", proto)}}
@@ -130,10 +131,8 @@ func Detect(v any) string {
 	if vacant.IsVacant(obj) {
 		return Vacant
 	}
-	if has("jsonrpc") {
-		if m := obj["method"]; m == "message/send" || m == "SendMessage" {
-			return A2A
-		}
+	if a2a.IsSend(obj) {
+		return A2A
 	}
 	if has("v") && has("nonce") && (isString(obj["from"]) || isString(obj["to"])) {
 		return AICP
