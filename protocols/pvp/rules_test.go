@@ -168,46 +168,34 @@ func TestGateResolved(t *testing.T) {
 }
 
 func TestQuorumRule(t *testing.T) {
-	for _, tc := range []struct{ in, rule, err string }{
-		{`{"type":"any","count":2}`, "any:2", ""},
-		{`{"type":"all"}`, "all", ""},
-		{`{"type":"role","role":"approver","count":1}`, "role:approver:1", ""},
-		{`{"type":"specific","participants":["a","b"]}`, "specific", ""},
-		{`{"type":"majority"}`, "majority", ""},
-		{`{"type":"any"}`, "", "count must be at least 1"},
-		{`{"type":"role","role":"boss","count":1}`, "", "needs a known role"},
-		{`{"type":"specific","participants":[]}`, "", "no participants"},
-		{`{"type":"unanimous"}`, "", "unknown quorum rule type"},
-		{`"majority"`, "", "cannot unmarshal"},
-	} {
-		q, err := ParseQuorum([]byte(tc.in))
-		switch {
-		case tc.err == "" && err != nil:
-			t.Errorf("ParseQuorum(%s): %v", tc.in, err)
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("ParseQuorum(%s) error = %v, want %q", tc.in, err, tc.err)
-		case tc.err == "" && q.Rule() != tc.rule:
-			t.Errorf("ParseQuorum(%s).Rule() = %q, want %q", tc.in, q.Rule(), tc.rule)
+	for _, f := range tableLines(t, "quorum.table") {
+		in, want, ok := strings.Cut(strings.Join(f, " "), "|")
+		if !ok {
+			t.Fatalf("quorum.table: bad line %q", f)
+		}
+		in, want = strings.TrimSpace(in), strings.TrimSpace(want)
+		q, err := ParseQuorum([]byte(in))
+		if msg, isErr := strings.CutPrefix(want, "error:"); isErr {
+			if err == nil || !strings.Contains(err.Error(), strings.TrimSpace(msg)) {
+				t.Errorf("ParseQuorum(%s) error = %v, want %q", in, err, msg)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseQuorum(%s): %v", in, err)
+		} else if q.Rule() != want {
+			t.Errorf("ParseQuorum(%s).Rule() = %q, want %q", in, q.Rule(), want)
 		}
 	}
 }
 
 func TestAckAllowed(t *testing.T) {
-	for _, tc := range []struct {
-		urgency, action string
-		want            bool
-	}{
-		{"pause", "ignored", true},
-		{"stop", "ignored", false},
-		{"emergency", "ignored", false},
-		{"stop", "stopped", true},
-		{"emergency", "acknowledged", true},
-		{"pause", "paused", true},
-		{"panic", "paused", false},
-		{"pause", "snoozed", false},
-	} {
-		if got := AckAllowed(tc.urgency, tc.action); got != tc.want {
-			t.Errorf("AckAllowed(%q, %q) = %v, want %v", tc.urgency, tc.action, got, tc.want)
+	for _, f := range tableLines(t, "acks.table") {
+		if len(f) != 3 {
+			t.Fatalf("acks.table: bad line %q", f)
+		}
+		if got, want := AckAllowed(f[0], f[1]), yes(t, f[2]); got != want {
+			t.Errorf("AckAllowed(%q, %q) = %v, want %v", f[0], f[1], got, want)
 		}
 	}
 }
