@@ -1,5 +1,374 @@
 package main
 
-import "context"
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
 
-func runCompare(ctx context.Context, e *env) int { return 2 }
+// Comparison is one mode of `compare`: the same client against envelopd
+// and against the no-op baseline, in the same run.
+type Comparison struct {
+	Mode     string  `json:"mode"` // "envelopd-load" or "smtp-source"
+	Envelopd *Result `json:"envelopd"`
+	Baseline *Result `json:"baseline"`
+	Ratio    float64 `json:"ratio"` // envelopd msg/s ÷ baseline msg/s
+	// Stored counts envelopd's stored messages by status after the run.
+	Stored map[string]int `json:"stored,omitempty"`
+}
+
+type compareFlags struct {
+	loadFlags
+	envelopdBin, sourceBin, serveArgs, keepDir string
+	smtpSource                                 bool
+}
+
+func runCompare(ctx context.Context, e *env) int {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var f compareFlags
+	f.register(fs)
+	fs.StringVar(&f.envelopdBin, "envelopd-bin", "", "envelopd binary (default: next to this one, then $PATH)")
+	fs.BoolVar(&f.smtpSource, "smtp-source", false, "also compare with Postfix's smtp-source (reconnects per message)")
+	fs.StringVar(&f.sourceBin, "smtp-source-bin", "smtp-source", "smtp-source binary")
+	fs.StringVar(&f.serveArgs, "serve-args", "", "extra arguments for envelopd serve (space separated, e.g. --cpuprofile FILE)")
+	fs.StringVar(&f.keepDir, "dir", "", "work directory (databases, key file, server logs); default a temporary one, removed afterwards")
+	if err := fs.Parse(e.args); err != nil {
+		return 2
+	}
+	bin, err := findEnvelopd(f.envelopdBin)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
+		return 2
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
+		return 2
+	}
+	dir := f.keepDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "envelopd-compare-"); err != nil {
+			fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
+			return 2
+		}
+		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
+		return 2
+	}
+	c, err := f.generate(e.stderr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
+		return 2
+	}
+	txt := filepath.Join(dir, "dkim.txt")
+	if err := writeTXT(txt, c); err != nil {
+		fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
+		return 2
+	}
+	servers := serverSet{self: self, envelopd: bin, dir: dir, txt: txt, serveArgs: strings.Fields(f.serveArgs), stderr: e.stderr}
+
+	opts := DriveOptions{Sessions: f.sessions, KeepOpen: f.keepOpen, NoPipelining: f.noPipelining}
+	var out []*Comparison
+	cmp, err := servers.compare(ctx, "envelopd-load", func(addr string) (*Result, error) {
+		o := opts
+		o.Addr = addr
+		return Drive(ctx, c.Mails, o), nil
+	})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
+		return 2
+	}
+	out = append(out, cmp)
+	if f.smtpSource {
+		cmp, err := servers.compare(ctx, "smtp-source", func(addr string) (*Result, error) {
+			return smtpSource(ctx, f.sourceBin, addr, f.sessions, f.messages, f.size)
+		})
+		if err != nil {
+			fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
+			return 2
+		}
+		out = append(out, cmp)
+	}
+	code := 0
+	for _, cmp := range out {
+		if cmp.Envelopd.Accepted != cmp.Envelopd.Messages || cmp.Baseline.Accepted != cmp.Baseline.Messages {
+			code = 1
+		}
+	}
+	if f.jsonOut {
+		enc := json.NewEncoder(e.stdout)
+		for _, cmp := range out {
+			enc.Encode(cmp)
+		}
+		return code
+	}
+	for _, cmp := range out {
+		fmt.Fprintf(e.stdout, "[%s] envelopd %.0f msg/s, baseline %.0f msg/s, ratio %.2f\n",
+			cmp.Mode, cmp.Envelopd.MsgPerSec, cmp.Baseline.MsgPerSec, cmp.Ratio)
+		printResult(e.stdout, "  envelopd", cmp.Envelopd)
+		printResult(e.stdout, "  baseline", cmp.Baseline)
+		if len(cmp.Stored) > 0 {
+			fmt.Fprintf(e.stdout, "  envelopd stored: %s\n", formatCounts(cmp.Stored))
+		}
+	}
+	return code
+}
+
+// findEnvelopd resolves the envelopd binary: flag, sibling, $PATH.
+func findEnvelopd(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "envelopd")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("envelopd")
+	if err != nil {
+		return "", errors.New("no envelopd binary next to envelopd-load or in $PATH; pass --envelopd-bin")
+	}
+	return p, nil
+}
+
+type serverSet struct {
+	self, envelopd, dir, txt string
+	serveArgs                []string
+	stderr                   io.Writer
+	n                        int
+}
+
+// compare runs drive against the no-op server and then against a fresh
+// envelopd serve (its own empty database), each a separate process on a
+// free loopback port.
+func (s *serverSet) compare(ctx context.Context, mode string, drive func(addr string) (*Result, error)) (*Comparison, error) {
+	s.n++
+	cmp := &Comparison{Mode: mode}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	noop, err := startServer(ctx, s.self, []string{"noop", "--addr", addr}, addr, filepath.Join(s.dir, fmt.Sprintf("noop-%d.log", s.n)))
+	if err != nil {
+		return nil, fmt.Errorf("no-op server: %w", err)
+	}
+	cmp.Baseline, err = drive(addr)
+	noop.stop()
+	if err != nil {
+		return nil, fmt.Errorf("baseline: %w", err)
+	}
+	fmt.Fprintf(s.stderr, "[%s] baseline: %.0f msg/s\n", mode, cmp.Baseline.MsgPerSec)
+
+	if addr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	db := filepath.Join(s.dir, fmt.Sprintf("envelopd-%d.db", s.n))
+	args := append([]string{"serve", "--smtp", addr, "--db", db, "--dkim-txt", s.txt}, s.serveArgs...)
+	srv, err := startServer(ctx, s.envelopd, args, addr, filepath.Join(s.dir, fmt.Sprintf("envelopd-%d.log", s.n)))
+	if err != nil {
+		return nil, fmt.Errorf("envelopd serve: %w", err)
+	}
+	cmp.Envelopd, err = drive(addr)
+	if stopErr := srv.stop(); stopErr != nil {
+		fmt.Fprintf(s.stderr, "[%s] envelopd serve: %v (log %s)\n", mode, stopErr, srv.log)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("envelopd: %w", err)
+	}
+	fmt.Fprintf(s.stderr, "[%s] envelopd: %.0f msg/s\n", mode, cmp.Envelopd.MsgPerSec)
+	if cmp.Baseline.MsgPerSec > 0 {
+		cmp.Ratio = cmp.Envelopd.MsgPerSec / cmp.Baseline.MsgPerSec
+	}
+	if st, err := storedCounts(ctx, s.envelopd, db); err == nil {
+		cmp.Stored = st
+	} else {
+		fmt.Fprintf(s.stderr, "[%s] envelopd inbox: %v\n", mode, err)
+	}
+	return cmp, nil
+}
+
+// storedCounts runs `envelopd inbox --json` and counts messages by status.
+func storedCounts(ctx context.Context, bin, db string) (map[string]int, error) {
+	views, err := Inbox(ctx, bin, db)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int{}
+	for _, v := range views {
+		m[v.Status]++
+	}
+	return m, nil
+}
+
+// StoredView is the part of an `envelopd inbox --json` line this tool reads.
+type StoredView struct {
+	ID        int64  `json:"id"`
+	MessageID string `json:"message_id"`
+	Status    string `json:"status"`
+	Type      string `json:"type"`
+}
+
+// Inbox lists the messages stored in db with `envelopd inbox --json`.
+func Inbox(ctx context.Context, bin, db string) ([]StoredView, error) {
+	cmd := exec.CommandContext(ctx, bin, "inbox", "--json", "--db", db)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var views []StoredView
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	for sc.Scan() {
+		var v StoredView
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			return nil, fmt.Errorf("inbox line %q: %w", sc.Text(), err)
+		}
+		views = append(views, v)
+	}
+	return views, sc.Err()
+}
+
+func formatCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// freeAddr is a loopback address with a port free right now.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// server is a server child process.
+type server struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan error
+}
+
+// startServer starts bin with args, its output to logPath, and waits until
+// addr answers with an SMTP greeting (at most 20 s).
+func startServer(ctx context.Context, bin string, args []string, addr, logPath string) (*server, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	s := &server{cmd: cmd, log: logPath, done: make(chan error, 1)}
+	go func() {
+		s.done <- cmd.Wait()
+		logf.Close()
+	}()
+	if err := WaitSMTP(ctx, addr, 20*time.Second, s.done); err != nil {
+		s.kill()
+		return nil, fmt.Errorf("%w (log %s)", err, logPath)
+	}
+	return s, nil
+}
+
+// WaitSMTP waits until addr answers with a 220 greeting. exited, when it
+// delivers, means the server process ended first.
+func WaitSMTP(ctx context.Context, addr string, limit time.Duration, exited <-chan error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.SetDeadline(time.Now().Add(2 * time.Second))
+			line, rerr := bufio.NewReader(conn).ReadString('\n')
+			conn.Close()
+			if rerr == nil && strings.HasPrefix(line, "220") {
+				return nil
+			}
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("server exited before listening: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no SMTP greeting on %s after %v", addr, limit)
+		}
+	}
+}
+
+// stop sends SIGTERM and waits (up to 30 s, then SIGKILL).
+func (s *server) stop() error {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		return err
+	case <-time.After(30 * time.Second):
+		s.kill()
+		return errors.New("did not stop within 30 s of SIGTERM; killed")
+	}
+}
+
+func (s *server) kill() {
+	s.cmd.Process.Kill()
+	<-s.done
+}
+
+// smtpSource drives addr with Postfix's smtp-source: sessions parallel
+// sessions, messages in all, size bytes each, a new connection per
+// message. smtp-source reports no per-message outcome: it stops with an
+// error on the first unexpected reply, so exit status 0 means every
+// message was accepted. Latencies are not measured.
+func smtpSource(ctx context.Context, bin, addr string, sessions, messages, size int) (*Result, error) {
+	cmd := exec.CommandContext(ctx, bin, "-s", fmt.Sprint(sessions), "-l", fmt.Sprint(size), "-m", fmt.Sprint(messages),
+		"-f", "load@agents.load.test", "-t", "inbox@envelopd.test", addr)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	t0 := time.Now()
+	err := cmd.Run()
+	el := time.Since(t0)
+	r := &Result{Addr: addr, Sessions: sessions, Messages: messages, Seconds: el.Seconds()}
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return nil, err
+		}
+		r.Failed = messages
+		r.FirstError = fmt.Sprintf("smtp-source: %v: %s", err, strings.TrimSpace(out.String()))
+		return r, nil
+	}
+	r.Accepted = messages
+	r.MsgPerSec = float64(messages) / el.Seconds()
+	return r, nil
+}
