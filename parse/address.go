@@ -36,7 +36,7 @@ func addressList(v []byte) (addrs []string, ok bool) {
 		return []string{a}, true
 	}
 	p := mail.AddressParser{WordDecoder: wordDecoder}
-	list, err := p.ParseList(string(v))
+	list, err := p.ParseList(stripComments(string(v)))
 	if err == nil {
 		addrs = make([]string, 0, len(list))
 		for _, a := range list {
@@ -65,6 +65,33 @@ func simpleAddress(v []byte) (string, bool) {
 		return "", false
 	}
 	return lowerDomain(string(a)), true
+}
+
+// stripComments replaces RFC 5322 comments (CFWS, §3.2.2) outside quoted
+// strings with a space: net/mail rejects some legal placements of them
+// (before an addr-spec) and they never carry the address.
+func stripComments(v string) string {
+	if !strings.Contains(v, "(") {
+		return v
+	}
+	var b strings.Builder
+	quoted := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(v):
+			b.WriteByte(c)
+			i++
+			c = v[i]
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == '(':
+			i = skipComment(v, i) - 1
+			c = ' '
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 func scavengeAddresses(v string) []string {

@@ -1,6 +1,7 @@
 package parse
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/envelopd/envelopd/protocols"
@@ -60,4 +61,22 @@ type Attachment struct {
 	Valid    *bool              `json:"valid,omitempty"`
 	Errors   protocols.Problems `json:"errors,omitempty"`
 	Summary  map[string]any     `json:"summary,omitempty"`
+}
+
+// MarshalJSON prints Type as null when the message is not Envelopay (the
+// contract: "type" is the lower-case type or null), without HTML escaping.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result // no methods: no recursion
+	var t *string
+	if r.Type != "" {
+		t = &r.Type
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(struct {
+		Type *string `json:"type"`
+		plain
+	}{t, plain(r)})
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), err
 }
