@@ -13,6 +13,7 @@ import (
 
 	"github.com/emersion/go-message/mail"
 
+	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/protocols/envelopay"
 )
@@ -173,6 +174,9 @@ func ComposeMessage(d Draft) (*Message, error) {
 	var buf bytes.Buffer
 	if err := writeBody(&buf, h, d, text); err != nil {
 		return nil, fmt.Errorf("mailout: compose: %w", err)
+	}
+	if err := selfCheck(buf.Bytes(), typ, body); err != nil {
+		return nil, err
 	}
 	return &Message{
 		Raw:        buf.Bytes(),
@@ -343,12 +347,21 @@ func newMessageID(domain string) string {
 	return hex.EncodeToString(b[:]) + "@" + strings.ToLower(domain)
 }
 
-// normalizeMsgID is a Message-ID as the store keeps it: no angle brackets,
-// the domain part lower case.
-func normalizeMsgID(id string) string {
-	id = strings.Trim(strings.TrimSpace(id), "<>")
-	if i := strings.LastIndexByte(id, '@'); i >= 0 {
-		id = id[:i] + strings.ToLower(id[i:])
+
+// selfCheck parses the composed message with the receiver's own rules
+// (package parse) and refuses it unless it reads back valid, with the same
+// type and the very JSON body: human text holding a JSON object of its own
+// would otherwise be taken for the body.
+func selfCheck(raw []byte, typ string, body json.RawMessage) error {
+	r := parse.Parse(raw, parse.Options{})
+	if len(r.Errors) > 0 {
+		return &ComposeError{Problems: r.Errors}
 	}
-	return id
+	if r.Type != typ {
+		return refuse(protocols.CodeTypeMismatch, "subject", "the composed message reads back as type %q, not %q", r.Type, typ)
+	}
+	if body != nil && !bytes.Equal(r.Body, body) {
+		return refuse(protocols.CodeInvalidField, "text", "the text holds JSON that a receiver would take for the Envelopay body; move it into an attachment")
+	}
+	return nil
 }

@@ -67,7 +67,7 @@ func (m *Mailer) Prepare(d Draft, kind string) (*store.Outgoing, error) {
 		From:       msg.From,
 		Recipients: msg.Recipients,
 		Raw:        raw,
-		MessageID:  normalizeMsgID(msg.MessageID),
+		MessageID:  parse.NormalizeMessageID(msg.MessageID),
 		Kind:       kind,
 		Expires:    now.Add(orDefault(m.Expiry, 24*time.Hour)),
 	}
