@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/protocols/envelopay"
 )
 
 // FindJSON finds the Envelopay JSON object in body text (spec "Protocol":
@@ -23,6 +24,13 @@ import (
 //
 // It returns (nil, nil) when the text holds nothing JSON-like.
 func FindJSON(text []byte) ([]byte, error) {
+	obj, _, err := findJSON(text)
+	return obj, err
+}
+
+// findJSON is FindJSON that also returns the object's top-level members
+// (envelopay.DecodeObject, which validates the candidate in the same pass).
+func findJSON(text []byte) ([]byte, map[string]json.RawMessage, error) {
 	for i := 0; i < len(text); i++ {
 		c := text[i]
 		if c != '{' && c != '[' {
@@ -37,22 +45,30 @@ func FindJSON(text []byte) ([]byte, error) {
 		}
 		end := balanced(text, i)
 		if end < 0 {
-			return nil, protocols.New(protocols.CodeInvalidJSON, "body",
+			return nil, nil, protocols.New(protocols.CodeInvalidJSON, "body",
 				"the JSON starting at byte %d is not terminated (unbalanced %c)", i, c)
 		}
 		cand := text[i:end]
-		if !json.Valid(cand) {
-			var v any
-			err := json.Unmarshal(cand, &v)
-			return nil, protocols.New(protocols.CodeInvalidJSON, "body", "the JSON in the body does not parse: %v", err)
-		}
 		if c == '[' {
-			return nil, protocols.New(protocols.CodeInvalidJSON, "body",
-				"the body holds a JSON array; Envelopay needs a single JSON object")
+			if json.Valid(cand) {
+				return nil, nil, protocols.New(protocols.CodeInvalidJSON, "body",
+					"the body holds a JSON array; Envelopay needs a single JSON object")
+			}
+			return nil, nil, notParsing(cand)
 		}
-		return cand, nil
+		fields, err := envelopay.DecodeObject(cand)
+		if err != nil {
+			return nil, nil, notParsing(cand)
+		}
+		return cand, fields, nil
 	}
-	return nil, nil
+	return nil, nil, nil
+}
+
+func notParsing(cand []byte) error {
+	var v any
+	err := json.Unmarshal(cand, &v)
+	return protocols.New(protocols.CodeInvalidJSON, "body", "the JSON in the body does not parse: %v", err)
 }
 
 func skipSpace(b []byte, i int) int {

@@ -6,10 +6,32 @@ import (
 )
 
 // field is one header field: its name as written and its value with
-// folding removed (RFC 5322 §2.2.3) and surrounding white space trimmed.
-// Both usually alias the raw message.
+// surrounding white space trimmed, both aliasing the raw message. A folded
+// value (RFC 5322 §2.2.3) is unfolded only when it is read, since most
+// folded fields (Received, DKIM-Signature) never are.
 type field struct {
 	name, value []byte
+	folded      bool
+}
+
+// text returns the field value, unfolded.
+func (f field) text() []byte {
+	if !f.folded {
+		return f.value
+	}
+	out := make([]byte, 0, len(f.value))
+	for i := 0; i < len(f.value); {
+		e := lineEnd(f.value, i)
+		l := bytes.Trim(trimEOL(f.value[i:e]), " \t")
+		if len(l) > 0 {
+			if len(out) > 0 {
+				out = append(out, ' ')
+			}
+			out = append(out, l...)
+		}
+		i = e
+	}
+	return out
 }
 
 // header is a header section in order of appearance.
@@ -20,7 +42,7 @@ type header []field
 func (h header) get(name string) ([]byte, bool) {
 	for _, f := range h {
 		if equalFold(f.name, name) {
-			return f.value, true
+			return f.text(), true
 		}
 	}
 	return nil, false
@@ -69,7 +91,7 @@ func equalFold(b []byte, s string) bool {
 // first line of the body (bad is set, so the caller can report it).
 func readHeader(b []byte) (h header, body []byte, bad []byte) {
 	h = make(header, 0, 16)
-	i := 0
+	i, valueStart := 0, 0
 	if bytes.HasPrefix(b, []byte("From ")) {
 		i = lineEnd(b, 0)
 	}
@@ -83,7 +105,11 @@ func readHeader(b []byte) (h header, body []byte, bad []byte) {
 			if len(h) == 0 {
 				return h, b[i:], line
 			}
-			h[len(h)-1].value = unfold(h[len(h)-1].value, line)
+			// Extend the value over the continuation line (in place: it
+			// is contiguous in b).
+			f := &h[len(h)-1]
+			f.value = bytes.TrimRight(b[valueStart:i+len(line)], " \t")
+			f.folded = true
 			i = e
 			continue
 		}
@@ -92,22 +118,20 @@ func readHeader(b []byte) (h header, body []byte, bad []byte) {
 		if colon <= 0 || !validName(name) {
 			return h, b[i:], line
 		}
-		h = append(h, field{name: name, value: bytes.Trim(line[colon+1:], " \t")})
+		valueStart = skipBlank(b, i+colon+1, i+len(line))
+		h = append(h, field{name: name, value: bytes.TrimRight(b[valueStart:i+len(line)], " \t")})
 		i = e
 	}
 	return h, nil, nil
 }
 
-// unfold appends a continuation line to a field value. The first
-// continuation copies the value, so the raw message is never written to.
-func unfold(v, cont []byte) []byte {
-	cont = bytes.TrimRight(cont, " \t")
-	out := make([]byte, 0, len(v)+len(cont))
-	out = append(out, v...)
-	if len(out) > 0 {
-		out = append(out, ' ')
+// skipBlank returns the index of the first byte in b[i:end] that is not a
+// space or tab.
+func skipBlank(b []byte, i, end int) int {
+	for i < end && (b[i] == ' ' || b[i] == '\t') {
+		i++
 	}
-	return append(out, bytes.TrimLeft(cont, " \t")...)
+	return i
 }
 
 // validName: RFC 5322 §3.6.8 ftext, printable US-ASCII except colon.

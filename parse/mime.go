@@ -20,7 +20,7 @@ const maxDepth = 20
 // part is one leaf of the MIME tree (RFC 2045, RFC 2046).
 type part struct {
 	mediaType   string // lower case, e.g. "text/plain"
-	params      map[string]string
+	params      params
 	disposition string // "inline", "attachment" or ""
 	filename    string
 	cte         string // lower-case Content-Transfer-Encoding
@@ -42,9 +42,9 @@ func (w *walker) problem(field, format string, args ...any) {
 // media type (text/plain, or message/rfc822 inside multipart/digest,
 // RFC 2046 §5.1.5).
 func (w *walker) walk(h header, b []byte, depth int, defType string) {
-	mt, params := defType, map[string]string(nil)
+	mt, ps := defType, params{}
 	if v, ok := h.get("content-type"); ok && len(v) > 0 {
-		mt, params = mediaType(v)
+		mt, ps = mediaType(v)
 		if mt == "" {
 			w.problem("content-type", "unparseable Content-Type %q; read as text/plain", clipLine(v))
 			mt = "text/plain"
@@ -55,16 +55,16 @@ func (w *walker) walk(h header, b []byte, depth int, defType string) {
 			w.problem("mime", "multipart nesting deeper than %d levels; inner parts ignored", maxDepth)
 			return
 		}
-		boundary := params["boundary"]
+		boundary := ps.boundary
 		if boundary == "" {
 			w.problem("content-type", "%s without a boundary parameter; body read as text/plain", mt)
-			w.leaf(h, b, "text/plain", nil)
+			w.leaf(h, b, "text/plain", params{})
 			return
 		}
 		parts, closed := splitMultipart(b, boundary)
 		if parts == nil {
 			w.problem("mime", "no part delimited by boundary %q; body read as text/plain", boundary)
-			w.leaf(h, b, "text/plain", nil)
+			w.leaf(h, b, "text/plain", params{})
 			return
 		}
 		if !closed {
@@ -83,19 +83,19 @@ func (w *walker) walk(h header, b []byte, depth int, defType string) {
 		}
 		return
 	}
-	w.leaf(h, b, mt, params)
+	w.leaf(h, b, mt, ps)
 }
 
-func (w *walker) leaf(h header, b []byte, mt string, params map[string]string) {
-	p := part{mediaType: mt, params: params, raw: b}
+func (w *walker) leaf(h header, b []byte, mt string, ps params) {
+	p := part{mediaType: mt, params: ps, raw: b}
 	p.cte = strings.ToLower(h.getString("content-transfer-encoding"))
 	if v, ok := h.get("content-disposition"); ok {
 		d, dp := mediaType(v)
 		p.disposition = d
-		p.filename = dp["filename"]
+		p.filename = dp.filename
 	}
 	if p.filename == "" {
-		p.filename = params["name"]
+		p.filename = ps.name
 	}
 	if strings.Contains(p.filename, "=?") {
 		if s, err := wordDecoder.DecodeHeader(p.filename); err == nil {
@@ -105,21 +105,112 @@ func (w *walker) leaf(h header, b []byte, mt string, params map[string]string) {
 	w.parts = append(w.parts, p)
 }
 
+// params are the Content-Type and Content-Disposition parameters envelopd
+// uses (RFC 2045 §5.1, RFC 2046, RFC 3676, RFC 2183).
+type params struct {
+	charset, boundary, format, delsp, name, filename string
+}
+
+func (p *params) set(k, v string) {
+	switch strings.ToLower(k) {
+	case "charset":
+		p.charset = v
+	case "boundary":
+		p.boundary = v
+	case "format":
+		p.format = v
+	case "delsp":
+		p.delsp = v
+	case "name":
+		p.name = v
+	case "filename":
+		p.filename = v
+	}
+}
+
 // mediaType parses a Content-Type or Content-Disposition value. It returns
-// "" when even the type cannot be read. Bad parameters are dropped (mime
-// returns the type with ErrInvalidMediaParameter). The common plain forms
-// skip package mime.
-func mediaType(v []byte) (string, map[string]string) {
-	if bytes.IndexByte(v, ';') < 0 {
-		if t := bytes.TrimSpace(v); isToken(t) {
-			return strings.ToLower(string(t)), nil
+// "" when even the type cannot be read; bad parameters are dropped (mime
+// returns the type with ErrInvalidMediaParameter). Plain values — tokens
+// and simple quoted strings — are read here without allocating; anything
+// else (RFC 2231 continuations, escapes, comments) goes to package mime.
+func mediaType(v []byte) (string, params) {
+	var ps params
+	semi := bytes.IndexByte(v, ';')
+	if semi < 0 {
+		semi = len(v)
+	}
+	t := bytes.TrimSpace(v[:semi])
+	if isToken(t) && simpleParams(v[semi:], &ps) {
+		return lowerASCII(t), ps
+	}
+	ps = params{}
+	mt, m, err := mime.ParseMediaType(string(v))
+	if err != nil && err != mime.ErrInvalidMediaParameter {
+		return "", ps
+	}
+	for k, val := range m {
+		ps.set(k, val)
+	}
+	return mt, ps
+}
+
+// simpleParams parses `; key=token` and `; key="text"` parameters; false
+// means "not simple, use package mime".
+func simpleParams(b []byte, ps *params) bool {
+	i := 0
+	for {
+		i = skipSpace(b, i)
+		if i == len(b) {
+			return true
+		}
+		if b[i] != ';' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+		if i == len(b) {
+			return true
+		}
+		k := i
+		for i < len(b) && b[i] != '=' && b[i] != ';' && b[i] != ' ' && b[i] != '\t' {
+			i++
+		}
+		key := b[k:i]
+		if i == len(b) || b[i] != '=' || !isToken(key) || bytes.IndexByte(key, '/') >= 0 || bytes.IndexByte(key, '*') >= 0 {
+			return false
+		}
+		i++
+		var val []byte
+		if i < len(b) && b[i] == '"' {
+			e := bytes.IndexByte(b[i+1:], '"')
+			if e < 0 {
+				return false
+			}
+			val = b[i+1 : i+1+e]
+			if bytes.IndexByte(val, '\\') >= 0 {
+				return false
+			}
+			i += e + 2
+		} else {
+			s := i
+			for i < len(b) && b[i] != ';' && b[i] != ' ' && b[i] != '\t' && b[i] != '\r' && b[i] != '\n' {
+				if b[i] == '"' || b[i] == '(' {
+					return false
+				}
+				i++
+			}
+			val = b[s:i]
+		}
+		ps.set(string(key), string(val))
+	}
+}
+
+func lowerASCII(b []byte) string {
+	for _, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			return strings.ToLower(string(b))
 		}
 	}
-	t, params, err := mime.ParseMediaType(string(v))
-	if err != nil && err != mime.ErrInvalidMediaParameter {
-		return "", nil
-	}
-	return t, params
+	return string(b)
 }
 
 // isToken: a bare type/subtype or disposition type, no parameters.

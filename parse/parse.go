@@ -103,7 +103,7 @@ func (r *Result) headers(h header) {
 		}
 	}
 	if v, ok := h.get("date"); ok {
-		if t, err := mail.ParseDate(string(v)); err == nil {
+		if t, err := parseDate(string(v)); err == nil {
 			r.Date = t.Format(time.RFC3339)
 		} else {
 			r.Date = string(v)
@@ -127,6 +127,17 @@ func (r *Result) headers(h header) {
 		}
 	}
 	r.TypeHeader = h.getString("x-envelopay-type")
+}
+
+// parseDate reads an RFC 5322 §3.3 date. The two layouts nearly all mail
+// uses are tried first (net/mail tries many, and every miss allocates).
+func parseDate(v string) (time.Time, error) {
+	for _, layout := range []string{"Mon, 2 Jan 2006 15:04:05 -0700", "2 Jan 2006 15:04:05 -0700"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, nil
+		}
+	}
+	return mail.ParseDate(v)
 }
 
 func nonNil(s []string) []string {
@@ -195,12 +206,12 @@ func (r *Result) decodeText(p *part) []byte {
 	if problem != "" {
 		r.err(protocols.CodeInvalidField, "content-transfer-encoding", "%s", problem)
 	}
-	t, problem = toUTF8(t, p.params["charset"])
+	t, problem = toUTF8(t, p.params.charset)
 	if problem != "" {
 		r.err(protocols.CodeInvalidField, "content-type", "%s", problem)
 	}
-	if strings.EqualFold(p.params["format"], "flowed") {
-		t = unflow(t, strings.EqualFold(p.params["delsp"], "yes"))
+	if strings.EqualFold(p.params.format, "flowed") {
+		t = unflow(t, strings.EqualFold(p.params.delsp, "yes"))
 	}
 	return t
 }
@@ -208,7 +219,7 @@ func (r *Result) decodeText(p *part) []byte {
 // body finds and validates the JSON object of an Envelopay message.
 func (r *Result) body(parts []part, idx []int) {
 	text := stripQuoted(r.bodyText(parts, idx))
-	obj, ferr := FindJSON(text)
+	obj, fields, ferr := findJSON(text)
 	if ferr != nil {
 		var p protocols.Problem
 		errors.As(ferr, &p)
@@ -228,14 +239,7 @@ func (r *Result) body(parts []part, idx []int) {
 		r.Warnings = append(r.Warnings, warns...)
 		return
 	}
-	r.Body = json.RawMessage(bytes.Clone(obj))
-	fields, derr := envelopay.DecodeObject(r.Body)
-	if derr != nil { // cannot happen: FindJSON returned a valid object
-		var p protocols.Problem
-		errors.As(derr, &p)
-		r.Errors = append(r.Errors, p)
-		return
-	}
+	r.Body = json.RawMessage(obj)
 	r.Fields = fields
 	if id, ok := envelopay.String(fields["id"]); ok {
 		r.ID = id

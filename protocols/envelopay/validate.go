@@ -51,9 +51,11 @@ func ValidateFields(typ string, f map[string]json.RawMessage) (errs, warns proto
 	}
 	if f != nil {
 		c.str("v", true)
-		if t, ok := c.str("type", true); ok && t != typ {
-			c.warns = append(c.warns, protocols.New(protocols.CodeTypeMismatch, "type",
-				"the body says type %q but the subject says %q; the subject wins", t, typ))
+		if raw, ok := c.str("type", true); ok && !quoted(raw, typ) {
+			if t, _ := String(raw); t != typ {
+				c.warns = append(c.warns, protocols.New(protocols.CodeTypeMismatch, "type",
+					"the body says type %q but the subject says %q; the subject wins", t, typ))
+			}
 		}
 	}
 	switch typ {
@@ -138,6 +140,11 @@ func ValidateFields(typ string, f map[string]json.RawMessage) (errs, warns proto
 	return c.errs, c.warns
 }
 
+// quoted reports whether raw is the JSON string for s, written plainly.
+func quoted(raw json.RawMessage, s string) bool {
+	return len(raw) == len(s)+2 && string(raw[1:len(raw)-1]) == s
+}
+
 // checker collects problems for one JSON object; prefix is its path
 // ("give.").
 type checker struct {
@@ -172,25 +179,26 @@ func (c *checker) present(name string, required bool) bool {
 	return ok
 }
 
-// str checks a string member; required strings must be non-empty.
-func (c *checker) str(name string, required bool) (string, bool) {
+// str checks a string member; required strings must be non-empty. It
+// returns the raw JSON string (quotes included) so that callers decode it
+// only when they need the value.
+func (c *checker) str(name string, required bool) (json.RawMessage, bool) {
 	v, ok := c.get(name)
 	if !ok {
 		if required {
 			c.missing(name)
 		}
-		return "", false
+		return nil, false
 	}
-	s, isStr := String(v)
 	switch {
-	case !isStr:
+	case v[0] != '"':
 		c.err(protocols.CodeInvalidField, name, "%q must be a string, got %s", c.prefix+name, clip(v))
-		return "", false
-	case s == "" && required:
+		return nil, false
+	case len(v) == 2 && required:
 		c.err(protocols.CodeInvalidField, name, "%q must not be empty", c.prefix+name)
-		return "", false
+		return nil, false
 	}
-	return s, true
+	return v, true
 }
 
 // amount checks an amount or price: a string of decimal digits in the
@@ -296,10 +304,11 @@ func (c *checker) wallet(name string) {
 // due is "ISO 8601 date (a signal, not enforced)": a string; a value that
 // is not a date is only a warning.
 func (c *checker) due() {
-	s, ok := c.str("due", false)
+	raw, ok := c.str("due", false)
 	if !ok {
 		return
 	}
+	s, _ := String(raw)
 	for _, layout := range []string{"2006-01-02", time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04"} {
 		if _, err := time.Parse(layout, s); err == nil {
 			return
