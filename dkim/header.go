@@ -19,25 +19,38 @@ type field struct {
 // here are the signatures go-msgauth verifies, in the same order. complete
 // is false when the header is not terminated by an empty line.
 func headerFields(raw []byte) (fields []field, complete bool) {
+	var lines []string // the current field's lines
+	flush := func() {
+		if lines != nil {
+			// Like go-msgauth, split name and value on the first colon of
+			// the whole field, continuation lines included.
+			name, value, _ := strings.Cut(strings.Join(lines, "\r\n"), ":")
+			fields = append(fields, field{name: strings.TrimSpace(name), value: value})
+		}
+		lines = nil
+	}
 	rest := raw
 	for len(rest) > 0 {
 		line := rest
 		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i], rest[i+1:]
+			// As bufio.Reader.ReadLine: a line end is LF or CRLF; a CR
+			// before an unterminated end of input stays.
+			line, rest = bytes.TrimSuffix(rest[:i], []byte("\r")), rest[i+1:]
 		} else {
 			rest = nil
 		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
 		if len(line) == 0 {
+			flush()
 			return fields, true
 		}
-		if len(fields) > 0 && (line[0] == ' ' || line[0] == '\t') {
-			fields[len(fields)-1].value += "\r\n" + string(line)
+		if lines != nil && (line[0] == ' ' || line[0] == '\t') {
+			lines = append(lines, string(line))
 			continue
 		}
-		name, value, _ := strings.Cut(string(line), ":")
-		fields = append(fields, field{name: strings.TrimSpace(name), value: value})
+		flush()
+		lines = []string{string(line)}
 	}
+	flush()
 	return fields, false
 }
 

@@ -65,9 +65,9 @@ func classify(name string, err error) *LookupError {
 	}
 }
 
-// normName lower-cases a DNS name and drops its trailing dot.
+// normName lower-cases a DNS name and drops its trailing dot(s).
 func normName(name string) string {
-	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(name)), ".")
+	return strings.TrimRight(strings.ToLower(strings.TrimSpace(name)), ".")
 }
 
 // StaticResolver answers TXT lookups from a fixed table, for offline use and

@@ -32,6 +32,7 @@ type Signer struct {
 var (
 	ErrNoFrom     = errors.New("dkim: message has no From header field")
 	ErrManyFrom   = errors.New("dkim: message has more than one From header field")
+	ErrBadHeader  = errors.New("dkim: malformed header section")
 	ErrNoSigner   = errors.New("dkim: no signer given")
 	ErrBadSigner  = errors.New("dkim: signer needs a domain, a selector and a key")
 	ErrKeyTooWeak = errors.New("dkim: RSA key shorter than 1024 bits (RFC 8301 section 3.2)")
@@ -51,6 +52,9 @@ func Sign(raw []byte, signers ...Signer) ([]byte, error) {
 	if !complete {
 		// A message without a body: add the empty line that ends the header.
 		msg = append(msg, "\r\n"...)
+	}
+	if err := checkHeader(msg); err != nil {
+		return nil, err
 	}
 	switch countFields(fields, "From") {
 	case 0:
@@ -98,6 +102,29 @@ func Sign(raw []byte, signers ...Signer) ([]byte, error) {
 	}
 	out.Write(msg)
 	return out.Bytes(), nil
+}
+
+// checkHeader rejects what would change meaning once a DKIM-Signature is
+// prepended or that is not a header field at all (RFC 5322 section 2.2): a
+// first line starting with white space (it would continue the signature),
+// a line without a colon, an empty field name.
+func checkHeader(msg []byte) error {
+	for n, line := range bytes.Split(msg, []byte("\r\n")) {
+		if len(line) == 0 {
+			return nil
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if n == 0 {
+				return fmt.Errorf("%w: line 1 starts with white space", ErrBadHeader)
+			}
+			continue
+		}
+		name, _, ok := bytes.Cut(line, []byte(":"))
+		if !ok || len(bytes.TrimSpace(name)) == 0 {
+			return fmt.Errorf("%w: line %d is not a header field", ErrBadHeader, n+1)
+		}
+	}
+	return nil
 }
 
 // toCRLF returns raw with every line ending in CRLF, the last one included.
