@@ -241,13 +241,17 @@ func splitMultipart(b []byte, boundary string) (parts [][]byte, closed bool) {
 			break
 		}
 		j += i
+		if j > 0 && b[j-1] != '\n' {
+			i = j + len(delim) // not at the start of a line
+			continue
+		}
 		e := lineEnd(b, j)
 		rest := trimEOL(b[j+len(delim) : e])
 		isClose := bytes.HasPrefix(rest, []byte("--"))
 		if isClose {
 			rest = rest[2:]
 		}
-		if (j > 0 && b[j-1] != '\n') || len(bytes.Trim(rest, " \t")) != 0 {
+		if len(bytes.Trim(rest, " \t")) != 0 {
 			i = j + len(delim) // not a delimiter line
 			continue
 		}
