@@ -90,7 +90,14 @@ func equalFold(b []byte, s string) bool {
 // neither a field nor a continuation ends the header and is taken as the
 // first line of the body (bad is set, so the caller can report it).
 func readHeader(b []byte) (h header, body []byte, bad []byte) {
-	h = make(header, 0, 16)
+	return readHeaderInto(make(header, 0, 16), b)
+}
+
+// readHeaderInto is readHeader appending to h[:0], so that the MIME walk
+// can reuse one slice for every part header (each is dead before the next
+// is read).
+func readHeaderInto(h header, b []byte) (_ header, body []byte, bad []byte) {
+	h = h[:0]
 	i, valueStart := 0, 0
 	if bytes.HasPrefix(b, []byte("From ")) {
 		i = lineEnd(b, 0)

@@ -30,8 +30,9 @@ type part struct {
 // walker flattens a MIME tree into its leaves, collecting problems as it
 // goes; it never fails, whatever the input.
 type walker struct {
-	parts []part
-	errs  protocols.Problems
+	parts   []part
+	errs    protocols.Problems
+	scratch header // reused for part headers
 }
 
 func (w *walker) problem(field, format string, args ...any) {
@@ -75,7 +76,8 @@ func (w *walker) walk(h header, b []byte, depth int, defType string) {
 			sub = "message/rfc822"
 		}
 		for _, p := range parts {
-			ph, pb, bad := readHeader(p)
+			ph, pb, bad := readHeaderInto(w.scratch, p)
+			w.scratch = ph
 			if bad != nil {
 				w.problem("mime", "malformed part header line %q; taken as the start of the part body", clipLine(bad))
 			}
@@ -88,7 +90,9 @@ func (w *walker) walk(h header, b []byte, depth int, defType string) {
 
 func (w *walker) leaf(h header, b []byte, mt string, ps params) {
 	p := part{mediaType: mt, params: ps, raw: b}
-	p.cte = strings.ToLower(h.getString("content-transfer-encoding"))
+	if v, ok := h.get("content-transfer-encoding"); ok {
+		p.cte = lowerASCII(bytes.TrimSpace(v))
+	}
 	if v, ok := h.get("content-disposition"); ok {
 		d, dp := mediaType(v)
 		p.disposition = d
@@ -111,21 +115,29 @@ type params struct {
 	charset, boundary, format, delsp, name, filename string
 }
 
-func (p *params) set(k, v string) {
-	switch strings.ToLower(k) {
-	case "charset":
-		p.charset = v
-	case "boundary":
-		p.boundary = v
-	case "format":
-		p.format = v
-	case "delsp":
-		p.delsp = v
-	case "name":
-		p.name = v
-	case "filename":
-		p.filename = v
+func (p *params) set(k string, v string) {
+	if dst := p.field([]byte(k)); dst != nil {
+		*dst = v
 	}
+}
+
+// field returns where the parameter named k (any case) is kept, or nil.
+func (p *params) field(k []byte) *string {
+	switch {
+	case equalFold(k, "charset"):
+		return &p.charset
+	case equalFold(k, "boundary"):
+		return &p.boundary
+	case equalFold(k, "format"):
+		return &p.format
+	case equalFold(k, "delsp"):
+		return &p.delsp
+	case equalFold(k, "name"):
+		return &p.name
+	case equalFold(k, "filename"):
+		return &p.filename
+	}
+	return nil
 }
 
 // mediaType parses a Content-Type or Content-Disposition value. It returns
@@ -200,11 +212,25 @@ func simpleParams(b []byte, ps *params) bool {
 			}
 			val = b[s:i]
 		}
-		ps.set(string(key), string(val))
+		if dst := ps.field(key); dst != nil {
+			*dst = string(val)
+		}
 	}
 }
 
+// common are the media types, dispositions and encodings most mail uses;
+// lowerASCII returns these without allocating.
+var common = []string{"text/plain", "text/html", "multipart/alternative", "multipart/mixed",
+	"multipart/related", "application/json", "application/octet-stream", "application/pdf",
+	"inline", "attachment", "7bit", "8bit", "quoted-printable", "base64", "binary"}
+
+// lowerASCII returns b lower-cased as a string.
 func lowerASCII(b []byte) string {
+	for _, c := range common {
+		if equalFold(b, c) {
+			return c
+		}
+	}
 	for _, c := range b {
 		if 'A' <= c && c <= 'Z' {
 			return strings.ToLower(string(b))
@@ -233,6 +259,7 @@ func isToken(t []byte) bool {
 // "--boundary--" is missing (the last part then runs to the end). The
 // preamble and epilogue are dropped. parts is nil when no delimiter occurs.
 func splitMultipart(b []byte, boundary string) (parts [][]byte, closed bool) {
+	parts = make([][]byte, 0, 4)
 	delim := []byte("--" + boundary)
 	start := -1 // start of the current part's content
 	for i := 0; i < len(b); {
@@ -259,6 +286,9 @@ func splitMultipart(b []byte, boundary string) (parts [][]byte, closed bool) {
 			parts = append(parts, b[start:contentEnd(b, start, j)])
 		}
 		if isClose {
+			if len(parts) == 0 {
+				return nil, true
+			}
 			return parts, true
 		}
 		start = e
@@ -266,6 +296,9 @@ func splitMultipart(b []byte, boundary string) (parts [][]byte, closed bool) {
 	}
 	if start >= 0 {
 		parts = append(parts, b[start:])
+	}
+	if len(parts) == 0 {
+		return nil, false
 	}
 	return parts, false
 }
