@@ -18,7 +18,9 @@ type Result struct {
 	Valid    bool               `json:"valid"`
 	Errors   protocols.Problems `json:"errors"`
 	Warnings protocols.Problems `json:"warnings"`
-	// Body is the JSON object found in the body, verbatim, or nil.
+	// Body is the JSON object found in the body, verbatim (it may share
+	// memory with the raw message), or nil. It is set only when the subject
+	// names an Envelopay type.
 	Body json.RawMessage `json:"body"`
 	// NaturalLanguage is true for a METHODS message without parseable JSON.
 	NaturalLanguage bool `json:"natural_language"`
@@ -41,8 +43,9 @@ type Result struct {
 	// ID is the Envelopay "id" field of Body, when present (not printed
 	// separately: it is inside body).
 	ID string `json:"-"`
-	// Fields holds the top-level fields of Body, decoded, for the stateful
-	// checks (refs, proof, amounts). Nil when there is no body.
+	// Fields holds the top-level members of Body (values are sub-slices of
+	// Body, see envelopay.DecodeObject), for the stateful checks (refs,
+	// proof, amounts). Nil when there is no body.
 	Fields map[string]json.RawMessage `json:"-"`
 }
 
