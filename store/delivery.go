@@ -19,7 +19,7 @@ func (s *SQLite) ClaimDeliveries(ctx context.Context, target string, now time.Ti
 		limit = 100
 	}
 	var ds []Delivery
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		ds = nil
 		rows, err := tx.Query(`UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = ?
 			WHERE id IN (SELECT id FROM deliveries WHERE target = ? AND state = 'pending' AND next_attempt_at <= ?
@@ -64,7 +64,7 @@ func sortByID(ds []Delivery) {
 
 // DeliveryDone implements Store.
 func (s *SQLite) DeliveryDone(ctx context.Context, id int64) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		res, err := tx.Exec(`UPDATE deliveries SET state = 'done', last_error = '' WHERE id = ?`, id)
 		return affected(res, err, "delivery", id)
 	})
@@ -72,7 +72,7 @@ func (s *SQLite) DeliveryDone(ctx context.Context, id int64) error {
 
 // DeliveryRetry implements Store: the hand-off stays pending, due at next.
 func (s *SQLite) DeliveryRetry(ctx context.Context, id int64, next time.Time, lastErr string) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		res, err := tx.Exec(`UPDATE deliveries SET state = 'pending', next_attempt_at = ?, last_error = ? WHERE id = ?`,
 			next.UTC().UnixNano(), lastErr, id)
 		return affected(res, err, "delivery", id)

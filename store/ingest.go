@@ -53,7 +53,7 @@ func (s *SQLite) Ingest(ctx context.Context, in *Incoming) (Outcome, error) {
 		return Outcome{}, err
 	}
 	var out Outcome
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		o, err := ingestTx(tx, in, true)
 		out = o
 		return err
@@ -83,13 +83,14 @@ func checkIncoming(in *Incoming) error {
 
 // ingestTx stores in and makes every stateful decision inside tx:
 //
-//  1. Exact redelivery: the message row is inserted with ON CONFLICT DO
-//     NOTHING on (direction, mailbox, message_id, content hash); a conflict
-//     returns the earlier row, writes nothing, hands off nothing, calls no
-//     OOPS.
-//  2. Threading (thread.go).
-//  3. ACCEPT against its OFFER's want (Envelopay v0.2.0, ACCEPT table):
-//     amount, token and chain must match, else amount_mismatch.
+//  1. Threading (thread.go) and ACCEPT against its OFFER's want
+//     (Envelopay v0.2.0, ACCEPT table): amount, token and chain must
+//     match, else amount_mismatch. Both only read.
+//  2. Exact redelivery: the message row is inserted with ON CONFLICT DO
+//     NOTHING on (message_id, mailbox, direction, content hash); a
+//     conflict returns the earlier row, writes nothing, hands off nothing,
+//     calls no OOPS.
+//  3. The raw bytes.
 //  4. Uniqueness: (sender, Envelopay id) → duplicate_id, proof fingerprint
 //     → duplicate_proof, protocol claims and chain links. They are taken
 //     under a nested savepoint and kept only when the final status is
@@ -98,7 +99,7 @@ func checkIncoming(in *Incoming) error {
 //     so a rejected (e.g. forged) message cannot poison later ones.
 //  5. Status, hand-off rows (accepted only) and the courtesy OOPS (callOOPS
 //     false for stored copies of outgoing mail).
-func ingestTx(tx *sql.Tx, in *Incoming, callOOPS bool) (Outcome, error) {
+func ingestTx(tx *wtx, in *Incoming, callOOPS bool) (Outcome, error) {
 	dir := in.Direction
 	if dir == "" {
 		dir = DirIn
@@ -113,19 +114,35 @@ func ingestTx(tx *sql.Tx, in *Incoming, callOOPS bool) (Outcome, error) {
 	warns := append(protocols.Problems{}, in.Warnings...)
 	rcpts := jsonOrEmpty(in.Recipients, "[]")
 
+	// Read-only decisions first, so that the common case writes the row
+	// once: the thread and the ACCEPT check.
+	thread, err := threadFor(tx, in, sum[:], rcpts)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if in.Type == "accept" && in.AcceptPaid != nil {
+		p, err := checkAccept(tx, in, rcpts)
+		if err != nil {
+			return Outcome{}, err
+		}
+		errs = append(errs, p...)
+	}
+	status := finalStatus(in.Status, errs, false)
+
 	var wantAmount, wantToken, wantChain any
 	if in.OfferWant != nil {
 		wantAmount, wantToken, wantChain = in.OfferWant.Amount, in.OfferWant.Token, in.OfferWant.Chain
 	}
 	var id int64
-	err := tx.QueryRow(`INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
+	err = tx.QueryRow(`INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
 		recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
 		result, dkim, auth_results, size, want_amount, want_token, want_chain)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'quarantined', '', ?, '[]', '[]', ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (direction, mailbox, message_id, content_hash) DO NOTHING
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING
 		RETURNING id`,
 		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
-		now.UnixNano(), nullJSON(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
+		status, thread, now.UnixNano(), jsonOrEmpty(errs, "[]"), jsonOrEmpty(warns, "[]"),
+		nullJSON(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
 		wantAmount, wantToken, wantChain).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return redelivery(tx, dir, in.Mailbox, in.MessageID, sum[:])
@@ -137,18 +154,7 @@ func ingestTx(tx *sql.Tx, in *Incoming, callOOPS bool) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("store: insert raw: %w", err)
 	}
 
-	thread, err := threadFor(tx, id, in, rcpts)
-	if err != nil {
-		return Outcome{}, err
-	}
-	if in.Type == "accept" && in.AcceptPaid != nil {
-		p, err := checkAccept(tx, id, in, rcpts)
-		if err != nil {
-			return Outcome{}, err
-		}
-		errs = append(errs, p...)
-	}
-
+	// Uniqueness facts, kept only if the message ends up accepted.
 	if _, err := tx.Exec("SAVEPOINT uniq"); err != nil {
 		return Outcome{}, fmt.Errorf("store: savepoint: %w", err)
 	}
@@ -157,8 +163,8 @@ func ingestTx(tx *sql.Tx, in *Incoming, callOOPS bool) (Outcome, error) {
 		return Outcome{}, err
 	}
 	errs = append(errs, claimErrs...)
-	status := finalStatus(in.Status, errs, replay)
-	if status != StatusAccepted {
+	final := finalStatus(in.Status, errs, replay)
+	if final != StatusAccepted {
 		if _, err := tx.Exec("ROLLBACK TO uniq"); err != nil {
 			return Outcome{}, fmt.Errorf("store: rollback savepoint: %w", err)
 		}
@@ -166,10 +172,12 @@ func ingestTx(tx *sql.Tx, in *Incoming, callOOPS bool) (Outcome, error) {
 	if _, err := tx.Exec("RELEASE uniq"); err != nil {
 		return Outcome{}, fmt.Errorf("store: release savepoint: %w", err)
 	}
-
-	if _, err := tx.Exec(`UPDATE messages SET status = ?, thread_id = ?, errors = ?, warnings = ? WHERE id = ?`,
-		status, thread, jsonOrEmpty(errs, "[]"), jsonOrEmpty(warns, "[]"), id); err != nil {
-		return Outcome{}, fmt.Errorf("store: update message: %w", err)
+	if final != status || len(claimErrs) > 0 {
+		status = final
+		if _, err := tx.Exec(`UPDATE messages SET status = ?, errors = ? WHERE id = ?`,
+			status, jsonOrEmpty(errs, "[]"), id); err != nil {
+			return Outcome{}, fmt.Errorf("store: update message: %w", err)
+		}
 	}
 	if status == StatusAccepted {
 		if err := logHandoff(tx, id, in.Handoff, now); err != nil {
@@ -190,12 +198,12 @@ func ingestTx(tx *sql.Tx, in *Incoming, callOOPS bool) (Outcome, error) {
 }
 
 // redelivery answers an exact redelivery from the stored row.
-func redelivery(tx *sql.Tx, dir, mailbox, mid string, sum []byte) (Outcome, error) {
+func redelivery(tx *wtx, dir, mailbox, mid string, sum []byte) (Outcome, error) {
 	out := Outcome{Redelivery: true}
 	var errsJSON, warnsJSON string
 	err := tx.QueryRow(`SELECT id, status, thread_id, errors, warnings FROM messages
-		WHERE direction = ? AND mailbox = ? AND message_id = ? AND content_hash = ?`,
-		dir, mailbox, mid, sum).Scan(&out.ID, &out.Status, &out.ThreadID, &errsJSON, &warnsJSON)
+		WHERE message_id = ? AND mailbox = ? AND direction = ? AND content_hash = ?`,
+		mid, mailbox, dir, sum).Scan(&out.ID, &out.Status, &out.ThreadID, &errsJSON, &warnsJSON)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("store: read earlier copy: %w", err)
 	}
@@ -208,16 +216,16 @@ func redelivery(tx *sql.Tx, dir, mailbox, mid string, sum []byte) (Outcome, erro
 // names (offer_ref), preferring an OFFER sent by one of the ACCEPT's
 // recipients (the counterparty), then an accepted one, then the earliest.
 // An unknown OFFER is not an error here: it may predate this store.
-func checkAccept(tx *sql.Tx, self int64, in *Incoming, rcpts string) (protocols.Problems, error) {
+func checkAccept(tx *wtx, in *Incoming, rcpts string) (protocols.Problems, error) {
 	ref := in.Refs["offer_ref"]
 	if ref == "" {
 		return nil, nil
 	}
 	var want Asset
 	err := tx.QueryRow(`SELECT want_amount, want_token, want_chain FROM messages
-		WHERE mailbox = ? AND envelopay_id = ? AND type = 'offer' AND want_amount IS NOT NULL AND id != ?
+		WHERE envelopay_id = ? AND mailbox = ? AND type = 'offer' AND want_amount IS NOT NULL
 		ORDER BY sender IN (SELECT value FROM json_each(?)) DESC, status = 'accepted' DESC, id
-		LIMIT 1`, in.Mailbox, ref, self, rcpts).Scan(&want.Amount, &want.Token, &want.Chain)
+		LIMIT 1`, ref, in.Mailbox, rcpts).Scan(&want.Amount, &want.Token, &want.Chain)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -242,7 +250,7 @@ func checkAccept(tx *sql.Tx, self int64, in *Incoming, rcpts string) (protocols.
 }
 
 // logHandoff adds a pending delivery per distinct target.
-func logHandoff(tx *sql.Tx, id int64, targets []string, now time.Time) error {
+func logHandoff(tx *wtx, id int64, targets []string, now time.Time) error {
 	seen := map[string]bool{}
 	for _, t := range targets {
 		if t == "" || seen[t] {

@@ -43,8 +43,8 @@ CREATE TABLE messages (
 );
 -- Exact redelivery: the same bytes under the same Message-ID (or, without
 -- a Message-ID, the same bytes) in the same mailbox are one message.
-CREATE UNIQUE INDEX messages_copy ON messages (direction, mailbox, message_id, content_hash);
-CREATE INDEX messages_mid ON messages (message_id);
+-- Also the index for Message-ID lookups (threading, Thread).
+CREATE UNIQUE INDEX messages_copy ON messages (message_id, mailbox, direction, content_hash);
 CREATE INDEX messages_eid ON messages (envelopay_id);
 CREATE INDEX messages_thread ON messages (thread_id, id);
 CREATE TABLE message_raw (

@@ -23,7 +23,7 @@ func (s *SQLite) Enqueue(ctx context.Context, out *Outgoing) (int64, error) {
 		return 0, err
 	}
 	var id int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		var err error
 		id, err = enqueueTx(tx, out, time.Now().UTC())
 		return err
@@ -54,7 +54,7 @@ func checkOutgoing(out *Outgoing) error {
 
 // enqueueTx queues out inside tx, with one pending row per recipient due
 // now, and stores out.Copy as a DirOut message (no hand-off, no OOPS).
-func enqueueTx(tx *sql.Tx, out *Outgoing, now time.Time) (int64, error) {
+func enqueueTx(tx *wtx, out *Outgoing, now time.Time) (int64, error) {
 	if err := checkOutgoing(out); err != nil {
 		return 0, err
 	}
@@ -114,7 +114,7 @@ func (s *SQLite) ClaimDue(ctx context.Context, now time.Time, lease time.Duratio
 		limit = 100
 	}
 	var dues []Due
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		dues = nil
 		n := now.UTC().UnixNano()
 		if _, err := tx.Exec(`UPDATE queue_rcpts SET state = 'failed', last_error = 'expired: delivery given up'
@@ -176,7 +176,7 @@ func (s *SQLite) RecordDelivery(ctx context.Context, queueID int64, rcpt, state,
 	default:
 		return fmt.Errorf("%w: queue state %q", ErrBadInput, state)
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		res, err := tx.Exec(`UPDATE queue_rcpts SET state = ?, last_error = ?, next_attempt_at = ?
 			WHERE queue_id = ? AND rcpt = ?`, state, lastErr, next.UTC().UnixNano(), queueID, rcpt)
 		if err != nil {
@@ -244,7 +244,7 @@ func (s *SQLite) Queue(ctx context.Context, state string) ([]QueueEntry, error) 
 // QueueRetry implements Store: every recipient not yet sent becomes pending
 // and due now, and an expired entry gets a new DefaultExpiry from now.
 func (s *SQLite) QueueRetry(ctx context.Context, id int64) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		now := time.Now().UTC()
 		res, err := tx.Exec(`UPDATE queue SET expires_at = max(expires_at, ?) WHERE id = ?`,
 			now.Add(DefaultExpiry).UnixNano(), id)
@@ -264,7 +264,7 @@ func (s *SQLite) QueueRetry(ctx context.Context, id int64) error {
 
 // QueueDrop implements Store: every recipient not yet sent becomes dropped.
 func (s *SQLite) QueueDrop(ctx context.Context, id int64) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		var one int
 		if err := tx.QueryRow(`SELECT 1 FROM queue WHERE id = ?`, id).Scan(&one); errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("queue %d: %w", id, ErrNotFound)

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -58,9 +59,14 @@ type SQLite struct {
 	w    *sql.DB // one connection, used only by the writer goroutine
 	r    *sql.DB // read-only pool
 
+	stmts  map[string]*sql.Stmt // writer statement cache (writer goroutine only)
+	missed map[string]bool
+
 	ops  chan *op
 	quit chan struct{}
 	done chan struct{}
+
+	commits, writes atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -82,6 +88,7 @@ func dsn(path string, busy time.Duration, writer bool) string {
 	if writer {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(FULL)")
+		q.Add("_pragma", "temp_store(MEMORY)")
 		q.Set("_txlock", "immediate")
 	} else {
 		q.Add("_pragma", "synchronous(FULL)")
@@ -136,6 +143,8 @@ func OpenSQLiteOptions(ctx context.Context, path string, opts Options) (*SQLite,
 		opts:   opts,
 		w:      w,
 		r:      r,
+		stmts:  map[string]*sql.Stmt{},
+		missed: map[string]bool{},
 		ops:    make(chan *op, opts.MaxBatch),
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -170,7 +179,7 @@ func (s *SQLite) Pragma(ctx context.Context, name string) (string, error) {
 		}
 	}
 	var v string
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		return tx.QueryRow("PRAGMA " + name).Scan(&v)
 	})
 	return v, err

@@ -26,7 +26,7 @@ func (s *SQLite) IMAPState(ctx context.Context, key string) (uint32, uint32, err
 
 // SetIMAPState implements Store.
 func (s *SQLite) SetIMAPState(ctx context.Context, key string, uidValidity, lastUID uint32) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		_, err := tx.Exec(`INSERT INTO imap_state (key, uid_validity, last_uid) VALUES (?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET uid_validity = excluded.uid_validity, last_uid = excluded.last_uid`,
 			key, int64(uidValidity), int64(lastUID))
@@ -42,7 +42,7 @@ func (s *SQLite) PutKey(ctx context.Context, protocol, handle, key string) error
 	if protocol == "" || handle == "" {
 		return fmt.Errorf("%w: key without protocol or handle", ErrBadInput)
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		_, err := tx.Exec(`INSERT INTO protocol_keys (protocol, handle, key) VALUES (?, ?, ?)
 			ON CONFLICT (protocol, handle) DO UPDATE SET key = excluded.key`, protocol, handle, key)
 		if err != nil {

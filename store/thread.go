@@ -6,14 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 )
 
 // maxThreadRefs bounds how many header Message-IDs are looked up per
 // message (a hostile References header can list thousands).
 const maxThreadRefs = 64
 
-// threadFor picks the thread of a new message (row self): the thread of
+// threadFor picks the thread of a new message: the thread of
 // the earliest stored message among its own Message-ID, In-Reply-To and
 // References (RFC 5322 §3.6.4); failing that, of the earliest message named
 // by one of its typed refs (Envelopay v0.2.0 "Identifiers": order_ref,
@@ -22,7 +21,7 @@ const maxThreadRefs = 64
 // an accepted one; failing that, a new thread id. So WHICH → METHODS →
 // ORDER → INVOICE → PAY → FULFILL is one thread even when a client drops
 // In-Reply-To.
-func threadFor(tx *sql.Tx, self int64, in *Incoming, rcpts string) (string, error) {
+func threadFor(tx *wtx, in *Incoming, sum []byte, rcpts string) (string, error) {
 	best := int64(0)
 	thread := ""
 	consider := func(id int64, t string) {
@@ -54,8 +53,8 @@ func threadFor(tx *sql.Tx, self int64, in *Incoming, rcpts string) (string, erro
 	for _, m := range mids {
 		var id int64
 		var t string
-		err := tx.QueryRow(`SELECT id, thread_id FROM messages WHERE mailbox = ? AND message_id = ? AND id != ?
-			ORDER BY id LIMIT 1`, in.Mailbox, m, self).Scan(&id, &t)
+		err := tx.QueryRow(`SELECT id, thread_id FROM messages WHERE message_id = ? AND mailbox = ?
+			ORDER BY id LIMIT 1`, m, in.Mailbox).Scan(&id, &t)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
@@ -75,9 +74,9 @@ func threadFor(tx *sql.Tx, self int64, in *Incoming, rcpts string) (string, erro
 		var id int64
 		var t string
 		err := tx.QueryRow(`SELECT id, thread_id FROM messages
-			WHERE mailbox = ? AND envelopay_id = ? AND id != ?
+			WHERE envelopay_id = ? AND mailbox = ?
 			ORDER BY sender IN (SELECT value FROM json_each(?)) DESC, status = 'accepted' DESC, id
-			LIMIT 1`, in.Mailbox, ref, self, rcpts).Scan(&id, &t)
+			LIMIT 1`, ref, in.Mailbox, rcpts).Scan(&id, &t)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
@@ -89,15 +88,15 @@ func threadFor(tx *sql.Tx, self int64, in *Incoming, rcpts string) (string, erro
 	if thread != "" {
 		return thread, nil
 	}
-	return newThreadID(in.Mailbox, in.MessageID, self), nil
+	return newThreadID(in.Mailbox, in.MessageID, sum), nil
 }
 
 // newThreadID names a new thread: "t_" and 16 hex digits of a hash of the
-// mailbox and the root's Message-ID (or its row id when it has none).
-func newThreadID(mailbox, mid string, row int64) string {
-	key := mid
-	if key == "" {
-		key = "\x00row " + strconv.FormatInt(row, 10)
+// mailbox and the root's Message-ID (or its content hash when it has none).
+func newThreadID(mailbox, mid string, sum []byte) string {
+	key := "mid\x00" + mid
+	if mid == "" {
+		key = "sha256\x00" + string(sum)
 	}
 	h := sha256.Sum256([]byte(mailbox + "\x00" + key))
 	return "t_" + hex.EncodeToString(h[:8])

@@ -20,7 +20,7 @@ const ZeroHash = "00000000000000000000000000000000000000000000000000000000000000
 // returns the conflicts as problems and whether a claim was a marked
 // (harmless) replay. The caller undoes everything when the message is not
 // accepted.
-func takeUnique(tx *sql.Tx, id int64, dir string, in *Incoming, now time.Time) (protocols.Problems, bool, error) {
+func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (protocols.Problems, bool, error) {
 	var ps protocols.Problems
 	replay := false
 	if in.EnvelopayID != "" {
@@ -85,7 +85,7 @@ func takeUnique(tx *sql.Tx, id int64, dir string, in *Incoming, now time.Time) (
 // OnSame problem, or only a marked replay when OnSame is ""); with another
 // value a conflict (OnConflict, or nothing when ""). A claim whose window
 // ended before now is replaced.
-func takeClaim(tx *sql.Tx, id int64, c protocols.Claim, now time.Time) (*protocols.Problem, bool, error) {
+func takeClaim(tx *wtx, id int64, c protocols.Claim, now time.Time) (*protocols.Problem, bool, error) {
 	var expires int64
 	if c.Window > 0 {
 		expires = now.Add(time.Duration(c.Window) * time.Second).UnixNano()
@@ -128,7 +128,7 @@ func takeClaim(tx *sql.Tx, id int64, c protocols.Claim, now time.Time) (*protoco
 // replay_detected; a wrong prev, or a seq that skips ahead, is chain_fork.
 // The (chain, seq) primary key makes two accepted links with one seq
 // impossible.
-func takeLink(tx *sql.Tx, id int64, l protocols.Link) (*protocols.Problem, error) {
+func takeLink(tx *wtx, id int64, l protocols.Link) (*protocols.Problem, error) {
 	tip, hash, err := chainTip(tx, l.Chain)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 )
 
@@ -11,7 +10,7 @@ import (
 // only after the transaction committed (or failed).
 type op struct {
 	ctx  context.Context
-	fn   func(tx *sql.Tx) error
+	fn   func(tx *wtx) error
 	done chan error
 }
 
@@ -19,7 +18,7 @@ type op struct {
 // holding it is durable. fn may run together with other writes in one
 // transaction (group commit); an error from fn rolls back only fn's
 // savepoint.
-func (s *SQLite) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *SQLite) write(ctx context.Context, fn func(tx *wtx) error) error {
 	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.mu.Lock()
 	closed := s.closed
@@ -86,17 +85,31 @@ func (s *SQLite) writer() {
 	}
 }
 
+// Stats are cumulative writer counters (for metrics and benchmarks).
+type Stats struct {
+	Commits int64 // transactions committed (each one fsync)
+	Writes  int64 // writes (Ingest, Enqueue, …) committed in them
+}
+
+// Stats returns the writer counters; Writes/Commits is the mean group
+// commit size.
+func (s *SQLite) Stats() Stats {
+	return Stats{Commits: s.commits.Load(), Writes: s.writes.Load()}
+}
+
 // commit runs one batch as one transaction.
 func (s *SQLite) commit(batch []*op) {
 	ctx := context.Background()
 	errs := make([]error, len(batch))
-	tx, err := s.w.BeginTx(ctx, nil)
+	sqltx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		for _, o := range batch {
 			o.done <- fmt.Errorf("store: begin: %w", err)
 		}
 		return
 	}
+	tx := &wtx{tx: sqltx, stmts: s.stmts, missed: s.missed}
+	defer s.prepareMissed(s.missed)
 	for i, o := range batch {
 		if err := o.ctx.Err(); err != nil {
 			errs[i] = err
@@ -104,7 +117,7 @@ func (s *SQLite) commit(batch []*op) {
 		}
 		errs[i] = s.runOp(tx, o)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := sqltx.Commit(); err != nil {
 		for i, o := range batch {
 			if errs[i] == nil {
 				errs[i] = fmt.Errorf("store: commit: %w", err)
@@ -113,6 +126,8 @@ func (s *SQLite) commit(batch []*op) {
 		}
 		return
 	}
+	s.commits.Add(1)
+	s.writes.Add(int64(len(batch)))
 	// Wake WaitNew; it re-reads, so a batch without messages costs one
 	// cheap query per waiter.
 	s.notify()
@@ -123,7 +138,7 @@ func (s *SQLite) commit(batch []*op) {
 
 // runOp runs one op under its own savepoint, so that its failure (or
 // panic) undoes only its own writes.
-func (s *SQLite) runOp(tx *sql.Tx, o *op) (err error) {
+func (s *SQLite) runOp(tx *wtx, o *op) (err error) {
 	if _, err := tx.Exec("SAVEPOINT op"); err != nil {
 		return fmt.Errorf("store: savepoint: %w", err)
 	}
