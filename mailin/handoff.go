@@ -1,0 +1,180 @@
+package mailin
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/envelopd/envelopd/store"
+)
+
+// DeliverFunc hands one message (View JSON) to the agent. eventID is stable
+// across retries so the receiver can deduplicate (delivery is at least once).
+type DeliverFunc func(ctx context.Context, eventID string, payload []byte) error
+
+// Handoff delivers accepted messages to one target from the store's
+// delivery log: at least once, in order of arrival, retried with capped
+// exponential backoff and jitter, resumed after a restart.
+type Handoff struct {
+	Store   store.Store
+	Target  string // "exec", "webhook", …: the name Ingest logged
+	Deliver DeliverFunc
+	// MinBackoff and MaxBackoff bound the retry delay (defaults 1 s, 1 h).
+	MinBackoff, MaxBackoff time.Duration
+	Poll                   time.Duration
+	Logger                 *slog.Logger
+}
+
+// Run delivers until ctx ends, looking for due deliveries every Poll
+// (default 250 ms) when idle.
+func (h *Handoff) Run(ctx context.Context) error {
+	poll := h.Poll
+	if poll <= 0 {
+		poll = 250 * time.Millisecond
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		n, err := h.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			h.log().Error("hand-off", "target", h.Target, "err", err)
+		}
+		if n > 0 && err == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce attempts every delivery due now and returns how many it tried.
+func (h *Handoff) RunOnce(ctx context.Context) (int, error) {
+	ds, err := h.Store.ClaimDeliveries(ctx, h.Target, time.Now(), 5*time.Minute, 32)
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range ds {
+		m, err := h.Store.Message(ctx, d.MessageID)
+		if err != nil {
+			return 0, err
+		}
+		payload, err := View(m)
+		if err != nil {
+			return 0, err
+		}
+		eventID := fmt.Sprintf("evt_%d_%s", d.ID, h.Target)
+		if err := h.Deliver(ctx, eventID, payload); err != nil {
+			next := time.Now().Add(h.backoff(d.Attempts))
+			h.log().Warn("hand-off failed; will retry", "target", h.Target, "message", d.MessageID, "attempt", d.Attempts, "next", next, "err", err)
+			if err := h.Store.DeliveryRetry(ctx, d.ID, next, err.Error()); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err := h.Store.DeliveryDone(ctx, d.ID); err != nil {
+			return 0, err
+		}
+	}
+	return len(ds), nil
+}
+
+func (h *Handoff) backoff(attempts int) time.Duration {
+	lo, hi := h.MinBackoff, h.MaxBackoff
+	if lo <= 0 {
+		lo = time.Second
+	}
+	if hi <= 0 {
+		hi = time.Hour
+	}
+	d := lo
+	for i := 1; i < attempts && d < hi; i++ {
+		d *= 2
+	}
+	d = min(d, hi)
+	// Full jitter on the upper half: [d/2, d).
+	return d/2 + rand.N(d/2+1)
+}
+
+func (h *Handoff) log() *slog.Logger {
+	if h.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return h.Logger
+}
+
+// ExecDeliver runs command with sh -c per message, the View JSON on stdin
+// and ENVELOPD_EVENT_ID in the environment; a non-zero exit is a failure.
+func ExecDeliver(command string, timeout time.Duration) DeliverFunc {
+	return func(ctx context.Context, eventID string, payload []byte) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+		cmd.Stdin = bytes.NewReader(payload)
+		cmd.Env = append(os.Environ(), "ENVELOPD_EVENT_ID="+eventID)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			tail := stderr.Bytes()
+			if len(tail) > 200 {
+				tail = tail[len(tail)-200:]
+			}
+			return fmt.Errorf("exec %q: %v: %s", command, err, bytes.TrimSpace(tail))
+		}
+		return nil
+	}
+}
+
+// WebhookDeliver POSTs the View JSON to url. Headers: Envelopd-Event-Id
+// (stable across retries), Envelopd-Timestamp (Unix seconds) and, when
+// secret is set, Envelopd-Signature: "t=TIMESTAMP,v1=HEX" where HEX is
+// HMAC-SHA256(secret, TIMESTAMP + "." + body). Any 2xx is success.
+func WebhookDeliver(client *http.Client, url, secret string) DeliverFunc {
+	return func(ctx context.Context, eventID string, payload []byte) error {
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", "envelopd")
+		req.Header.Set("Envelopd-Event-Id", eventID)
+		req.Header.Set("Envelopd-Timestamp", ts)
+		if secret != "" {
+			req.Header.Set("Envelopd-Signature", "t="+ts+",v1="+WebhookSignature(secret, ts, payload))
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("webhook %s: HTTP %d", url, resp.StatusCode)
+		}
+		return nil
+	}
+}
+
+// WebhookSignature is hex HMAC-SHA256(secret, timestamp + "." + body), for
+// receivers to recompute.
+func WebhookSignature(secret, timestamp string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(timestamp))
+	m.Write([]byte("."))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}

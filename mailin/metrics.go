@@ -1,0 +1,66 @@
+package mailin
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/envelopd/envelopd/store"
+)
+
+// Metrics are the ingest pipeline's Prometheus metrics. A nil *Metrics
+// records nothing.
+type Metrics struct {
+	Messages  *prometheus.CounterVec // by status, type
+	DKIM      *prometheus.CounterVec // by result
+	Errors    *prometheus.CounterVec // by code
+	Latency   prometheus.Histogram   // ingest latency, seconds
+	Redeliver prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "envelopd_messages_total", Help: "Stored messages by status and Envelopay type.",
+		}, []string{"status", "type"}),
+		DKIM: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "envelopd_dkim_results_total", Help: "DKIM signature results.",
+		}, []string{"result"}),
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "envelopd_errors_total", Help: "Message errors by code.",
+		}, []string{"code"}),
+		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "envelopd_ingest_seconds",
+			Help:    "Time from raw bytes to durable commit.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		Redeliver: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "envelopd_redeliveries_total", Help: "Exact redeliveries of stored messages.",
+		}),
+	}
+	reg.MustRegister(m.Messages, m.DKIM, m.Errors, m.Latency, m.Redeliver)
+	return m
+}
+
+func (m *Metrics) observe(in *store.Incoming, a *Analysis, out store.Outcome, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.Latency.Observe(d.Seconds())
+	if out.Redelivery {
+		m.Redeliver.Inc()
+		return
+	}
+	typ := in.Type
+	if typ == "" {
+		typ = "none"
+	}
+	m.Messages.WithLabelValues(out.Status, typ).Inc()
+	for _, r := range a.DKIM {
+		m.DKIM.WithLabelValues(r.Result).Inc()
+	}
+	for _, e := range out.Errors {
+		m.Errors.WithLabelValues(string(e.Code)).Inc()
+	}
+}

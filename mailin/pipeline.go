@@ -1,0 +1,214 @@
+package mailin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/parse"
+	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/protocols/canonjson"
+	"github.com/envelopd/envelopd/protocols/envelopay"
+	"github.com/envelopd/envelopd/store"
+)
+
+// Meta is what the transport knows about a message besides its bytes.
+type Meta struct {
+	Source   string   // "smtp" or "imap"
+	MailFrom string   // envelope sender; "" is the null reverse-path
+	Rcpts    []string // envelope recipients
+	Mailbox  string   // store mailbox ("" = default)
+	Remote   string   // peer address, for logs
+}
+
+// OOPSComposer builds a courtesy OOPS in reply to the parsed message r:
+// code for the agent, note for a human, from our address. It returns the
+// raw (signed) message and its Message-ID. Package mailout provides it.
+type OOPSComposer func(r *parse.Result, code protocols.Code, note, from string) (raw []byte, err error)
+
+// OOPSCodes are the errors a courtesy OOPS is sent for (issue: serve,
+// "Courtesy OOPS").
+var OOPSCodes = []protocols.Code{
+	protocols.CodeUnknownType,
+	protocols.CodeDKIMFailed,
+	protocols.CodeDuplicateProof,
+	protocols.CodeAmountMismatch,
+	protocols.CodeMissingField,
+}
+
+// Pipeline processes one raw message from any transport: the stateless
+// stages (Analyze), then one store transaction. It is safe for concurrent
+// use.
+type Pipeline struct {
+	Store    store.Store
+	Verifier *dkim.Verifier
+	Lenient  bool
+	// Keys returns the AICP keys known now (nil: none).
+	Keys func(ctx context.Context) map[string][]byte
+	// Handoff names the delivery targets logged for accepted messages.
+	Handoff []string
+	// OOPS composes courtesy OOPS mails; nil disables them.
+	OOPS OOPSComposer
+	// AuthServID names this host in Authentication-Results headers.
+	AuthServID string
+	Now        func() time.Time
+	Logger     *slog.Logger
+	Metrics    *Metrics
+}
+
+// ErrStore wraps store failures: the transport must answer "try again
+// later" (SMTP 451), never acknowledge.
+var ErrStore = errors.New("mailin: store failed")
+
+// Ingest processes raw and returns only after the message is durably
+// stored. The error is non-nil only when nothing was stored (ErrStore, or
+// the context ended).
+func (p *Pipeline) Ingest(ctx context.Context, raw []byte, meta Meta) (store.Outcome, error) {
+	start := time.Now()
+	now := start
+	if p.Now != nil {
+		now = p.Now()
+	}
+	var keys map[string][]byte
+	if p.Keys != nil {
+		keys = p.Keys(ctx)
+	}
+	a := Analyze(ctx, raw, AnalyzeOptions{Verifier: p.Verifier, Lenient: p.Lenient, AICPKeys: keys, Now: now})
+	in := Incoming(a, raw, store.DirIn)
+	in.Mailbox = meta.Mailbox
+	in.ReceivedAt = now.UTC()
+	in.Handoff = p.Handoff
+	if p.Verifier != nil {
+		in.AuthResults = dkim.AuthResults(p.AuthServID, a.DKIM)
+	}
+	if p.OOPS != nil && !isAutomated(raw, meta, a.Result) {
+		in.OOPS = p.oopsFunc(a.Result, meta, now)
+	}
+	out, err := p.Store.Ingest(ctx, in)
+	if err != nil {
+		p.log().Error("store failed", "err", err, "message_id", in.MessageID, "source", meta.Source)
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		return out, errors.Join(ErrStore, err)
+	}
+	p.Metrics.observe(in, a, out, time.Since(start))
+	p.log().Debug("stored", "id", out.ID, "status", out.Status, "type", in.Type,
+		"message_id", in.MessageID, "redelivery", out.Redelivery, "source", meta.Source)
+	return out, nil
+}
+
+func (p *Pipeline) log() *slog.Logger {
+	if p.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return p.Logger
+}
+
+// Incoming turns an analysis into the store's input: addresses, ids, refs,
+// the proof fingerprint and the OFFER/ACCEPT assets.
+func Incoming(a *Analysis, raw []byte, dir string) *store.Incoming {
+	r := a.Result
+	in := &store.Incoming{
+		Direction:   dir,
+		Raw:         raw,
+		MessageID:   r.MessageID,
+		InReplyTo:   r.InReplyTo,
+		References:  r.References,
+		Subject:     r.Subject,
+		Type:        r.Type,
+		EnvelopayID: r.ID,
+		Errors:      r.Errors,
+		Warnings:    r.Warnings,
+		Claims:      a.Claims,
+		Links:       a.Links,
+	}
+	if len(r.From) > 0 {
+		in.Sender = strings.ToLower(r.From[0])
+	}
+	for _, l := range [][]string{r.To, r.Cc} {
+		for _, addr := range l {
+			in.Recipients = append(in.Recipients, strings.ToLower(addr))
+		}
+	}
+	in.Status = store.StatusAccepted
+	if len(r.Errors) > 0 {
+		in.Status = store.StatusQuarantined
+	}
+	if b, err := json.Marshal(r); err == nil {
+		in.Result = b
+	}
+	if b, err := json.Marshal(a.DKIM); err == nil {
+		in.DKIM = b
+	}
+	f := r.Fields
+	if f == nil {
+		return in
+	}
+	for _, name := range envelopay.RefFields {
+		if v := str(f[name]); v != "" {
+			if in.Refs == nil {
+				in.Refs = map[string]string{}
+			}
+			in.Refs[name] = v
+		}
+	}
+	switch r.Type {
+	case "pay", "order", "accept":
+		in.ProofFingerprint = ProofFingerprint(str(f["chain"]), f["proof"])
+		if r.Type == "accept" {
+			in.AcceptPaid = &store.Asset{Amount: str(f["amount"]), Token: str(f["token"]), Chain: str(f["chain"])}
+		}
+	case "offer":
+		var give struct {
+			Chain string          `json:"chain"`
+			Proof json.RawMessage `json:"proof"`
+		}
+		if json.Unmarshal(f["give"], &give) == nil {
+			in.ProofFingerprint = ProofFingerprint(give.Chain, give.Proof)
+		}
+		var want store.Asset
+		if json.Unmarshal(f["want"], &want) == nil {
+			in.OfferWant = &want
+		}
+	}
+	return in
+}
+
+// ProofFingerprint identifies a payment proof for replay detection
+// (Envelopay v0.2.0, "Verification": "Replay protection (sender + protocol
+// id + proof deduplication)"): the hex SHA-256 of the chain, a NUL, and the
+// proof's canonical JSON (sorted keys, no whitespace), so the same proof
+// re-serialised differently is still the same proof. No proof → "".
+func ProofFingerprint(chain string, proof json.RawMessage) string {
+	if len(proof) == 0 || string(proof) == "null" {
+		return ""
+	}
+	v, err := canonjson.Parse(proof)
+	if err != nil {
+		return ""
+	}
+	c, err := canonjson.JS(v)
+	if err != nil {
+		return ""
+	}
+	h := sha256.New()
+	h.Write([]byte(strings.ToLower(chain)))
+	h.Write([]byte{0})
+	h.Write(c)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func str(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}

@@ -1,0 +1,286 @@
+package mailin
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+)
+
+// SMTPConfig configures the SMTP front end. Every limit has a finite
+// default: go-smtp's own defaults are all "unlimited".
+type SMTPConfig struct {
+	Addr            string        // listen address, default 127.0.0.1:2525
+	Hostname        string        // greeting and Authentication-Results name
+	MaxMessageBytes int64         // default 25 MiB; larger DATA → 552
+	MaxRecipients   int           // default 100; more → 452
+	MaxConnections  int           // default 100; more → 421 at connect
+	MaxLineLength   int           // default 2000 (RFC 5321 §4.5.3.1.6 says ≥ 1000)
+	ReadTimeout     time.Duration // default 5 min
+	WriteTimeout    time.Duration // default 1 min
+	TLS             *tls.Config   // enables STARTTLS
+	// Users maps AUTH user names to passwords (PLAIN and LOGIN). Empty
+	// disables AUTH.
+	Users map[string]string
+	// AcceptDomains, when set, limits unauthenticated RCPT TO to these
+	// domains (and subdomains are not included).
+	AcceptDomains []string
+	Logger        *slog.Logger
+}
+
+func (c *SMTPConfig) defaults() {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:2525"
+	}
+	if c.Hostname == "" {
+		c.Hostname = "localhost"
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 25 << 20
+	}
+	if c.MaxRecipients == 0 {
+		c.MaxRecipients = 100
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = 100
+	}
+	if c.MaxLineLength == 0 {
+		c.MaxLineLength = 2000
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = 5 * time.Minute
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = time.Minute
+	}
+}
+
+// ErrOpenRelay is returned when a configuration would make envelopd an open
+// relay: listening beyond loopback with neither AUTH nor accepted domains.
+var ErrOpenRelay = errors.New("mailin: listening beyond loopback needs AUTH (--auth-file) or --accept-domain")
+
+// SMTPServer is envelopd's SMTP front end over a Pipeline.
+type SMTPServer struct {
+	cfg SMTPConfig
+	p   *Pipeline
+	srv *smtp.Server
+	ln  net.Listener
+	// ctx is cancelled when the server shuts down hard.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// NewSMTPServer validates cfg and listens; Serve starts accepting.
+func NewSMTPServer(cfg SMTPConfig, p *Pipeline) (*SMTPServer, error) {
+	cfg.defaults()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	if !isLoopback(ln.Addr()) && len(cfg.Users) == 0 && len(cfg.AcceptDomains) == 0 {
+		ln.Close()
+		return nil, ErrOpenRelay
+	}
+	s := &SMTPServer{cfg: cfg, p: p}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	srv := smtp.NewServer(s)
+	srv.Domain = cfg.Hostname
+	srv.MaxMessageBytes = cfg.MaxMessageBytes
+	srv.MaxRecipients = cfg.MaxRecipients
+	srv.MaxLineLength = cfg.MaxLineLength
+	srv.ReadTimeout = cfg.ReadTimeout
+	srv.WriteTimeout = cfg.WriteTimeout
+	srv.TLSConfig = cfg.TLS
+	srv.EnableSMTPUTF8 = true
+	srv.AllowInsecureAuth = isLoopback(ln.Addr())
+	srv.ErrorLog = slogPrinter{s.log()}
+	s.srv = srv
+	s.ln = &limitListener{Listener: ln, max: cfg.MaxConnections}
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *SMTPServer) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve accepts connections until Shutdown or Close.
+func (s *SMTPServer) Serve() error {
+	err := s.srv.Serve(s.ln)
+	if errors.Is(err, smtp.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting and waits for sessions to end (in-flight
+// messages finish and are answered) until ctx ends; then it closes them.
+func (s *SMTPServer) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		s.cancel()
+		s.srv.Close()
+	}
+	return err
+}
+
+// Close stops the server at once.
+func (s *SMTPServer) Close() error {
+	s.cancel()
+	return s.srv.Close()
+}
+
+func (s *SMTPServer) log() *slog.Logger {
+	if s.cfg.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.cfg.Logger
+}
+
+// NewSession implements smtp.Backend.
+func (s *SMTPServer) NewSession(c *smtp.Conn) (smtp.Session, error) {
+	return &session{s: s, remote: c.Conn().RemoteAddr().String()}, nil
+}
+
+type session struct {
+	s       *SMTPServer
+	remote  string
+	authed  bool
+	from    string
+	rcpts   []string
+	hasMail bool
+}
+
+func (ss *session) AuthMechanisms() []string {
+	if len(ss.s.cfg.Users) == 0 {
+		return nil
+	}
+	return []string{sasl.Plain, sasl.Login}
+}
+
+func (ss *session) Auth(mech string) (sasl.Server, error) {
+	check := func(user, pass string) error {
+		want, ok := ss.s.cfg.Users[user]
+		if !ok || !constantTimeEqual(want, pass) {
+			return smtp.ErrAuthFailed
+		}
+		ss.authed = true
+		return nil
+	}
+	switch mech {
+	case sasl.Plain:
+		return sasl.NewPlainServer(func(identity, user, pass string) error {
+			if identity != "" && identity != user {
+				return smtp.ErrAuthFailed
+			}
+			return check(user, pass)
+		}), nil
+	case sasl.Login:
+		return newLoginServer(check), nil
+	}
+	return nil, smtp.ErrAuthUnknownMechanism
+}
+
+func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
+	ss.from, ss.hasMail = from, true
+	return nil
+}
+
+func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	cfg := ss.s.cfg
+	if !ss.authed && (len(cfg.Users) > 0 || len(cfg.AcceptDomains) > 0) {
+		if !domainIn(to, cfg.AcceptDomains) {
+			if len(cfg.Users) > 0 && len(cfg.AcceptDomains) == 0 {
+				return smtp.ErrAuthRequired
+			}
+			return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Relaying denied: " + to + " is not a local domain"}
+		}
+	}
+	ss.rcpts = append(ss.rcpts, to)
+	return nil
+}
+
+// ErrBareLineEnd is the reply to DATA holding a CR or LF that is not part
+// of a CRLF pair (RFC 5321 §2.3.8; SMTP smuggling).
+var ErrBareLineEnd = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message contains bare CR or LF line ends; use CRLF"}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func (ss *session) Data(r io.Reader) error {
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer bufPool.Put(buf)
+	if _, err := buf.ReadFrom(r); err != nil {
+		// go-smtp's ErrDataTooLarge (552) must reach the client as is; any
+		// other read error means a truncated DATA: nothing is stored.
+		return err
+	}
+	if hasBareLineEnd(buf.Bytes()) {
+		return ErrBareLineEnd
+	}
+	raw := bytes.Clone(buf.Bytes())
+	out, err := ss.s.p.Ingest(ss.s.ctx, raw, Meta{Source: "smtp", MailFrom: ss.from, Rcpts: ss.rcpts, Remote: ss.remote})
+	if err != nil {
+		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary local error, message not stored; try again later"}
+	}
+	msg := fmt.Sprintf("OK stored as %d (%s)", out.ID, out.Status)
+	if out.Redelivery {
+		msg = fmt.Sprintf("OK already stored as %d", out.ID)
+	}
+	return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: msg}
+}
+
+func (ss *session) Reset() {
+	ss.from, ss.rcpts, ss.hasMail = "", nil, false
+}
+
+func (ss *session) Logout() error { return nil }
+
+// hasBareLineEnd reports a CR not followed by LF or an LF not preceded by CR.
+func hasBareLineEnd(b []byte) bool {
+	for {
+		i := bytes.IndexAny(b, "\r\n")
+		if i < 0 {
+			return false
+		}
+		if b[i] == '\n' {
+			return true // an LF not preceded by CR (a CR would have matched first)
+		}
+		if i+1 >= len(b) || b[i+1] != '\n' {
+			return true
+		}
+		b = b[i+2:]
+	}
+}
+
+func domainIn(addr string, domains []string) bool {
+	i := strings.LastIndexByte(addr, '@')
+	if i < 0 {
+		return false
+	}
+	d := strings.ToLower(strings.TrimSuffix(addr[i+1:], "."))
+	for _, x := range domains {
+		if strings.EqualFold(strings.TrimSuffix(x, "."), d) {
+			return true
+		}
+	}
+	return false
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+type slogPrinter struct{ l *slog.Logger }
+
+func (p slogPrinter) Printf(format string, v ...any) { p.l.Warn(fmt.Sprintf(format, v...)) }
+func (p slogPrinter) Println(v ...any)               { p.l.Warn(fmt.Sprint(v...)) }

@@ -1,0 +1,50 @@
+package mailin
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/store"
+)
+
+// View is the JSON an agent receives for a stored message (hand-off, watch,
+// inbox --json, thread): the `envelopd parse` object with the store's final
+// word on it — errors and warnings including the stateful ones, valid,
+// plus id, received_at, status, thread_id, mailbox, direction and dkim.
+func View(m *store.Message) ([]byte, error) {
+	obj := map[string]json.RawMessage{}
+	if len(m.Result) > 0 {
+		if err := json.Unmarshal(m.Result, &obj); err != nil {
+			obj = map[string]json.RawMessage{}
+		}
+	}
+	set := func(k string, v any) {
+		b, err := json.Marshal(v)
+		if err == nil {
+			obj[k] = b
+		}
+	}
+	errs, warns := m.Errors, m.Warnings
+	if errs == nil {
+		errs = protocols.Problems{}
+	}
+	if warns == nil {
+		warns = protocols.Problems{}
+	}
+	set("id", m.ID)
+	set("received_at", m.ReceivedAt.UTC().Format(time.RFC3339Nano))
+	set("status", m.Status)
+	set("thread_id", m.ThreadID)
+	set("mailbox", m.Mailbox)
+	set("direction", m.Direction)
+	set("errors", errs)
+	set("warnings", warns)
+	set("valid", len(errs) == 0)
+	if len(m.DKIM) > 0 {
+		obj["dkim"] = m.DKIM
+	} else {
+		set("dkim", []any{})
+	}
+	return json.Marshal(obj)
+}
