@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/envelopd/envelopd/store"
 	"github.com/envelopd/envelopd/store/storetest"
@@ -124,5 +125,43 @@ func TestSchemaTooNew(t *testing.T) {
 	db.Close()
 	if _, err := store.OpenSQLite(ctx, path); !errors.Is(err, store.ErrSchemaTooNew) {
 		t.Errorf("open: %v, want ErrSchemaTooNew", err)
+	}
+}
+
+// TestWaitNewOtherProcess: a second store on the same file (as `envelopd
+// watch` next to `envelopd serve`) sees new rows through the fallback poll.
+func TestWaitNewOtherProcess(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "shared.db")
+	serve, err := store.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serve.Close()
+	watch, err := store.OpenSQLiteOptions(ctx, path, store.Options{PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	woke := make(chan error, 1)
+	go func() {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		woke <- watch.WaitNew(c, 0)
+	}()
+	out, err := serve.Ingest(ctx, &store.Incoming{MessageID: "x@x.test", Raw: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woke; err != nil {
+		t.Fatalf("WaitNew in the other store: %v", err)
+	}
+	ms, err := watch.Messages(ctx, store.Filter{})
+	if err != nil || len(ms) != 1 || ms[0].ID != out.ID {
+		t.Errorf("other store reads %+v %v", ms, err)
+	}
+	// Both write: one writer each, serialised by SQLite's lock.
+	if _, err := watch.Enqueue(ctx, &store.Outgoing{Recipients: []string{"a@x.test"}, Raw: []byte("y")}); err != nil {
+		t.Errorf("second writer: %v", err)
 	}
 }

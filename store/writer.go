@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"runtime"
 )
 
 // op is one write submitted to the writer goroutine. fn runs inside the
@@ -72,6 +73,10 @@ func (s *SQLite) writer() {
 				}
 			}
 		}
+		// Let callers answered by the last commit, already runnable,
+		// submit their next write before the batch is cut: a yield, not
+		// a timer, so an idle store commits a lone write at once.
+		runtime.Gosched()
 	fill:
 		for len(batch) < s.opts.MaxBatch {
 			select {
