@@ -1,5 +1,3 @@
-//go:build envelopd_wip
-
 package main
 
 import (
@@ -97,8 +95,6 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		h := &mailin.Handoff{Store: st, Target: "webhook", Deliver: mailin.WebhookDeliver(client, f.webhook, f.webhookKey), Logger: log}
 		rt.workers = append(rt.workers, h.Run)
 	}
-	// The "watch" target is always logged so `envelopd watch` can stream
-	// without a delivery log of its own; watch reads messages by cursor.
 	if err := f.out.setup(ctx, rt, f.oops, reg); err != nil {
 		rt.close()
 		return nil, err

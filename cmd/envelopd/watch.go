@@ -1,5 +1,3 @@
-//go:build envelopd_wip
-
 package main
 
 import (

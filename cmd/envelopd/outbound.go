@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/store"
+)
+
+// outboundFlags configure what serve and poll send: DKIM keys for courtesy
+// OOPS mails, and the smarthost the outbound queue is delivered through.
+type outboundFlags struct {
+	smtpURL, passwordFile string
+	dkimKeys, dkimSels    multiFlag
+	dkimDomain            string
+}
+
+func (o *outboundFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.smtpURL, "smtp-url", "", "deliver the outbound queue through this smarthost (smtps://USER@HOST:465 or smtp://USER@HOST:587); empty keeps it pending")
+	fs.StringVar(&o.passwordFile, "password-file", "", "smarthost AUTH password file (or $"+mailout.PasswordEnv+")")
+	fs.Var(&o.dkimKeys, "dkim-key", "DKIM private key PEM for outgoing mail (repeatable, paired with --dkim-selector)")
+	fs.Var(&o.dkimSels, "dkim-selector", "DKIM selector for the --dkim-key at the same position")
+	fs.StringVar(&o.dkimDomain, "dkim-domain", "", "DKIM signing domain (d=)")
+}
+
+// signers loads the configured DKIM keys.
+func (o *outboundFlags) signers() ([]dkim.Signer, error) {
+	if len(o.dkimKeys) != len(o.dkimSels) {
+		return nil, fmt.Errorf("give one --dkim-selector per --dkim-key")
+	}
+	var out []dkim.Signer
+	for i := range o.dkimKeys {
+		s, err := mailout.LoadSigner(o.dkimKeys[i], o.dkimSels[i], o.dkimDomain)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// recordSent builds the stored copy of a message we send, with the same
+// analysis as received mail, so threads show both directions.
+func recordSent(raw []byte) *store.Incoming {
+	a := mailin.Analyze(context.Background(), raw, mailin.AnalyzeOptions{})
+	in := mailin.Incoming(a, raw, store.DirOut)
+	in.ReceivedAt = time.Now().UTC()
+	return in
+}
+
+// setup wires the courtesy OOPS composer and the queue worker into rt.
+func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg prometheus.Registerer) error {
+	signers, err := o.signers()
+	if err != nil {
+		return err
+	}
+	mailer := &mailout.Mailer{Signers: signers, Record: recordSent}
+	if oops {
+		rt.pipeline.OOPS = mailer.OOPS
+	}
+	st := rt.store
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "envelopd_queue_pending", Help: "Outbound queue entries with a pending recipient.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		q, err := st.Queue(ctx, store.QueuePending)
+		if err != nil {
+			return -1
+		}
+		return float64(len(q))
+	}))
+	if o.smtpURL == "" {
+		return nil
+	}
+	pw, err := mailout.LoadPassword(o.passwordFile, nil)
+	if err != nil {
+		return err
+	}
+	sub, err := mailout.NewSubmitter(o.smtpURL, pw)
+	if err != nil {
+		return err
+	}
+	w := &mailout.Worker{Store: st, Sender: sub, Logger: rt.log}
+	rt.workers = append(rt.workers, w.Run)
+	return nil
+}
