@@ -37,31 +37,47 @@ type Analysis struct {
 // tunnelled-protocol validators over raw. It never fails: every problem is
 // recorded in the result's errors. ctx bounds DNS lookups.
 func Analyze(ctx context.Context, raw []byte, opts AnalyzeOptions) *Analysis {
-	a := &Analysis{DKIM: []dkim.Result{}}
-	r := parse.Parse(raw, parse.Options{Lenient: opts.Lenient})
-	a.Result = r
+	a := &Analysis{Result: parse.Parse(raw, parse.Options{Lenient: opts.Lenient}), DKIM: []dkim.Result{}}
 	if opts.Verifier != nil {
-		res, err := opts.Verifier.Verify(ctx, raw)
-		if err != nil {
-			r.Errors = append(r.Errors, protocols.New(protocols.CodeDKIMFailed, "", "DKIM verification could not run: %v", err))
-		} else {
-			a.DKIM = res
-			if dkim.Failed(res) {
-				r.Errors = append(r.Errors, protocols.New(protocols.CodeDKIMFailed, "", "%s", dkimFailure(res)))
-			}
-		}
+		a.DKIM = VerifyDKIM(ctx, opts.Verifier, raw, a.Result)
 	}
-	now := opts.Now
-	if now.IsZero() {
-		now = time.Now()
+	a.Claims, a.Links = InspectAttachments(a.Result, tunnel.Options{AICPKeys: opts.AICPKeys, Now: opts.Now})
+	a.Result.Valid = len(a.Result.Errors) == 0
+	return a
+}
+
+// VerifyDKIM verifies raw's DKIM signatures and records a failure on r as
+// dkim_failed (Envelopay v0.2.0 "DKIM": receivers should verify; it is not
+// a prerequisite, so the message is still parsed and kept).
+func VerifyDKIM(ctx context.Context, v *dkim.Verifier, raw []byte, r *parse.Result) []dkim.Result {
+	res, err := v.Verify(ctx, raw)
+	if err != nil {
+		r.Errors = append(r.Errors, protocols.New(protocols.CodeDKIMFailed, "", "DKIM verification could not run: %v", err))
+		return []dkim.Result{}
 	}
-	topts := tunnel.Options{AICPKeys: opts.AICPKeys, Now: now}
+	if dkim.Failed(res) {
+		r.Errors = append(r.Errors, protocols.New(protocols.CodeDKIMFailed, "", "%s", dkimFailure(res)))
+	}
+	return res
+}
+
+// InspectAttachments runs the tunnelled-protocol validators over r's JSON
+// attachments, fills their protocol, valid, errors and summary, and copies
+// their problems onto r (field "attachments[N]…"): a tunnelled message that
+// fails its own protocol's checks makes the mail invalid as a whole, so an
+// agent never acts on it. It returns the valid ones' claims and links.
+func InspectAttachments(r *parse.Result, opts tunnel.Options) ([]protocols.Claim, []protocols.Link) {
+	if opts.Now.IsZero() {
+		opts.Now = time.Now()
+	}
+	var claims []protocols.Claim
+	var links []protocols.Link
 	for i := range r.Attachments {
 		att := &r.Attachments[i]
 		if !tunnel.IsJSONPart(att.ContentType, att.Filename) {
 			continue
 		}
-		rep := tunnel.Inspect(att.Data, att.ContentType, att.Filename, topts)
+		rep := tunnel.Inspect(att.Data, att.ContentType, att.Filename, opts)
 		var proto *string
 		if rep.Protocol != "" {
 			p := rep.Protocol
@@ -72,8 +88,6 @@ func Analyze(ctx context.Context, raw []byte, opts AnalyzeOptions) *Analysis {
 		if att.Errors == nil {
 			att.Errors = protocols.Problems{}
 		}
-		// A tunnelled message that fails its own protocol's checks makes the
-		// mail invalid as a whole: an agent must not act on it.
 		for _, p := range rep.Errors {
 			field := fmt.Sprintf("attachments[%d]", i)
 			if p.Field != "" {
@@ -82,12 +96,11 @@ func Analyze(ctx context.Context, raw []byte, opts AnalyzeOptions) *Analysis {
 			r.Errors = append(r.Errors, protocols.Problem{Code: p.Code, Field: field, Message: p.Message})
 		}
 		if rep.Valid {
-			a.Claims = append(a.Claims, rep.Claims...)
-			a.Links = append(a.Links, rep.Links...)
+			claims = append(claims, rep.Claims...)
+			links = append(links, rep.Links...)
 		}
 	}
-	r.Valid = len(r.Errors) == 0
-	return a
+	return claims, links
 }
 
 func dkimFailure(res []dkim.Result) string {

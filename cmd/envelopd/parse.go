@@ -6,8 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"time"
 
+	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/parse"
+	"github.com/envelopd/envelopd/protocols/aicp"
+	"github.com/envelopd/envelopd/protocols/tunnel"
 )
 
 // maxMessage bounds what `envelopd parse` reads (bytes).
@@ -18,7 +24,56 @@ const maxMessage = 64 << 20
 // Envelopay message, 1 when it is not (the JSON says why), 2 on usage or
 // I/O errors.
 func runParse(ctx context.Context, e *env) int {
-	return parseCommand(ctx, e)
+	return parseCommand(ctx, e, dkimHook, tunnelHook)
+}
+
+// dkimHook adds --dkim-txt FILE: verify DKIM against the static key file
+// and print the results as "dkim" (issue: DKIM, "envelopd parse --dkim-txt").
+func dkimHook(fs *flag.FlagSet) func(context.Context, []byte, *parse.Result, map[string]any) error {
+	path := fs.String("dkim-txt", "", "verify DKIM with this static key file (name TXT-value lines) and print \"dkim\"")
+	return func(ctx context.Context, raw []byte, r *parse.Result, extra map[string]any) error {
+		if *path == "" {
+			return nil
+		}
+		res, err := dkim.LoadStaticResolver(*path)
+		if err != nil {
+			return err
+		}
+		extra["dkim"] = mailin.VerifyDKIM(ctx, &dkim.Verifier{Resolver: res}, raw, r)
+		return nil
+	}
+}
+
+// tunnelHook validates JSON attachments as VCP, AICP, Vacant, A2A or PVP;
+// --aicp-key HANDLE=KEY supplies AICP public keys and --now the receipt
+// time for timestamp windows.
+func tunnelHook(fs *flag.FlagSet) func(context.Context, []byte, *parse.Result, map[string]any) error {
+	var keys multiFlag
+	fs.Var(&keys, "aicp-key", "AICP public key as HANDLE=BASE64 (raw 32 bytes or SPKI; repeatable)")
+	now := fs.String("now", "", "receipt time for timestamp checks (RFC 3339; default: now)")
+	return func(ctx context.Context, raw []byte, r *parse.Result, extra map[string]any) error {
+		opts := tunnel.Options{AICPKeys: map[string][]byte{}}
+		for _, kv := range keys {
+			h, k, ok := strings.Cut(kv, "=")
+			if !ok || h == "" {
+				return fmt.Errorf("--aicp-key wants HANDLE=KEY, got %q", kv)
+			}
+			b, err := aicp.ParseKey(k)
+			if err != nil {
+				return fmt.Errorf("--aicp-key %s: %w", h, err)
+			}
+			opts.AICPKeys[h] = b
+		}
+		if *now != "" {
+			t, err := time.Parse(time.RFC3339, *now)
+			if err != nil {
+				return fmt.Errorf("--now: %w", err)
+			}
+			opts.Now = t
+		}
+		mailin.InspectAttachments(r, opts)
+		return nil
+	}
 }
 
 // parseHook extends `envelopd parse`: it registers its flags on fs and
