@@ -546,7 +546,11 @@ func TestPollReconnect(t *testing.T) {
 	idling := make(chan struct{}, 16)
 	p.idleStarted = func() { idling <- struct{}{} }
 	stop := runPoller(t, p)
-	<-idling
+	select {
+	case <-idling:
+	case <-time.After(10 * time.Second):
+		t.Fatal("poller never entered IDLE")
+	}
 	mails := corpus(t)
 	mu.Lock()
 	conns[len(conns)-1].Close()

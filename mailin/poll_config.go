@@ -1,0 +1,79 @@
+package mailin
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// ErrPollConfig: a line of a poll config file is malformed.
+var ErrPollConfig = errors.New("mailin: bad poll config")
+
+// PollAccountConfig is one line of a poll config file.
+type PollAccountConfig struct {
+	Line    int
+	Account IMAPAccount // Password is empty: read PasswordFile
+	// Optional per-account settings (key=value after the URL).
+	PasswordFile string // password-file=PATH
+	MoveTo       string // move-to=FOLDER
+	Address      string // address=ADDR (the account's own mail address)
+	StoreMailbox string // mailbox=NAME (store mailbox, relay mode)
+}
+
+// ParsePollConfig reads a poll config: one mailbox per line, the account
+// URL first, then optional key=value settings separated by blanks;
+// blank lines and lines starting with # are ignored.
+//
+//	imaps://me@fastmail.com@imap.fastmail.com/INBOX password-file=/etc/envelopd/fm.pw move-to=Processed
+//	imaps://agent%40gmail.com@imap.gmail.com/INBOX password-file=/etc/envelopd/gmail.pw
+func ParsePollConfig(r io.Reader) ([]PollAccountConfig, error) {
+	var out []PollAccountConfig
+	seen := map[string]int{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		a, err := ParseIMAPURL(fields[0])
+		if err != nil {
+			return nil, fmt.Errorf("%w: line %d: %w", ErrPollConfig, n, err)
+		}
+		c := PollAccountConfig{Line: n, Account: a}
+		for _, kv := range fields[1:] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || v == "" {
+				return nil, fmt.Errorf("%w: line %d: %q: want key=value", ErrPollConfig, n, kv)
+			}
+			var dst *string
+			switch k {
+			case "password-file":
+				dst = &c.PasswordFile
+			case "move-to":
+				dst = &c.MoveTo
+			case "address":
+				dst = &c.Address
+			case "mailbox":
+				dst = &c.StoreMailbox
+			default:
+				return nil, fmt.Errorf("%w: line %d: unknown setting %q (want password-file, move-to, address, mailbox)", ErrPollConfig, n, k)
+			}
+			if *dst != "" {
+				return nil, fmt.Errorf("%w: line %d: %s given twice", ErrPollConfig, n, k)
+			}
+			*dst = v
+		}
+		if prev, dup := seen[a.Key()]; dup {
+			return nil, fmt.Errorf("%w: line %d: %s already listed on line %d", ErrPollConfig, n, a.Key(), prev)
+		}
+		seen[a.Key()] = n
+		out = append(out, c)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPollConfig, err)
+	}
+	return out, nil
+}
