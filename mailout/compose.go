@@ -347,7 +347,6 @@ func newMessageID(domain string) string {
 	return hex.EncodeToString(b[:]) + "@" + strings.ToLower(domain)
 }
 
-
 // selfCheck parses the composed message with the receiver's own rules
 // (package parse) and refuses it unless it reads back valid, with the same
 // type and the very JSON body: human text holding a JSON object of its own

@@ -308,4 +308,3 @@ func FuzzCompose(f *testing.F) {
 		}
 	})
 }
-
