@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 )
 
@@ -76,4 +77,37 @@ func ParsePollConfig(r io.Reader) ([]PollAccountConfig, error) {
 		return nil, fmt.Errorf("%w: %v", ErrPollConfig, err)
 	}
 	return out, nil
+}
+
+// IMAPPasswordEnv is the environment variable the IMAP password is read
+// from when no password file is given.
+const IMAPPasswordEnv = "ENVELOPD_IMAP_PASSWORD"
+
+// ErrIMAPPassword: no usable password (missing file, empty).
+var ErrIMAPPassword = errors.New("mailin: no IMAP password")
+
+// LoadIMAPPassword reads the first line of file, or $ENVELOPD_IMAP_PASSWORD
+// (through getenv; nil means os.Getenv) when file is "". An empty password
+// is an error. The error never contains the password.
+func LoadIMAPPassword(file string, getenv func(string) string) (string, error) {
+	var pw string
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", ErrIMAPPassword, err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		pw = strings.TrimSuffix(line, "\r")
+		if pw == "" {
+			return "", fmt.Errorf("%w: %s: first line is empty", ErrIMAPPassword, file)
+		}
+		return pw, nil
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if pw = getenv(IMAPPasswordEnv); pw == "" {
+		return "", fmt.Errorf("%w: give a password file or set %s", ErrIMAPPassword, IMAPPasswordEnv)
+	}
+	return pw, nil
 }

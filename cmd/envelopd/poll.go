@@ -1,3 +1,165 @@
 package main
 
-var runPoll = notYet("poll")
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/envelopd/envelopd/mailin"
+)
+
+// pollSummary is what `envelopd poll --once` prints on stdout.
+type pollSummary struct {
+	Mailboxes  int    `json:"mailboxes"`
+	Seen       int    `json:"seen"`
+	Stored     int    `json:"stored"`
+	Redelivery int    `json:"redelivery"`
+	Failed     int    `json:"failed"`
+	Error      string `json:"error,omitempty"`
+}
+
+// runPoll is `envelopd poll`: read IMAP mailboxes into the same pipeline as
+// serve (issue 7). Exit status: 0 success; 2 bad flags, or (with --once) any
+// mailbox failed; without --once, 2 when a poller stopped on a permanent
+// error (login rejected, mailbox missing, no TLS).
+func runPoll(ctx context.Context, e *env) int {
+	fs := newFlags(e, "poll")
+	var f ingestFlags
+	f.register(fs)
+	var urls multiFlag
+	var pwFile, moveTo, config, address string
+	var once, insecure, noIdle bool
+	var interval time.Duration
+	fs.Var(&urls, "imap", "mailbox to poll: imaps://USER@HOST[:PORT]/MAILBOX or imap://… with STARTTLS (repeatable)")
+	fs.StringVar(&pwFile, "imap-password-file", "", "file whose first line is the IMAP password (default: $"+mailin.IMAPPasswordEnv+")")
+	fs.StringVar(&config, "config", "", "file listing mailboxes, one per line: URL [password-file=F] [move-to=FOLDER] [address=A] [mailbox=M]")
+	fs.StringVar(&moveTo, "move-to", "", "move processed mail to this folder (created if missing) instead of flagging it \\Seen")
+	fs.StringVar(&address, "address", "", "the mailbox's own address (courtesy OOPS sender); default: the user name if it contains @")
+	fs.BoolVar(&once, "once", false, "process what is there and exit (status 2 if anything failed)")
+	fs.DurationVar(&interval, "interval", mailin.DefaultPollInterval, "poll interval when the server has no IDLE (or with --no-idle)")
+	fs.BoolVar(&noIdle, "no-idle", false, "poll every --interval even if the server offers IDLE")
+	fs.BoolVar(&insecure, "insecure", false, "allow plain-text IMAP (password in clear) to a non-loopback server")
+	if err := fs.Parse(e.args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "envelopd poll: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	accounts, err := pollAccounts(urls, config, pwFile, moveTo, address)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd poll: %v\n", err)
+		return 2
+	}
+	rt, err := f.build(ctx, e)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd poll: %v\n", err)
+		return 2
+	}
+	defer rt.close()
+	var progress *mailin.Progress
+	if isTerminal(e.stderr) {
+		progress = &mailin.Progress{W: e.stderr}
+	}
+	pollers := make([]*mailin.Poller, len(accounts))
+	for i, a := range accounts {
+		pollers[i] = &mailin.Poller{
+			Account:      a.Account,
+			Ingest:       rt.pipeline,
+			State:        rt.store,
+			MoveTo:       a.MoveTo,
+			Address:      a.Address,
+			StoreMailbox: a.StoreMailbox,
+			Interval:     interval,
+			NoIdle:       noIdle,
+			Insecure:     insecure,
+			Logger:       rt.log,
+			Progress:     progress,
+		}
+	}
+	// Hand-off and queue workers run while polling; what they have not
+	// delivered when poll exits stays in the store's delivery log and is
+	// delivered by the next serve or poll.
+	wctx, stopWorkers := context.WithCancel(context.Background())
+	wait := rt.start(wctx)
+	defer func() { stopWorkers(); wait() }()
+	rt.log.Info("envelopd polling", "mailboxes", len(pollers), "once", once, "db", f.db)
+	st, err := mailin.PollAll(ctx, pollers, once)
+	if once {
+		sum := pollSummary{Mailboxes: len(pollers), Seen: st.Seen, Stored: st.Stored, Redelivery: st.Redelivery, Failed: st.Failed}
+		if err != nil {
+			sum.Error = err.Error()
+		}
+		b, _ := json.Marshal(sum)
+		fmt.Fprintf(e.stdout, "%s\n", b)
+	}
+	if err != nil {
+		rt.log.Error("poll failed", "err", err)
+		return 2
+	}
+	return 0
+}
+
+// pollAccounts collects the mailboxes from --imap and --config, with their
+// passwords. Flags apply to --imap accounts and are defaults for config
+// lines.
+func pollAccounts(urls []string, config, pwFile, moveTo, address string) ([]mailin.PollAccountConfig, error) {
+	var out []mailin.PollAccountConfig
+	for _, u := range urls {
+		a, err := mailin.ParseIMAPURL(u)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, mailin.PollAccountConfig{Account: a, PasswordFile: pwFile, MoveTo: moveTo, Address: address})
+	}
+	if config != "" {
+		fh, err := os.Open(config)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := mailin.ParsePollConfig(fh)
+		fh.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", config, err)
+		}
+		for _, c := range cs {
+			if c.PasswordFile == "" {
+				c.PasswordFile = pwFile
+			}
+			if c.MoveTo == "" {
+				c.MoveTo = moveTo
+			}
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no mailbox: give --imap URL or --config FILE")
+	}
+	seen := map[string]bool{}
+	for i := range out {
+		k := out[i].Account.Key()
+		if seen[k] {
+			return nil, fmt.Errorf("%s given twice", k)
+		}
+		seen[k] = true
+		pw, err := mailin.LoadIMAPPassword(out[i].PasswordFile, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", out[i].Account, err)
+		}
+		out[i].Account.Password = pw
+	}
+	return out, nil
+}
+
+// isTerminal reports whether w is a character device (progress lines only
+// make sense there).
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
