@@ -35,7 +35,7 @@ var (
 	ErrBadHeader  = errors.New("dkim: malformed header section")
 	ErrNoSigner   = errors.New("dkim: no signer given")
 	ErrBadSigner  = errors.New("dkim: signer needs a domain, a selector and a key")
-	ErrKeyTooWeak = errors.New("dkim: RSA key shorter than 1024 bits (RFC 8301 section 3.2)")
+	ErrKeyTooWeak = errors.New("RSA key shorter than 1024 bits (RFC 8301 section 3.2)")
 )
 
 // Sign signs raw with every signer and returns the message with one
@@ -73,11 +73,11 @@ func Sign(raw []byte, signers ...Signer) ([]byte, error) {
 		switch pub := s.Key.Public().(type) {
 		case *rsa.PublicKey:
 			if pub.N.BitLen() < 1024 {
-				return nil, ErrKeyTooWeak
+				return nil, fmt.Errorf("dkim: signer %s._domainkey.%s: %w", s.Selector, s.Domain, ErrKeyTooWeak)
 			}
 		case ed25519.PublicKey:
 		default:
-			return nil, fmt.Errorf("%w: %T", ErrKeyType, pub)
+			return nil, fmt.Errorf("dkim: signer %s._domainkey.%s: %w: %T", s.Selector, s.Domain, ErrKeyType, pub)
 		}
 		ms, err := msgdkim.NewSigner(&msgdkim.SignOptions{
 			Domain:                 s.Domain,
