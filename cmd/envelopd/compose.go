@@ -1,3 +1,179 @@
 package main
 
-var runCompose = notYet("compose")
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/emersion/go-message/mail"
+
+	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/protocols/tunnel"
+)
+
+// draftFlags are the message flags compose, send and reply share.
+type draftFlags struct {
+	from, typ, note, jsonFile, text, html, inReplyTo, messageID string
+	to, cc, bcc, refs, attach                                   multiFlag
+	noJSON                                                      bool
+	dkim                                                        outboundFlags
+}
+
+func (f *draftFlags) register(fs *flag.FlagSet, reply bool) {
+	fs.StringVar(&f.from, "from", "", "sender address (reply: default the original's first recipient)")
+	fs.StringVar(&f.typ, "type", "", "Envelopay type (WHICH, METHODS, PAY, ORDER, FULFILL, INVOICE, OFFER, ACCEPT, OOPS)")
+	fs.StringVar(&f.note, "note", "", "subject note (TYPE | note); copied into the body when it has none")
+	fs.StringVar(&f.jsonFile, "json", "", "Envelopay JSON body file, - for stdin (v, type and id are filled when absent)")
+	fs.BoolVar(&f.noJSON, "no-json", false, "send no JSON (bare WHICH, natural-language METHODS)")
+	fs.StringVar(&f.text, "text", "", "human-readable text before the JSON")
+	fs.StringVar(&f.html, "html", "", "HTML alternative part")
+	fs.Var(&f.attach, "attach", "attach a file (repeatable; JSON files get their protocol's media type)")
+	fs.StringVar(&f.messageID, "message-id", "", "Message-ID to use (default: random on the sender's domain)")
+	if !reply {
+		fs.Var(&f.to, "to", "recipient (repeatable, or comma-separated)")
+		fs.Var(&f.cc, "cc", "Cc recipient (repeatable)")
+		fs.Var(&f.bcc, "bcc", "Bcc recipient, envelope only (repeatable)")
+		fs.StringVar(&f.inReplyTo, "in-reply-to", "", "Message-ID this message answers")
+		fs.Var(&f.refs, "references", "Message-ID for References (repeatable)")
+	}
+	fs.Var(&f.dkim.dkimKeys, "dkim-key", "DKIM private key PEM (repeatable, paired with --dkim-selector)")
+	fs.Var(&f.dkim.dkimSels, "dkim-selector", "DKIM selector for the --dkim-key at the same position")
+	fs.StringVar(&f.dkim.dkimDomain, "dkim-domain", "", "DKIM signing domain (d=)")
+}
+
+// draft builds the Draft the flags describe; base carries what a reply
+// already filled in.
+func (f *draftFlags) draft(e *env, base mailout.Draft) (mailout.Draft, error) {
+	d := base
+	var err error
+	if f.from != "" {
+		if d.From, err = mail.ParseAddress(f.from); err != nil {
+			return d, fmt.Errorf("--from: %w", err)
+		}
+	}
+	for _, l := range []struct {
+		name string
+		in   multiFlag
+		out  *[]*mail.Address
+	}{{"--to", f.to, &d.To}, {"--cc", f.cc, &d.Cc}, {"--bcc", f.bcc, &d.Bcc}} {
+		for _, v := range l.in {
+			as, err := mail.ParseAddressList(v)
+			if err != nil {
+				return d, fmt.Errorf("%s %q: %w", l.name, v, err)
+			}
+			*l.out = append(*l.out, as...)
+		}
+	}
+	if f.typ != "" {
+		d.Type = f.typ
+	}
+	d.Note, d.Text, d.HTML, d.NoJSON, d.MessageID = f.note, f.text, f.html, f.noJSON, f.messageID
+	if f.inReplyTo != "" {
+		d.InReplyTo = f.inReplyTo
+	}
+	d.References = append(d.References, f.refs...)
+	if f.jsonFile != "" {
+		b, err := readInput(e, f.jsonFile)
+		if err != nil {
+			return d, fmt.Errorf("--json: %w", err)
+		}
+		d.Body = b
+	}
+	for _, p := range f.attach {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return d, fmt.Errorf("--attach: %w", err)
+		}
+		d.Attachments = append(d.Attachments, mailout.Attachment{Filename: filepath.Base(p), ContentType: mediaType(p, data), Data: data})
+	}
+	return d, nil
+}
+
+// mediaType labels an attachment: JSON by the tunnelled protocol it holds
+// (tunnel.MediaType), anything else by extension, then by content.
+func mediaType(path string, data []byte) string {
+	ext := strings.ToLower(filepath.Ext(path))
+	if ext == ".json" || (ext == "" && json.Valid(data) && bytes.HasPrefix(bytes.TrimSpace(data), []byte("{"))) {
+		return tunnel.MediaType(data)
+	}
+	if t := mime.TypeByExtension(ext); t != "" {
+		return t
+	}
+	return http.DetectContentType(data)
+}
+
+// reportCompose prints why a draft was refused and returns the exit status:
+// 1 for an invalid message, 2 for anything else.
+func reportCompose(e *env, cmd string, err error) int {
+	var ce *mailout.ComposeError
+	if errors.As(err, &ce) {
+		for _, p := range ce.Problems {
+			fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, p)
+		}
+		return 1
+	}
+	fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
+	return 2
+}
+
+// parseArgs parses flags that may come before or after positional
+// arguments and returns the positional ones.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// runCompose: envelopd compose --from A --to B --type T [...] prints the
+// composed (and, with --dkim-key, signed) message.
+func runCompose(ctx context.Context, e *env) int {
+	fs := newFlags(e, "compose")
+	var f draftFlags
+	f.register(fs, false)
+	pos, err := parseArgs(fs, e.args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(e.stderr, "envelopd compose: unexpected argument %q\n", pos[0])
+		return 2
+	}
+	d, err := f.draft(e, mailout.Draft{})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd compose: %v\n", err)
+		return 2
+	}
+	signers, err := f.dkim.signers()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd compose: %v\n", err)
+		return 2
+	}
+	raw, err := mailout.Compose(d)
+	if err != nil {
+		return reportCompose(e, "compose", err)
+	}
+	if raw, err = mailout.Sign(raw, signers); err != nil {
+		fmt.Fprintf(e.stderr, "envelopd compose: dkim: %v\n", err)
+		return 2
+	}
+	if _, err := e.stdout.Write(raw); err != nil {
+		return 2
+	}
+	return 0
+}

@@ -1,3 +1,108 @@
 package main
 
-var runReply = notYet("reply")
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/parse"
+	"github.com/envelopd/envelopd/store"
+)
+
+// runReply: envelopd reply STORED_ID --type T --json FILE answers a stored
+// message: threaded (In-Reply-To, References), addressed to its sender, the
+// typed ref filled. STORED_ID is the store row id, a Message-ID or an
+// Envelopay id. It is then queued and delivered as by send; with --print
+// it is only printed.
+func runReply(ctx context.Context, e *env) int {
+	fs := newFlags(e, "reply")
+	var f draftFlags
+	var s sendFlags
+	f.register(fs, true)
+	s.register(fs)
+	printOnly := fs.Bool("print", false, "print the reply instead of queueing it")
+	pos, err := parseArgs(fs, e.args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(e.stderr, "usage: envelopd reply STORED_ID --type T [--json FILE] [flags]")
+		return 2
+	}
+	st, ok := openStore(ctx, e, s.db)
+	if !ok {
+		return 2
+	}
+	defer st.Close()
+	m, err := findStored(ctx, st, pos[0])
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd reply: %s: %v\n", pos[0], err)
+		return 2
+	}
+	orig, err := mailout.ResultOf(m)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd reply: %v\n", err)
+		return 2
+	}
+	// The body first, so that ReplyDraft fills the typed ref into it.
+	var body []byte
+	if f.jsonFile != "" {
+		if body, err = readInput(e, f.jsonFile); err != nil {
+			fmt.Fprintf(e.stderr, "envelopd reply: --json: %v\n", err)
+			return 2
+		}
+	}
+	base, err := mailout.ReplyDraft(orig, f.typ, body)
+	if err != nil {
+		return reportCompose(e, "reply", err)
+	}
+	f.jsonFile = "" // the body is in base now
+	d, err := f.draft(e, base)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd reply: %v\n", err)
+		return 2
+	}
+	if d.From == nil {
+		fmt.Fprintln(e.stderr, "envelopd reply: the original has no recipient to send from; give --from")
+		return 2
+	}
+	if *printOnly {
+		signers, err := f.dkim.signers()
+		if err != nil {
+			fmt.Fprintf(e.stderr, "envelopd reply: %v\n", err)
+			return 2
+		}
+		raw, err := mailout.Compose(d)
+		if err != nil {
+			return reportCompose(e, "reply", err)
+		}
+		if raw, err = mailout.Sign(raw, signers); err != nil {
+			fmt.Fprintf(e.stderr, "envelopd reply: dkim: %v\n", err)
+			return 2
+		}
+		e.stdout.Write(raw)
+		return 0
+	}
+	return sendDraft(ctx, e, "reply", d, &f, &s, st)
+}
+
+// findStored finds a stored message by row id, Message-ID or Envelopay id
+// (the newest match).
+func findStored(ctx context.Context, st store.Store, ref string) (*store.Message, error) {
+	if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
+		return st.Message(ctx, id)
+	}
+	msgs, err := st.Thread(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	norm := parse.NormalizeMessageID(ref)
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].MessageID == norm || msgs[i].EnvelopayID == ref {
+			return st.Message(ctx, msgs[i].ID)
+		}
+	}
+	return nil, errors.New("no stored message with that id")
+}

@@ -1,3 +1,165 @@
 package main
 
-var runSend = notYet("send")
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/store"
+)
+
+// sendFlags are what send and reply add to the message flags: the store,
+// the smarthost and the output format.
+type sendFlags struct {
+	db, smtpURL, passwordFile, format string
+}
+
+func (f *sendFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.db, "db", defaultDB, "SQLite database file (queue and threads)")
+	fs.StringVar(&f.smtpURL, "smtp-url", "", "smarthost: smtps://USER@HOST:465 or smtp://USER@HOST:587; empty only queues (serve/poll deliver)")
+	fs.StringVar(&f.passwordFile, "password-file", "", "smarthost AUTH password file (or $"+mailout.PasswordEnv+")")
+	fs.StringVar(&f.format, "format", "text", "output: text or json")
+}
+
+// sendResult is what send and reply print (--format json).
+type sendResult struct {
+	QueueID     int64                  `json:"queue_id"`
+	MessageID   string                 `json:"message_id"`
+	Type        string                 `json:"type"`
+	EnvelopayID string                 `json:"envelopay_id"`
+	Status      string                 `json:"status"` // sent, pending, failed
+	Recipients  []store.QueueRecipient `json:"recipients"`
+}
+
+// runSend: envelopd send composes, signs, queues (storing the message in
+// its thread) and, with --smtp-url, delivers, then prints the queue id and
+// the final status. Exit status 1 when delivery failed permanently.
+func runSend(ctx context.Context, e *env) int {
+	fs := newFlags(e, "send")
+	var f draftFlags
+	var s sendFlags
+	f.register(fs, false)
+	s.register(fs)
+	pos, err := parseArgs(fs, e.args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(e.stderr, "envelopd send: unexpected argument %q\n", pos[0])
+		return 2
+	}
+	d, err := f.draft(e, mailout.Draft{})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd send: %v\n", err)
+		return 2
+	}
+	return sendDraft(ctx, e, "send", d, &f, &s, nil)
+}
+
+// sendDraft queues d and delivers it. st, when not nil, is an open store.
+func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draftFlags, s *sendFlags, st *store.SQLite) int {
+	if s.format != "text" && s.format != "json" {
+		fmt.Fprintf(e.stderr, "envelopd %s: --format must be text or json\n", cmd)
+		return 2
+	}
+	signers, err := f.dkim.signers()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
+		return 2
+	}
+	var sub *mailout.Submitter
+	if s.smtpURL != "" {
+		pw, err := mailout.LoadPassword(s.passwordFile, nil)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
+			return 2
+		}
+		if sub, err = mailout.NewSubmitter(s.smtpURL, pw); err != nil {
+			fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
+			return 2
+		}
+	}
+	mailer := &mailout.Mailer{Signers: signers, Record: recordSent}
+	out, err := mailer.Prepare(d, "send")
+	if err != nil {
+		return reportCompose(e, cmd, err)
+	}
+	if st == nil {
+		var ok bool
+		if st, ok = openStore(ctx, e, s.db); !ok {
+			return 2
+		}
+		defer st.Close()
+	}
+	id, err := st.Enqueue(ctx, out)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd %s: queue: %v\n", cmd, err)
+		return 2
+	}
+	if sub != nil {
+		w := &mailout.Worker{Store: st, Sender: sub, Logger: newLogger(e.stderr, false)}
+		if _, err := w.RunOnce(ctx); err != nil {
+			fmt.Fprintf(e.stderr, "envelopd %s: deliver: %v\n", cmd, err)
+		}
+	}
+	res := sendResult{QueueID: id, MessageID: out.MessageID, Status: store.QueuePending}
+	if out.Copy != nil {
+		res.Type, res.EnvelopayID = out.Copy.Type, out.Copy.EnvelopayID
+	}
+	entries, err := st.Queue(ctx, "")
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd %s: queue: %v\n", cmd, err)
+		return 2
+	}
+	for _, q := range entries {
+		if q.ID == id {
+			res.Recipients = q.Recipients
+		}
+	}
+	res.Status = overallStatus(res.Recipients)
+	if s.format == "json" {
+		b, _ := json.Marshal(res)
+		fmt.Fprintf(e.stdout, "%s\n", b)
+	} else {
+		fmt.Fprintf(e.stdout, "queue %d  %s  %s\n", res.QueueID, res.Status, res.MessageID)
+		for _, r := range res.Recipients {
+			line := fmt.Sprintf("  %-30s %-8s attempts=%d", r.Rcpt, r.State, r.Attempts)
+			if r.State == store.QueuePending {
+				line += " next=" + r.NextAttempt.Local().Format(time.RFC3339)
+			}
+			if r.LastError != "" {
+				line += "  " + r.LastError
+			}
+			fmt.Fprintln(e.stdout, line)
+		}
+	}
+	if sub == nil {
+		fmt.Fprintf(e.stderr, "envelopd %s: queued only (no --smtp-url); `envelopd serve`/`poll` with --smtp-url deliver it\n", cmd)
+	}
+	if res.Status == store.QueueFailed {
+		return 1
+	}
+	return 0
+}
+
+// overallStatus is pending while any recipient is pending, sent when all
+// were sent, failed otherwise.
+func overallStatus(rs []store.QueueRecipient) string {
+	if len(rs) == 0 {
+		return store.QueuePending
+	}
+	all := true
+	for _, r := range rs {
+		if r.State == store.QueuePending {
+			return store.QueuePending
+		}
+		all = all && r.State == store.QueueSent
+	}
+	if all {
+		return store.QueueSent
+	}
+	return store.QueueFailed
+}
