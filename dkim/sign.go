@@ -11,11 +11,11 @@ import (
 	msgdkim "github.com/emersion/go-msgauth/dkim"
 )
 
-// SignedHeaders is the order of the header fields a signature covers, those
+// signedHeaders is the order of the header fields a signature covers, those
 // absent from the message skipped. From is listed once more than it occurs
 // (oversigned, RFC 6376 section 8.15), so that a From added later breaks the
 // signature.
-var SignedHeaders = []string{
+var signedHeaders = []string{
 	"From", "To", "Cc", "Subject", "Date", "Message-ID", "In-Reply-To",
 	"References", "MIME-Version", "Content-Type", "X-Envelopay-Type",
 }
@@ -41,7 +41,7 @@ var (
 // Sign signs raw with every signer and returns the message with one
 // DKIM-Signature field per signer prepended, in signer order. Line ends are
 // made CRLF first (bare LF becomes CRLF) and the result ends in CRLF. Each
-// signature is relaxed/relaxed over SignedHeaders and covers the message as
+// signature is relaxed/relaxed over signedHeaders and covers the message as
 // given, not the other signatures.
 func Sign(raw []byte, signers ...Signer) ([]byte, error) {
 	if len(signers) == 0 {
@@ -150,7 +150,7 @@ func toCRLF(raw []byte) []byte {
 // signedKeys is the h= list for a message with these header fields.
 func signedKeys(fields []field) []string {
 	var keys []string
-	for _, name := range SignedHeaders {
+	for _, name := range signedHeaders {
 		n := countFields(fields, name)
 		if name == "From" {
 			n++
