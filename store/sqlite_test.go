@@ -165,3 +165,55 @@ func TestWaitNewOtherProcess(t *testing.T) {
 		t.Errorf("second writer: %v", err)
 	}
 }
+
+// TestCloseWhileIngesting: writers racing Close either succeed (and their
+// message is in the store after reopening) or get ErrClosed; none hangs.
+func TestCloseWhileIngesting(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "close.db")
+	s, err := store.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	type res struct {
+		id  int64
+		err error
+	}
+	results := make(chan res, n)
+	for i := range n {
+		go func() {
+			out, err := s.Ingest(ctx, &store.Incoming{MessageID: fmt.Sprintf("c%d@x.test", i), Raw: []byte(fmt.Sprint(i))})
+			results <- res{out.ID, err}
+		}()
+	}
+	time.Sleep(time.Millisecond)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var ok []int64
+	for range n {
+		select {
+		case r := <-results:
+			switch {
+			case r.err == nil:
+				ok = append(ok, r.id)
+			case !errors.Is(r.err, store.ErrClosed):
+				t.Errorf("Ingest during Close: %v, want nil or ErrClosed", r.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("an Ingest hangs after Close")
+		}
+	}
+	s, err = store.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, id := range ok {
+		if _, err := s.Message(ctx, id); err != nil {
+			t.Errorf("acknowledged message %d lost: %v", id, err)
+		}
+	}
+	t.Logf("%d of %d acknowledged before Close", len(ok), n)
+}

@@ -37,6 +37,15 @@ func (s *SQLite) write(ctx context.Context, fn func(tx *wtx) error) error {
 	select {
 	case err := <-o.done:
 		return err
+	case <-s.done:
+		// The writer has exited (Close): it answered o before leaving,
+		// or o arrived too late to be taken.
+		select {
+		case err := <-o.done:
+			return err
+		default:
+			return ErrClosed
+		}
 	case <-ctx.Done():
 		// The write may still commit; callers that need certainty retry,
 		// and exact redelivery makes the retry harmless.
