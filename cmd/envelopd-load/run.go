@@ -118,8 +118,12 @@ func printResult(w io.Writer, name string, r *Result) {
 	if !r.KeepOpen {
 		mode = "reconnect per message"
 	}
-	fmt.Fprintf(w, "%s%d/%d accepted (%d rejected, %d failed) over %d sessions (%s) in %.2fs: %.0f msg/s; latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-		name, r.Accepted, r.Messages, r.Rejected, r.Failed, r.Sessions, mode, r.Seconds, r.MsgPerSec, r.P50ms, r.P90ms, r.P99ms, r.MaxMs)
+	fmt.Fprintf(w, "%s%d/%d accepted (%d rejected, %d failed) over %d sessions (%s) in %.2fs: %.0f msg/s",
+		name, r.Accepted, r.Messages, r.Rejected, r.Failed, r.Sessions, mode, r.Seconds, r.MsgPerSec)
+	if r.MaxMs > 0 { // smtp-source runs have no latencies
+		fmt.Fprintf(w, "; latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms", r.P50ms, r.P90ms, r.P99ms, r.MaxMs)
+	}
+	fmt.Fprintln(w)
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "%sfirst error: %s\n", name, r.FirstError)
 	}
