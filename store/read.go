@@ -102,6 +102,9 @@ func (s *SQLite) Messages(ctx context.Context, f Filter) ([]Message, error) {
 		q += ` FROM messages m`
 	}
 	q += ` WHERE ` + strings.Join(where, " AND ") + ` ORDER BY m.id`
+	if f.Newest {
+		q += ` DESC`
+	}
 	if f.Limit > 0 {
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)

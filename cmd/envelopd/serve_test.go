@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// startServe runs `envelopd serve` in-process on 127.0.0.1:0 with extra
+// flags and returns its SMTP address and database path; the server stops
+// when the test ends.
+func startServe(t *testing.T, db string, flags ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan string, 1)
+	done := make(chan int, 1)
+	var errb bytes.Buffer
+	args := append([]string{"serve", "--smtp", "127.0.0.1:0", "--db", db}, flags...)
+	go func() {
+		done <- run(ctx, &env{args: args, stdin: strings.NewReader(""), stdout: &bytes.Buffer{}, stderr: &errb,
+			ready: func(a string) { addrc <- a }})
+	}()
+	select {
+	case a := <-addrc:
+		t.Cleanup(func() {
+			cancel()
+			if code := <-done; code != 0 {
+				t.Errorf("serve exited %d", code)
+			}
+		})
+		return a
+	case code := <-done:
+		cancel()
+		t.Fatalf("serve exited %d before listening: %s", code, errb.String())
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("serve did not start")
+	}
+	return ""
+}
+
+func smtpSend(t *testing.T, addr, from, to string, msg []byte) {
+	t.Helper()
+	c, err := smtp.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SendMail(from, []string{to}, bytes.NewReader(msg)); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+}
+
+// cli runs an envelopd command and returns stdout and the exit status.
+func cli(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), &env{args: args, stdin: strings.NewReader(""), stdout: &out, stderr: &errb})
+	if code == 2 {
+		t.Fatalf("%v: exit 2: %s", args, errb.String())
+	}
+	return out.String(), code
+}
+
+type inboxLine struct {
+	ID       int64  `json:"id"`
+	Type     string `json:"type"`
+	Status   string `json:"status"`
+	ThreadID string `json:"thread_id"`
+	Valid    bool   `json:"valid"`
+	Errors   []struct {
+		Code string `json:"code"`
+	} `json:"errors"`
+	Direction  string `json:"direction"`
+	ReceivedAt string `json:"received_at"`
+	MessageID  string `json:"message_id"`
+}
+
+func inboxJSON(t *testing.T, db string, filter ...string) []inboxLine {
+	t.Helper()
+	out, _ := cli(t, append([]string{"inbox", "--json", "--db", db}, filter...)...)
+	var lines []inboxLine
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l == "" {
+			continue
+		}
+		var v inboxLine
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("inbox line %q: %v", l, err)
+		}
+		lines = append(lines, v)
+	}
+	return lines
+}
+
+// TestServeInboxThreadWatch drives the binary's own commands end to end:
+// serve ingests the six-mail first-contact flow and a replayed proof, inbox
+// lists them with their status, thread returns the whole flow, watch
+// resumes from a cursor.
+func TestServeInboxThreadWatch(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "envelopd.db")
+	addr := startServe(t, db, "--dkim-txt", os.DevNull)
+	files, _ := filepath.Glob("../../testdata/flows/first-contact-unpaid/*.eml")
+	files = append(files, "../../testdata/flows/replay/01-pay.eml", "../../testdata/flows/replay/02-pay-same-proof.eml")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		smtpSend(t, addr, "agent@client.test", "agent@server.test", b)
+	}
+
+	all := inboxJSON(t, db)
+	// 8 received, and the courtesy OOPS answering the replayed proof.
+	if len(all) != 9 {
+		t.Fatalf("inbox lists %d messages, want 9", len(all))
+	}
+	var types []string
+	for _, m := range all[:6] {
+		types = append(types, m.Type)
+		if m.Status != "accepted" || !m.Valid || m.ThreadID != all[0].ThreadID || m.Direction != "in" || m.ReceivedAt == "" {
+			t.Errorf("message %d: %+v", m.ID, m)
+		}
+	}
+	if got := strings.Join(types, ","); got != "which,methods,order,invoice,pay,fulfill" {
+		t.Errorf("types %s", got)
+	}
+	// The second PAY carries the first PAY's proof (keys reordered): a
+	// replay, stored as a duplicate, not accepted.
+	if last := all[7]; last.Status != "duplicate" || len(last.Errors) != 1 || last.Errors[0].Code != "duplicate_proof" {
+		t.Errorf("replayed proof: %+v", last)
+	}
+	if oops := all[8]; oops.Type != "oops" || oops.Direction != "out" || oops.ThreadID != all[7].ThreadID {
+		t.Errorf("courtesy OOPS for the replay: %+v", oops)
+	}
+	if dups := inboxJSON(t, db, "--status", "duplicate"); len(dups) != 1 {
+		t.Errorf("--status duplicate lists %d", len(dups))
+	}
+	if pays := inboxJSON(t, db, "--type", "PAY"); len(pays) != 3 {
+		t.Errorf("--type PAY lists %d", len(pays))
+	}
+
+	out, code := cli(t, "thread", "--db", db, "ful_7g8h")
+	var th struct {
+		ThreadID string      `json:"thread_id"`
+		Messages []inboxLine `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(out), &th); err != nil || code != 0 {
+		t.Fatalf("thread: %v, exit %d, %s", err, code, out)
+	}
+	if th.ThreadID != all[0].ThreadID || len(th.Messages) != 6 {
+		t.Errorf("thread %s has %d messages, want %s with 6", th.ThreadID, len(th.Messages), all[0].ThreadID)
+	}
+	if _, code := cli(t, "thread", "--db", db, "no-such-id"); code != 1 {
+		t.Errorf("unknown thread exit %d, want 1", code)
+	}
+
+	out, _ = cli(t, "watch", "--once", "--db", db, "--since", "5")
+	if n := strings.Count(out, "\n"); n != 4 {
+		t.Errorf("watch --since 5 printed %d lines, want 4", n)
+	}
+}
+
+// TestServeCourtesyOOPS checks the OOPS for an unknown type is queued,
+// threaded to the offending mail and stored as an outbound message, and
+// that an OOPS is never answered with an OOPS.
+func TestServeCourtesyOOPS(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "envelopd.db")
+	addr := startServe(t, db, "--dkim-txt", os.DevNull)
+	smtpSend(t, addr, "alice@buyer.test", "bob@worker.test", []byte("From: alice@buyer.test\r\nTo: bob@worker.test\r\n"+
+		"Subject: REFUND | please\r\nMessage-ID: <refund-1@buyer.test>\r\n\r\nhello\r\n"))
+	smtpSend(t, addr, "carol@x.test", "bob@worker.test", []byte("From: carol@x.test\r\nTo: bob@worker.test\r\n"+
+		"Subject: OOPS\r\nMessage-ID: <oops-in@x.test>\r\n\r\n{\"v\":\"0.2.0\",\"type\":\"oops\"}\r\n"))
+	smtpSend(t, addr, "", "bob@worker.test", []byte("From: mailer-daemon@x.test\r\nTo: bob@worker.test\r\n"+
+		"Subject: NOPE\r\nMessage-ID: <bounce@x.test>\r\n\r\nbounce\r\n"))
+	all := inboxJSON(t, db)
+	if len(all) != 4 {
+		t.Fatalf("%d messages stored, want 3 received + 1 OOPS", len(all))
+	}
+	oops := all[1]
+	if oops.Direction != "out" || oops.Type != "oops" || oops.ThreadID != all[0].ThreadID {
+		t.Errorf("courtesy OOPS: %+v (offending mail in thread %s)", oops, all[0].ThreadID)
+	}
+	out, _ := cli(t, "queue", "--json", "--db", db)
+	if strings.Count(out, `"kind":"oops"`) != 1 || !strings.Contains(out, "alice@buyer.test") {
+		t.Errorf("queue: %s", out)
+	}
+}
