@@ -304,3 +304,34 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerRun: Run delivers what is queued when woken and returns nil
+// when its context ends.
+func TestWorkerRun(t *testing.T) {
+	ts := startServer(t, serverScript{})
+	st := openStore(t, filepath.Join(t.TempDir(), "q.db"))
+	defer st.Close()
+	wake := make(chan struct{}, 1)
+	w := &Worker{Store: st, Sender: loopbackSubmitter(t, ts), Interval: time.Hour, Wake: wake}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	if _, err := st.Enqueue(ctx, &store.Outgoing{From: "alice@x.test", Recipients: []string{"bob@y.test"}, Raw: testRaw, MessageID: "run@x.test"}); err != nil {
+		t.Fatal(err)
+	}
+	wake <- struct{}{}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(ts.messages()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not deliver within 10 s of a wake-up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v", err)
+	}
+	if n := len(ts.messages()); n != 1 {
+		t.Errorf("%d deliveries, want 1", n)
+	}
+}
