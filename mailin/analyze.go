@@ -31,6 +31,8 @@ type Analysis struct {
 	// store to check.
 	Claims []protocols.Claim
 	Links  []protocols.Link
+	Checks []protocols.StateCheck
+	Sets   []protocols.StateSet
 }
 
 // Analyze runs DKIM verification, the Envelopay parse and the
@@ -41,7 +43,8 @@ func Analyze(ctx context.Context, raw []byte, opts AnalyzeOptions) *Analysis {
 	if opts.Verifier != nil {
 		a.DKIM = VerifyDKIM(ctx, opts.Verifier, raw, a.Result)
 	}
-	a.Claims, a.Links = InspectAttachments(a.Result, tunnel.Options{AICPKeys: opts.AICPKeys, Now: opts.Now})
+	st := InspectAttachments(a.Result, tunnel.Options{AICPKeys: opts.AICPKeys, Now: opts.Now})
+	a.Claims, a.Links, a.Checks, a.Sets = st.Claims, st.Links, st.Checks, st.Sets
 	a.Result.Valid = len(a.Result.Errors) == 0
 	return a
 }
@@ -65,13 +68,13 @@ func VerifyDKIM(ctx context.Context, v *dkim.Verifier, raw []byte, r *parse.Resu
 // attachments, fills their protocol, valid, errors and summary, and copies
 // their problems onto r (field "attachments[N]…"): a tunnelled message that
 // fails its own protocol's checks makes the mail invalid as a whole, so an
-// agent never acts on it. It returns the valid ones' claims and links.
-func InspectAttachments(r *parse.Result, opts tunnel.Options) ([]protocols.Claim, []protocols.Link) {
+// agent never acts on it. It returns the valid ones' stateful facts
+// (claims, links, state checks and sets) merged into one Report.
+func InspectAttachments(r *parse.Result, opts tunnel.Options) protocols.Report {
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
 	}
-	var claims []protocols.Claim
-	var links []protocols.Link
+	var all protocols.Report
 	for i := range r.Attachments {
 		att := &r.Attachments[i]
 		if !tunnel.IsJSONPart(att.ContentType, att.Filename) {
@@ -96,11 +99,13 @@ func InspectAttachments(r *parse.Result, opts tunnel.Options) ([]protocols.Claim
 			r.Errors = append(r.Errors, protocols.Problem{Code: p.Code, Field: field, Message: p.Message})
 		}
 		if rep.Valid {
-			claims = append(claims, rep.Claims...)
-			links = append(links, rep.Links...)
+			all.Claims = append(all.Claims, rep.Claims...)
+			all.Links = append(all.Links, rep.Links...)
+			all.Checks = append(all.Checks, rep.Checks...)
+			all.Sets = append(all.Sets, rep.Sets...)
 		}
 	}
-	return claims, links
+	return all
 }
 
 func dkimFailure(res []dkim.Result) string {

@@ -16,6 +16,8 @@ type Report struct {
 	Summary  map[string]any `json:"summary"`
 	Claims   []Claim        `json:"-"`
 	Links    []Link         `json:"-"`
+	Checks   []StateCheck   `json:"-"`
+	Sets     []StateSet     `json:"-"`
 }
 
 // Claim asks the store to record Key under Kind (unique per Kind) with
@@ -42,4 +44,24 @@ type Link struct {
 	Seq   int64
 	Prev  string
 	Hash  string
+}
+
+// StateCheck asks the store to read the state (Kind, Key) inside the
+// ingest transaction and fail the message unless its value is Want: the
+// code Codes[value] when the value is listed there, else Default (also for
+// a state never set). AICP consent (aicp-v0.1 §2.6): a message other than a
+// handshake needs (from>to) "accepted"; "blocked" is consent_blocked,
+// anything else consent_required.
+type StateCheck struct {
+	Kind, Key, Want string
+	Codes           map[string]Code
+	Default         Code
+}
+
+// StateSet asks the store to set the state (Kind, Key) to Value when the
+// message is accepted — unless the current value is one of Keep (an AICP
+// handshake request does not undo an accept or a block).
+type StateSet struct {
+	Kind, Key, Value string
+	Keep             []string
 }

@@ -77,8 +77,10 @@ type Incoming struct {
 	DKIM        json.RawMessage // JSON array of dkim results
 	AuthResults string          // Authentication-Results header value
 
-	Claims []protocols.Claim // tunnelled-protocol uniqueness claims
-	Links  []protocols.Link  // tunnelled-protocol hash-chain links
+	Claims []protocols.Claim      // tunnelled-protocol uniqueness claims
+	Links  []protocols.Link       // tunnelled-protocol hash-chain links
+	Checks []protocols.StateCheck // state the message needs (AICP consent)
+	Sets   []protocols.StateSet   // state the message sets when accepted
 
 	// Handoff names the delivery targets ("exec", "webhook", …) to log a
 	// pending delivery for when the message is new and accepted.

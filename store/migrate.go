@@ -138,11 +138,21 @@ CREATE TABLE protocol_keys (
 	PRIMARY KEY (protocol, handle)
 ) WITHOUT ROWID;
 `,
+	// 4: protocol state per key (AICP consent of an ordered pair).
+	`
+CREATE TABLE states (
+	kind       TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	value      TEXT NOT NULL,
+	message_id INTEGER NOT NULL,
+	PRIMARY KEY (kind, key)
+) WITHOUT ROWID;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step.

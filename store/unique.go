@@ -69,6 +69,20 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 			replay = true
 		}
 	}
+	for _, c := range in.Checks {
+		p, err := checkState(tx, c)
+		if err != nil {
+			return nil, false, err
+		}
+		if p != nil {
+			ps = append(ps, *p)
+		}
+	}
+	for _, st := range in.Sets {
+		if err := setState(tx, id, st); err != nil {
+			return nil, false, err
+		}
+	}
 	for _, l := range in.Links {
 		p, err := takeLink(tx, id, l)
 		if err != nil {
@@ -154,6 +168,49 @@ func takeLink(tx *wtx, id int64, l protocols.Link) (*protocols.Problem, error) {
 		return &p, nil
 	}
 	return nil, nil
+}
+
+// checkState reads (Kind, Key) and reports c's code unless it holds Want.
+func checkState(tx *wtx, c protocols.StateCheck) (*protocols.Problem, error) {
+	var value string
+	err := tx.QueryRow(`SELECT value FROM states WHERE kind = ? AND key = ?`, c.Kind, c.Key).Scan(&value)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: read state %s: %w", c.Kind, err)
+	}
+	if value == c.Want {
+		return nil, nil
+	}
+	code, ok := c.Codes[value]
+	if !ok {
+		code = c.Default
+	}
+	if value == "" {
+		value = "none"
+	}
+	p := protocols.New(code, "", "%s %s is %s, not %s", c.Kind, c.Key, value, c.Want)
+	return &p, nil
+}
+
+// setState writes (Kind, Key) = Value unless the current value is in Keep.
+// Like every uniqueness fact it is undone when the message is not accepted.
+func setState(tx *wtx, id int64, st protocols.StateSet) error {
+	var cur string
+	err := tx.QueryRow(`SELECT value FROM states WHERE kind = ? AND key = ?`, st.Kind, st.Key).Scan(&cur)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("store: read state %s: %w", st.Kind, err)
+	}
+	for _, k := range st.Keep {
+		if cur == k {
+			return nil
+		}
+	}
+	_, err = tx.Exec(`INSERT INTO states (kind, key, value, message_id) VALUES (?, ?, ?, ?)
+		ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value, message_id = excluded.message_id`,
+		st.Kind, st.Key, st.Value, id)
+	if err != nil {
+		return fmt.Errorf("store: set state %s: %w", st.Kind, err)
+	}
+	return nil
 }
 
 type queryRower interface {

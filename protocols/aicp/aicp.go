@@ -122,8 +122,33 @@ func Validate(doc []byte, opts Options) protocols.Report {
 				OnSame: protocols.CodeReplayDetected, OnConflict: protocols.CodeReplayDetected,
 			})
 		}
+		r.Checks, r.Sets = consentState(doc, from, to)
 	}
 	return r
+}
+
+// ConsentKind names the store state of an ordered AICP identity pair
+// ("alice>bob"): "pending", "accepted" or "blocked" (aicp-v0.1 §2.6).
+const ConsentKind = "aicp_consent"
+
+// consentState turns §2.6 into store state: a handshake request from A to
+// B makes A>B pending (unless already accepted or blocked); B's accept or
+// block to A sets A>B; every other message from A to B needs A>B accepted —
+// it is held (consent_required) until then, and refused (consent_blocked)
+// when B blocked A. Consent is per ordered pair (A>B is not B>A).
+func consentState(doc []byte, from, to string) ([]protocols.StateCheck, []protocols.StateSet) {
+	if hf, ht, action, ok := Consent(doc); ok && hf == from && ht == to {
+		switch action {
+		case "request":
+			return nil, []protocols.StateSet{{Kind: ConsentKind, Key: from + ">" + to, Value: "pending", Keep: []string{"accepted", "blocked"}}}
+		case "accept":
+			return nil, []protocols.StateSet{{Kind: ConsentKind, Key: to + ">" + from, Value: "accepted"}}
+		case "block":
+			return nil, []protocols.StateSet{{Kind: ConsentKind, Key: to + ">" + from, Value: "blocked"}}
+		}
+	}
+	return []protocols.StateCheck{{Kind: ConsentKind, Key: from + ">" + to, Want: "accepted",
+		Codes: map[string]protocols.Code{"blocked": protocols.CodeConsentBlocked}, Default: protocols.CodeConsentRequired}}, nil
 }
 
 type checker struct {
