@@ -125,7 +125,7 @@ func TestQueueScenarios(t *testing.T) {
 			st := openStore(t, filepath.Join(t.TempDir(), "q.db"))
 			defer st.Close()
 
-			t0 := time.Now().UTC().Truncate(time.Second).Add(time.Second)
+			t0 := time.Now().UTC().Truncate(time.Second).Add(time.Minute) // after any real enqueue time
 			clk := &clock{t: t0}
 			out := &store.Outgoing{From: "alice@x.test", Recipients: tc.Rcpts, Raw: testRaw, MessageID: "m1@x.test", Kind: "send"}
 			if tc.ExpiresAfter != "" {
@@ -206,7 +206,7 @@ func TestQueueRestart(t *testing.T) {
 	ctx := context.Background()
 	ts := startServer(t, serverScript{Rcpt: map[string][]string{"carol@y.test": {"421 4.3.0 later"}}})
 	path := filepath.Join(t.TempDir(), "q.db")
-	t0 := time.Now().UTC().Truncate(time.Second).Add(time.Second)
+	t0 := time.Now().UTC().Truncate(time.Second).Add(time.Minute) // after any real enqueue time
 	clk := &clock{t: t0}
 	const lease = 15 * time.Minute
 	newWorker := func(st store.Store) *Worker {
