@@ -128,6 +128,8 @@ func Incoming(a *Analysis, raw []byte, dir string) *store.Incoming {
 		Warnings:    r.Warnings,
 		Claims:      a.Claims,
 		Links:       a.Links,
+		Checks:      a.Checks,
+		Sets:        a.Sets,
 	}
 	if len(r.From) > 0 {
 		in.Sender = strings.ToLower(r.From[0])

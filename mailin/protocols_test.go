@@ -1,0 +1,157 @@
+package mailin
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envelopd/envelopd/protocols/aicp"
+	"github.com/envelopd/envelopd/protocols/vacant"
+)
+
+// withAttachment wraps a JSON document in a valid Envelopay ORDER mail
+// (unique Message-ID and id per call) as an attachment.
+func withAttachment(n int, ctype string, doc []byte) []byte {
+	return []byte(fmt.Sprintf("From: alice@agents.test\r\nTo: bob@agents.test\r\nSubject: ORDER | tunnel %d\r\n"+
+		"Message-ID: <tunnel-%d@agents.test>\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b1\r\n\r\n"+
+		"--b1\r\nContent-Type: text/plain\r\n\r\n"+
+		`{"v":"0.2.0","type":"order","id":"ord_t%d","task":{"description":"carry a tunnelled message"}}`+"\r\n"+
+		"--b1\r\nContent-Type: %s\r\nContent-Disposition: attachment; filename=msg.json\r\n\r\n%s\r\n--b1--\r\n",
+		n, n, n, ctype, strings.ReplaceAll(string(doc), "\n", "\r\n")))
+}
+
+// ingestSeq sends each mail and returns the stored status and error codes.
+func ingestSeq(t *testing.T, ts *testServer, mails [][]byte) []string {
+	t.Helper()
+	var got []string
+	for i, m := range mails {
+		if code, text, err := send(t, ts.addr, "alice@agents.test", []string{"bob@agents.test"}, m); code != 250 {
+			t.Fatalf("mail %d: %d %s %v", i, code, text, err)
+		}
+	}
+	for _, m := range ts.all(t) {
+		got = append(got, m.Status+":"+codes(m.Errors))
+	}
+	return got
+}
+
+func TestServeVacantChain(t *testing.T) {
+	ts := startServer(t, SMTPConfig{}, nil)
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	to := strings.Repeat("ab", 32)
+	t0 := time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
+	var wires [][]byte
+	prev := ""
+	for seq := int64(1); seq <= 3; seq++ {
+		e := &vacant.Envelope{To: to, Seq: seq, Time: t0.Add(time.Duration(seq) * time.Minute), Prev: prev,
+			Idem: fmt.Sprintf("idem-%d", seq), Payload: vacant.Message{Role: "ROLE_USER", Parts: []vacant.Part{{Type: "text", Text: "step"}}}}
+		w, err := vacant.Sign(e, priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signed, _ := vacant.SigningBytes(e)
+		prev = vacant.Hash(signed)
+		wires = append(wires, w)
+	}
+	fork := &vacant.Envelope{To: to, Seq: 4, Time: t0.Add(time.Hour), Prev: strings.Repeat("cd", 32),
+		Payload: vacant.Message{Role: "ROLE_USER", Parts: []vacant.Part{{Type: "text", Text: "forked"}}}}
+	forkWire, err := vacant.Sign(fork, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mails := [][]byte{
+		withAttachment(1, "application/a2a+json", wires[0]),
+		withAttachment(2, "application/a2a+json", wires[1]),
+		withAttachment(3, "application/a2a+json", wires[2]),
+		withAttachment(4, "application/a2a+json", wires[1]), // seq 2 again
+		withAttachment(5, "application/a2a+json", forkWire), // seq 4, wrong prev
+	}
+	got := ingestSeq(t, ts, mails)
+	want := []string{"accepted:", "accepted:", "accepted:", "duplicate:replay_detected", "quarantined:chain_fork"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("got %v\nwant %v", got, want)
+	}
+	seq, hash, err := ts.store.ChainTip(context.Background(), vacant.Chain(hexPub(priv), to))
+	if err != nil || seq != 3 || hash != prev {
+		t.Errorf("chain tip %d %s %v, want 3 %s", seq, hash, err, prev)
+	}
+}
+
+func hexPub(priv ed25519.PrivateKey) string {
+	return fmt.Sprintf("%x", []byte(priv.Public().(ed25519.PublicKey)))
+}
+
+func TestServeVCPReplayAndConflict(t *testing.T) {
+	ts := startServer(t, SMTPConfig{}, func(p *Pipeline) { p.Handoff = []string{"agent"} })
+	read := func(name string) []byte { return readEML(t, "../testdata/protocols/vcp/"+name+".json") }
+	got := ingestSeq(t, ts, [][]byte{
+		withAttachment(1, "application/vcp+json", read("spec-commerce-search")),
+		withAttachment(2, "application/vcp+json", read("idem-retry")),    // same request re-sent: a replay
+		withAttachment(3, "application/vcp+json", read("idem-conflict")), // same key, other request
+	})
+	want := []string{"accepted:", "duplicate:", "quarantined:idempotency_conflict"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("got %v\nwant %v", got, want)
+	}
+	ds, _ := ts.store.ClaimDeliveries(context.Background(), "agent", time.Now(), time.Minute, 10)
+	if len(ds) != 1 {
+		t.Errorf("%d messages handed to the agent, want 1 (the replay is not handed twice)", len(ds))
+	}
+}
+
+func TestServeAICPNonceReplayAndConsent(t *testing.T) {
+	now := time.Unix(1735776000, 0)
+	keys := map[string][]byte{}
+	privs := map[string]ed25519.PrivateKey{}
+	for _, h := range []string{"alice", "bob"} {
+		pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+		keys[h], privs[h] = pub, priv
+	}
+	ts := startServer(t, SMTPConfig{}, func(p *Pipeline) {
+		p.Now = func() time.Time { return now }
+		p.Keys = func(context.Context) map[string][]byte { return keys }
+	})
+	n := 0
+	msg := func(from, to string, payload any) []byte {
+		n++
+		m := map[string]any{"v": "0.1", "id": fmt.Sprintf("msg_%d", n), "from": from, "to": to,
+			"timestamp": now.Unix(), "nonce": fmt.Sprintf("nonce-%016d", n)}
+		if s, ok := payload.(string); ok {
+			m["body"] = s
+		} else {
+			m["payload"] = payload
+		}
+		doc, _ := json.Marshal(m)
+		signed, err := aicp.Sign(doc, privs[from])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return signed
+	}
+	hello := msg("alice", "bob", "hello before consent")
+	mails := [][]byte{
+		withAttachment(1, "application/aicp+json", hello),
+		withAttachment(2, "application/aicp+json", msg("alice", "bob", map[string]any{"type": "handshake", "data": map[string]any{"action": "request", "message": "connect?"}})),
+		withAttachment(3, "application/aicp+json", msg("bob", "alice", map[string]any{"type": "handshake", "data": map[string]any{"action": "accept"}})),
+		withAttachment(4, "application/aicp+json", msg("alice", "bob", "hello after consent")),
+		withAttachment(5, "application/aicp+json", hello), // a held message resent: now consented, accepted
+		withAttachment(6, "application/aicp+json", hello), // and replayed: its nonce is spent
+		withAttachment(7, "application/aicp+json", msg("bob", "alice", "bob has no consent to write to alice")),
+		withAttachment(8, "application/aicp+json", msg("bob", "alice", map[string]any{"type": "handshake", "data": map[string]any{"action": "block"}})),
+		withAttachment(9, "application/aicp+json", msg("alice", "bob", "blocked")),
+	}
+	got := ingestSeq(t, ts, mails)
+	want := []string{
+		"quarantined:consent_required", "accepted:", "accepted:", "accepted:", "accepted:",
+		"duplicate:replay_detected,replay_detected", "quarantined:consent_required", "accepted:",
+		"quarantined:consent_blocked",
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("got  %v\nwant %v", got, want)
+	}
+}
