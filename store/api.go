@@ -254,5 +254,91 @@ type Store interface {
 	// zero hash when empty.
 	ChainTip(ctx context.Context, chain string) (int64, string, error)
 
+	// Relay mailboxes and their folder view (mailbox.go).
+	Mailboxes
+
 	Close() error
+}
+
+// Mailbox is a relay mailbox: one address at a local domain. Its stored
+// messages are those with Incoming.Mailbox equal to Address.
+type Mailbox struct {
+	Address     string    `json:"address"`
+	HasPassword bool      `json:"has_password"`
+	CreatedAt   time.Time `json:"created_at"`
+	Messages    int       `json:"messages"` // stored messages, both directions
+}
+
+// Folder is one folder of a mailbox's view (an IMAP mailbox: INBOX, Sent,
+// or one the user created). UIDs are strictly ascending within a folder
+// and never reused while UIDValidity stays the same (RFC 9051 §2.3.1.1).
+type Folder struct {
+	Name        string `json:"name"`
+	UIDValidity uint32 `json:"uid_validity"`
+	UIDNext     uint32 `json:"uid_next"`
+	Count       int    `json:"count"`
+}
+
+// FolderMessage is a stored message as filed in a folder.
+type FolderMessage struct {
+	UID        uint32
+	ID         int64 // stored message row id (Message returns its bytes)
+	Flags      []string
+	Size       int
+	ReceivedAt time.Time
+}
+
+// The folders every mailbox has. New received messages are filed in
+// FolderInbox, stored copies of sent ones in FolderSent.
+const (
+	FolderInbox = "INBOX"
+	FolderSent  = "Sent"
+)
+
+// Folder errors.
+var (
+	ErrFolderExists = errors.New("store: folder exists")
+	ErrFolderFixed  = errors.New("store: INBOX cannot be deleted or renamed")
+)
+
+// Mailboxes is the part of Store behind relay mode: the mailboxes, their
+// password hashes (opaque to the store), and a folder view over the stored
+// messages — the messages themselves are never copied; a folder holds
+// references with per-folder UIDs and flags. Removing a message from a
+// folder (EXPUNGE, MOVE) never deletes the stored message or the
+// uniqueness facts it holds.
+type Mailboxes interface {
+	// EnsureMailbox creates the mailbox (no password, folders INBOX and
+	// Sent) unless it exists, and reports whether it created it.
+	EnsureMailbox(ctx context.Context, address string) (created bool, err error)
+	// SetMailboxPassword creates the mailbox if needed and sets its
+	// password hash.
+	SetMailboxPassword(ctx context.Context, address, hash string) error
+	// MailboxPassword returns the password hash ("" when none is set), or
+	// ErrNotFound for an unknown mailbox.
+	MailboxPassword(ctx context.Context, address string) (string, error)
+	// ListMailboxes returns every mailbox, by address.
+	ListMailboxes(ctx context.Context) ([]Mailbox, error)
+
+	// SyncFolders files the mailbox's messages stored since the last call:
+	// received ones in INBOX, sent copies in Sent (flagged \Seen), each
+	// with the folder's next UID. It returns how many it filed.
+	SyncFolders(ctx context.Context, mailbox string) (int, error)
+	// Folders lists the mailbox's folders by name (ErrNotFound for an
+	// unknown mailbox).
+	Folders(ctx context.Context, mailbox string) ([]Folder, error)
+	CreateFolder(ctx context.Context, mailbox, name string) error
+	DeleteFolder(ctx context.Context, mailbox, name string) error
+	RenameFolder(ctx context.Context, mailbox, from, to string) error
+	// FolderMessages lists the folder's messages with UID > afterUID, in
+	// UID order.
+	FolderMessages(ctx context.Context, mailbox, folder string, afterUID uint32) ([]FolderMessage, error)
+	// SetFlags replaces the flags of the given UIDs.
+	SetFlags(ctx context.Context, mailbox, folder string, flags map[uint32][]string) error
+	// Unfile removes UIDs from a folder (the stored messages stay).
+	Unfile(ctx context.Context, mailbox, folder string, uids []uint32) error
+	// Refile files the UIDs of folder src in folder dst under new UIDs
+	// (returned in the same order), keeping their flags; move also removes
+	// them from src, in the same transaction.
+	Refile(ctx context.Context, mailbox, src, dst string, uids []uint32, move bool) (Folder, []uint32, error)
 }

@@ -148,11 +148,39 @@ CREATE TABLE states (
 	PRIMARY KEY (kind, key)
 ) WITHOUT ROWID;
 `,
+	// 5: relay mailboxes and their folder view (references to stored
+	// messages with per-folder UIDs and flags, never copies).
+	`
+CREATE TABLE mailboxes (
+	address       TEXT PRIMARY KEY,
+	password      TEXT NOT NULL DEFAULT '',       -- hash; '' = cannot log in
+	created_at    INTEGER NOT NULL,
+	next_validity INTEGER NOT NULL,               -- UIDVALIDITY of the next folder
+	synced_id     INTEGER NOT NULL DEFAULT 0      -- messages.id filed up to
+) WITHOUT ROWID;
+CREATE TABLE folders (
+	mailbox      TEXT NOT NULL REFERENCES mailboxes (address),
+	name         TEXT NOT NULL,
+	uid_validity INTEGER NOT NULL,
+	uid_next     INTEGER NOT NULL,
+	PRIMARY KEY (mailbox, name)
+) WITHOUT ROWID;
+CREATE TABLE folder_messages (
+	mailbox    TEXT NOT NULL,
+	folder     TEXT NOT NULL,
+	uid        INTEGER NOT NULL,
+	message_id INTEGER NOT NULL REFERENCES messages (id),
+	flags      TEXT NOT NULL DEFAULT '',          -- space-separated
+	PRIMARY KEY (mailbox, folder, uid),
+	FOREIGN KEY (mailbox, folder) REFERENCES folders (mailbox, name) ON DELETE CASCADE ON UPDATE CASCADE
+) WITHOUT ROWID;
+CREATE INDEX messages_mailbox ON messages (mailbox, id);
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step.

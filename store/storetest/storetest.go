@@ -4,7 +4,7 @@
 // against OFFER, tunnelled-protocol claims and chain links, status,
 // threading, hand-off, courtesy OOPS) as scenario files under testdata/,
 // plus races, restart, the outbound queue, the hand-off log, IMAP state,
-// keys and the readers.
+// keys, the readers, and relay mailboxes with their folder view.
 package storetest
 
 import (
@@ -26,4 +26,5 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("State", func(t *testing.T) { testState(t, open) })
 	t.Run("Read", func(t *testing.T) { testRead(t, open) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, open) })
+	t.Run("Mailboxes", func(t *testing.T) { testMailboxes(t, open) })
 }

@@ -1,0 +1,447 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Relay mailboxes (Mailboxes in api.go). A mailbox's folders reference
+// stored messages; UIDs come from folders.uid_next and UIDVALIDITY from
+// mailboxes.next_validity, both persisted, so a client's cached UIDs stay
+// valid across restarts (RFC 9051 §2.3.1.1: the pair UIDVALIDITY + UID
+// must never name two different messages).
+
+func checkMailbox(address string) error {
+	if address == "" || strings.ToLower(address) != address {
+		return fmt.Errorf("%w: mailbox address %q must be non-empty and lower case", ErrBadInput, address)
+	}
+	return nil
+}
+
+func checkFolder(name string) error {
+	if name == "" || strings.ContainsAny(name, "\x00\r\n") {
+		return fmt.Errorf("%w: folder name %q", ErrBadInput, name)
+	}
+	return nil
+}
+
+// canonFolder spells INBOX in upper case whatever its case (RFC 9051 §5.1:
+// INBOX is case-insensitive); other names are kept as given.
+func canonFolder(name string) string {
+	if strings.EqualFold(name, FolderInbox) {
+		return FolderInbox
+	}
+	return name
+}
+
+// ensureMailboxTx creates the mailbox and its fixed folders if missing.
+func ensureMailboxTx(tx *wtx, address string, now time.Time) (bool, error) {
+	// The first UIDVALIDITY is the creation time in seconds: a mailbox
+	// deleted by hand and created again does not reuse old values.
+	res, err := tx.Exec(`INSERT INTO mailboxes (address, created_at, next_validity) VALUES (?, ?, ?)
+		ON CONFLICT (address) DO NOTHING`, address, now.UnixNano(), now.Unix())
+	if err != nil {
+		return false, fmt.Errorf("store: create mailbox: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	if n == 0 {
+		return false, nil
+	}
+	for _, f := range []string{FolderInbox, FolderSent} {
+		if err := createFolderTx(tx, address, f); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func createFolderTx(tx *wtx, mailbox, name string) error {
+	var v int64
+	err := tx.QueryRow(`UPDATE mailboxes SET next_validity = next_validity + 1 WHERE address = ?
+		RETURNING next_validity - 1`, mailbox).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("mailbox %s: %w", mailbox, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("store: create folder: %w", err)
+	}
+	res, err := tx.Exec(`INSERT INTO folders (mailbox, name, uid_validity, uid_next) VALUES (?, ?, ?, 1)
+		ON CONFLICT (mailbox, name) DO NOTHING`, mailbox, name, uint32(v))
+	if err != nil {
+		return fmt.Errorf("store: create folder: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("folder %s of %s: %w", name, mailbox, ErrFolderExists)
+	}
+	return nil
+}
+
+// EnsureMailbox implements Mailboxes.
+func (s *SQLite) EnsureMailbox(ctx context.Context, address string) (bool, error) {
+	if err := checkMailbox(address); err != nil {
+		return false, err
+	}
+	// Most calls find it: answer from a reader without a write.
+	var one int
+	err := s.r.QueryRowContext(ctx, `SELECT 1 FROM mailboxes WHERE address = ?`, address).Scan(&one)
+	if err == nil {
+		return false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		if s.isClosed() {
+			return false, ErrClosed
+		}
+		return false, fmt.Errorf("store: mailbox: %w", err)
+	}
+	var created bool
+	err = s.write(ctx, func(tx *wtx) error {
+		var err error
+		created, err = ensureMailboxTx(tx, address, time.Now().UTC())
+		return err
+	})
+	return created, err
+}
+
+// SetMailboxPassword implements Mailboxes.
+func (s *SQLite) SetMailboxPassword(ctx context.Context, address, hash string) error {
+	if err := checkMailbox(address); err != nil {
+		return err
+	}
+	return s.write(ctx, func(tx *wtx) error {
+		if _, err := ensureMailboxTx(tx, address, time.Now().UTC()); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`UPDATE mailboxes SET password = ? WHERE address = ?`, hash, address); err != nil {
+			return fmt.Errorf("store: set password: %w", err)
+		}
+		return nil
+	})
+}
+
+// MailboxPassword implements Mailboxes.
+func (s *SQLite) MailboxPassword(ctx context.Context, address string) (string, error) {
+	if s.isClosed() {
+		return "", ErrClosed
+	}
+	var h string
+	err := s.r.QueryRowContext(ctx, `SELECT password FROM mailboxes WHERE address = ?`, address).Scan(&h)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("mailbox %s: %w", address, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: mailbox password: %w", err)
+	}
+	return h, nil
+}
+
+// ListMailboxes implements Mailboxes.
+func (s *SQLite) ListMailboxes(ctx context.Context) ([]Mailbox, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT b.address, b.password != '', b.created_at,
+		(SELECT count(*) FROM messages m WHERE m.mailbox = b.address)
+		FROM mailboxes b ORDER BY b.address`)
+	if err != nil {
+		return nil, fmt.Errorf("store: mailboxes: %w", err)
+	}
+	defer rows.Close()
+	out := []Mailbox{}
+	for rows.Next() {
+		var m Mailbox
+		var at int64
+		if err := rows.Scan(&m.Address, &m.HasPassword, &at, &m.Messages); err != nil {
+			return nil, fmt.Errorf("store: mailboxes: %w", err)
+		}
+		m.CreatedAt = time.Unix(0, at).UTC()
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// SyncFolders implements Mailboxes. A reader answers the common case
+// (nothing new) without taking the writer; the filing itself re-reads the
+// high-water mark inside the write, so concurrent syncs file each message
+// once.
+func (s *SQLite) SyncFolders(ctx context.Context, mailbox string) (int, error) {
+	if s.isClosed() {
+		return 0, ErrClosed
+	}
+	var pending int
+	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM messages m, mailboxes b
+		WHERE b.address = ? AND m.mailbox = b.address AND m.id > b.synced_id`, mailbox).Scan(&pending)
+	if err != nil {
+		return 0, fmt.Errorf("store: sync folders: %w", err)
+	}
+	if pending == 0 {
+		return 0, nil
+	}
+	filed := 0
+	err = s.write(ctx, func(tx *wtx) error {
+		var synced int64
+		if err := tx.QueryRow(`SELECT synced_id FROM mailboxes WHERE address = ?`, mailbox).Scan(&synced); err != nil {
+			return fmt.Errorf("store: sync folders: %w", err)
+		}
+		rows, err := tx.Query(`SELECT id, direction FROM messages WHERE mailbox = ? AND id > ? ORDER BY id`, mailbox, synced)
+		if err != nil {
+			return fmt.Errorf("store: sync folders: %w", err)
+		}
+		type item struct {
+			id  int64
+			dir string
+		}
+		var items []item
+		for rows.Next() {
+			var it item
+			if err := rows.Scan(&it.id, &it.dir); err != nil {
+				rows.Close()
+				return fmt.Errorf("store: sync folders: %w", err)
+			}
+			items = append(items, it)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("store: sync folders: %w", err)
+		}
+		for _, it := range items {
+			folder, flags := FolderInbox, ""
+			if it.dir == DirOut {
+				folder, flags = FolderSent, `\Seen`
+			}
+			if _, err := fileTx(tx, mailbox, folder, it.id, flags, true); err != nil {
+				return err
+			}
+			synced = it.id
+			filed++
+		}
+		_, err = tx.Exec(`UPDATE mailboxes SET synced_id = ? WHERE address = ?`, synced, mailbox)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return filed, nil
+}
+
+// fileTx files stored message id in folder under the folder's next UID;
+// create makes a missing fixed folder again (Sent deleted by a client).
+func fileTx(tx *wtx, mailbox, folder string, id int64, flags string, create bool) (uint32, error) {
+	var uid int64
+	err := tx.QueryRow(`UPDATE folders SET uid_next = uid_next + 1 WHERE mailbox = ? AND name = ?
+		RETURNING uid_next - 1`, mailbox, folder).Scan(&uid)
+	if errors.Is(err, sql.ErrNoRows) && create {
+		if err := createFolderTx(tx, mailbox, folder); err != nil {
+			return 0, err
+		}
+		return fileTx(tx, mailbox, folder, id, flags, false)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("folder %s of %s: %w", folder, mailbox, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: file message: %w", err)
+	}
+	if _, err := tx.Exec(`INSERT INTO folder_messages (mailbox, folder, uid, message_id, flags) VALUES (?, ?, ?, ?, ?)`,
+		mailbox, folder, uid, id, flags); err != nil {
+		return 0, fmt.Errorf("store: file message: %w", err)
+	}
+	return uint32(uid), nil
+}
+
+// Folders implements Mailboxes.
+func (s *SQLite) Folders(ctx context.Context, mailbox string) ([]Folder, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT f.name, f.uid_validity, f.uid_next,
+		(SELECT count(*) FROM folder_messages x WHERE x.mailbox = f.mailbox AND x.folder = f.name)
+		FROM folders f WHERE f.mailbox = ? ORDER BY f.name != 'INBOX', f.name`, mailbox)
+	if err != nil {
+		return nil, fmt.Errorf("store: folders: %w", err)
+	}
+	defer rows.Close()
+	out := []Folder{}
+	for rows.Next() {
+		var f Folder
+		if err := rows.Scan(&f.Name, &f.UIDValidity, &f.UIDNext, &f.Count); err != nil {
+			return nil, fmt.Errorf("store: folders: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: folders: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("mailbox %s: %w", mailbox, ErrNotFound)
+	}
+	return out, nil
+}
+
+// CreateFolder implements Mailboxes.
+func (s *SQLite) CreateFolder(ctx context.Context, mailbox, name string) error {
+	if err := checkFolder(name); err != nil {
+		return err
+	}
+	return s.write(ctx, func(tx *wtx) error { return createFolderTx(tx, mailbox, canonFolder(name)) })
+}
+
+// DeleteFolder implements Mailboxes: the folder and its references go; the
+// stored messages stay.
+func (s *SQLite) DeleteFolder(ctx context.Context, mailbox, name string) error {
+	name = canonFolder(name)
+	if name == FolderInbox {
+		return ErrFolderFixed
+	}
+	return s.write(ctx, func(tx *wtx) error {
+		res, err := tx.Exec(`DELETE FROM folders WHERE mailbox = ? AND name = ?`, mailbox, name)
+		if err != nil {
+			return fmt.Errorf("store: delete folder: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("folder %s of %s: %w", name, mailbox, ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// RenameFolder implements Mailboxes. The folder keeps its UIDVALIDITY and
+// UIDs (RFC 9051 §6.3.6).
+func (s *SQLite) RenameFolder(ctx context.Context, mailbox, from, to string) error {
+	from, to = canonFolder(from), canonFolder(to)
+	if from == FolderInbox || to == FolderInbox {
+		return ErrFolderFixed
+	}
+	if err := checkFolder(to); err != nil {
+		return err
+	}
+	return s.write(ctx, func(tx *wtx) error {
+		var one int
+		err := tx.QueryRow(`SELECT 1 FROM folders WHERE mailbox = ? AND name = ?`, mailbox, to).Scan(&one)
+		if err == nil {
+			return fmt.Errorf("folder %s of %s: %w", to, mailbox, ErrFolderExists)
+		}
+		res, err := tx.Exec(`UPDATE folders SET name = ? WHERE mailbox = ? AND name = ?`, to, mailbox, from)
+		if err != nil {
+			return fmt.Errorf("store: rename folder: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("folder %s of %s: %w", from, mailbox, ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// FolderMessages implements Mailboxes.
+func (s *SQLite) FolderMessages(ctx context.Context, mailbox, folder string, afterUID uint32) ([]FolderMessage, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT x.uid, x.message_id, x.flags, m.size, m.received_at
+		FROM folder_messages x JOIN messages m ON m.id = x.message_id
+		WHERE x.mailbox = ? AND x.folder = ? AND x.uid > ? ORDER BY x.uid`, mailbox, canonFolder(folder), afterUID)
+	if err != nil {
+		return nil, fmt.Errorf("store: folder messages: %w", err)
+	}
+	defer rows.Close()
+	out := []FolderMessage{}
+	for rows.Next() {
+		var fm FolderMessage
+		var flags string
+		var at int64
+		if err := rows.Scan(&fm.UID, &fm.ID, &flags, &fm.Size, &at); err != nil {
+			return nil, fmt.Errorf("store: folder messages: %w", err)
+		}
+		fm.Flags = strings.Fields(flags)
+		fm.ReceivedAt = time.Unix(0, at).UTC()
+		out = append(out, fm)
+	}
+	return out, rows.Err()
+}
+
+// SetFlags implements Mailboxes.
+func (s *SQLite) SetFlags(ctx context.Context, mailbox, folder string, flags map[uint32][]string) error {
+	folder = canonFolder(folder)
+	for _, fs := range flags {
+		for _, f := range fs {
+			if f == "" || strings.ContainsAny(f, " \t\r\n\x00") {
+				return fmt.Errorf("%w: flag %q", ErrBadInput, f)
+			}
+		}
+	}
+	return s.write(ctx, func(tx *wtx) error {
+		for uid, fs := range flags {
+			fs = slices.Clone(fs)
+			slices.Sort(fs)
+			fs = slices.Compact(fs)
+			if _, err := tx.Exec(`UPDATE folder_messages SET flags = ? WHERE mailbox = ? AND folder = ? AND uid = ?`,
+				strings.Join(fs, " "), mailbox, folder, uid); err != nil {
+				return fmt.Errorf("store: set flags: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// Unfile implements Mailboxes.
+func (s *SQLite) Unfile(ctx context.Context, mailbox, folder string, uids []uint32) error {
+	folder = canonFolder(folder)
+	return s.write(ctx, func(tx *wtx) error {
+		for _, uid := range uids {
+			if _, err := tx.Exec(`DELETE FROM folder_messages WHERE mailbox = ? AND folder = ? AND uid = ?`,
+				mailbox, folder, uid); err != nil {
+				return fmt.Errorf("store: unfile: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// Refile implements Mailboxes. A UID not in src is skipped (its new UID
+// is 0).
+func (s *SQLite) Refile(ctx context.Context, mailbox, src, dst string, uids []uint32, move bool) (Folder, []uint32, error) {
+	src, dst = canonFolder(src), canonFolder(dst)
+	var f Folder
+	var out []uint32
+	err := s.write(ctx, func(tx *wtx) error {
+		out = make([]uint32, len(uids))
+		err := tx.QueryRow(`SELECT name, uid_validity FROM folders WHERE mailbox = ? AND name = ?`, mailbox, dst).
+			Scan(&f.Name, &f.UIDValidity)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("folder %s of %s: %w", dst, mailbox, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: refile: %w", err)
+		}
+		for i, uid := range uids {
+			var id int64
+			var flags string
+			err := tx.QueryRow(`SELECT message_id, flags FROM folder_messages WHERE mailbox = ? AND folder = ? AND uid = ?`,
+				mailbox, src, uid).Scan(&id, &flags)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("store: refile: %w", err)
+			}
+			if out[i], err = fileTx(tx, mailbox, dst, id, flags, false); err != nil {
+				return err
+			}
+			if move {
+				if _, err := tx.Exec(`DELETE FROM folder_messages WHERE mailbox = ? AND folder = ? AND uid = ?`,
+					mailbox, src, uid); err != nil {
+					return fmt.Errorf("store: refile: %w", err)
+				}
+			}
+		}
+		return tx.QueryRow(`SELECT uid_next FROM folders WHERE mailbox = ? AND name = ?`, mailbox, dst).Scan(&f.UIDNext)
+	})
+	if err != nil {
+		return Folder{}, nil, err
+	}
+	return f, out, nil
+}
