@@ -4,7 +4,9 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/emersion/go-sasl"
 )
@@ -50,6 +52,7 @@ type limitListener struct {
 	net.Listener
 	max    int
 	active atomic.Int64
+	rate   *ipRate // nil: no per-IP rate limit
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -58,16 +61,76 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		if l.rate != nil && !l.rate.allow(c.RemoteAddr(), time.Now()) {
+			refuse(c, "421 4.7.0 Too many connections from your address, slow down\r\n")
+			continue
+		}
 		if l.active.Add(1) > int64(l.max) {
 			l.active.Add(-1)
-			go func() {
-				c.Write([]byte("421 4.7.0 Too many connections, try again later\r\n"))
-				c.Close()
-			}()
+			refuse(c, "421 4.7.0 Too many connections, try again later\r\n")
 			continue
 		}
 		return &countedConn{Conn: c, l: l}, nil
 	}
+}
+
+func refuse(c net.Conn, line string) {
+	go func() {
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		c.Write([]byte(line))
+		c.Close()
+	}()
+}
+
+// ipRate is a token bucket per client IP: rate tokens a second, a burst
+// of twice that. Idle buckets are forgotten so the map stays small.
+type ipRate struct {
+	mu      sync.Mutex
+	rate    float64
+	buckets map[string]*bucket
+	swept   time.Time
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newIPRate(rate float64) *ipRate {
+	if rate <= 0 {
+		return nil
+	}
+	return &ipRate{rate: rate, buckets: map[string]*bucket{}}
+}
+
+func (r *ipRate) allow(addr net.Addr, now time.Time) bool {
+	ip := addr.String()
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		ip = ta.IP.String()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	burst := 2 * r.rate
+	if now.Sub(r.swept) > time.Minute {
+		for k, b := range r.buckets {
+			if now.Sub(b.last).Seconds()*r.rate >= burst {
+				delete(r.buckets, k)
+			}
+		}
+		r.swept = now
+	}
+	b, ok := r.buckets[ip]
+	if !ok {
+		b = &bucket{tokens: burst, last: now}
+		r.buckets[ip] = b
+	}
+	b.tokens = min(burst, b.tokens+now.Sub(b.last).Seconds()*r.rate)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 type countedConn struct {

@@ -35,7 +35,29 @@ type SMTPConfig struct {
 	// AcceptDomains, when set, limits unauthenticated RCPT TO to these
 	// domains (and subdomains are not included).
 	AcceptDomains []string
-	Logger        *slog.Logger
+	// Router, when set, takes over AUTH, the recipient policy and delivery
+	// (relay mode: Relay in relay.go); Users and AcceptDomains are unused.
+	Router Router
+	// MaxConnRate limits new connections per client IP per second (a
+	// token bucket with a burst of twice the rate); beyond it the client
+	// gets 421. 0 means no limit.
+	MaxConnRate float64
+	Logger      *slog.Logger
+}
+
+// Router decides who may log in, which recipients a session may use and
+// where a message goes. Relay implements it; without one, the server
+// checks Users and AcceptDomains and ingests each message once.
+type Router interface {
+	// Authenticate checks a password for AUTH PLAIN and LOGIN.
+	Authenticate(user, pass string) error
+	// Rcpt accepts or refuses a recipient; user is the authenticated user
+	// ("" when none). An *smtp.SMTPError reaches the client as is.
+	Rcpt(user, from, to string) error
+	// Deliver takes a message (the bytes as received) for the session's
+	// recipients and returns the text of the 250 reply. An *smtp.SMTPError
+	// reaches the client as is; any other error answers 451.
+	Deliver(ctx context.Context, raw []byte, meta Meta, user string) (string, error)
 }
 
 func (c *SMTPConfig) defaults() {
@@ -87,7 +109,7 @@ func NewSMTPServer(cfg SMTPConfig, p *Pipeline) (*SMTPServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !isLoopback(ln.Addr()) && len(cfg.Users) == 0 && len(cfg.AcceptDomains) == 0 {
+	if !isLoopback(ln.Addr()) && len(cfg.Users) == 0 && len(cfg.AcceptDomains) == 0 && cfg.Router == nil {
 		ln.Close()
 		return nil, ErrOpenRelay
 	}
@@ -105,7 +127,7 @@ func NewSMTPServer(cfg SMTPConfig, p *Pipeline) (*SMTPServer, error) {
 	srv.AllowInsecureAuth = isLoopback(ln.Addr())
 	srv.ErrorLog = slogPrinter{s.log()}
 	s.srv = srv
-	s.ln = &limitListener{Listener: ln, max: cfg.MaxConnections}
+	s.ln = &limitListener{Listener: ln, max: cfg.MaxConnections, rate: newIPRate(cfg.MaxConnRate)}
 	return s, nil
 }
 
@@ -154,13 +176,14 @@ type session struct {
 	s       *SMTPServer
 	remote  string
 	authed  bool
+	user    string
 	from    string
 	rcpts   []string
 	hasMail bool
 }
 
 func (ss *session) AuthMechanisms() []string {
-	if len(ss.s.cfg.Users) == 0 {
+	if len(ss.s.cfg.Users) == 0 && ss.s.cfg.Router == nil {
 		return nil
 	}
 	return []string{sasl.Plain, sasl.Login}
@@ -168,6 +191,13 @@ func (ss *session) AuthMechanisms() []string {
 
 func (ss *session) Auth(mech string) (sasl.Server, error) {
 	check := func(user, pass string) error {
+		if r := ss.s.cfg.Router; r != nil {
+			if r.Authenticate(user, pass) != nil {
+				return smtp.ErrAuthFailed
+			}
+			ss.authed, ss.user = true, user
+			return nil
+		}
 		want, ok := ss.s.cfg.Users[user]
 		if !ok || !constantTimeEqual(want, pass) {
 			return smtp.ErrAuthFailed
@@ -196,6 +226,13 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 
 func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	cfg := ss.s.cfg
+	if cfg.Router != nil {
+		if err := cfg.Router.Rcpt(ss.user, ss.from, to); err != nil {
+			return err
+		}
+		ss.rcpts = append(ss.rcpts, to)
+		return nil
+	}
 	if !ss.authed && (len(cfg.Users) > 0 || len(cfg.AcceptDomains) > 0) {
 		if !domainIn(to, cfg.AcceptDomains) {
 			if len(cfg.Users) > 0 && len(cfg.AcceptDomains) == 0 {
@@ -212,21 +249,45 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 // of a CRLF pair (RFC 5321 §2.3.8; SMTP smuggling).
 var ErrBareLineEnd = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message contains bare CR or LF line ends; use CRLF"}
 
+// ErrLineTooLong is the reply to a DATA line longer than MaxLineLength
+// (RFC 5321 §4.5.3.1.6 and §4.2.2: 500 "line too long").
+var ErrLineTooLong = &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 5, 6}, Message: "Line too long"}
+
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 func (ss *session) Data(r io.Reader) error {
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
-	defer bufPool.Put(buf)
+	defer func() {
+		// Keep ordinary buffers for reuse, not ones grown by a huge DATA.
+		if buf.Cap() <= 1<<20 {
+			bufPool.Put(buf)
+		}
+	}()
 	if _, err := buf.ReadFrom(r); err != nil {
 		// go-smtp's ErrDataTooLarge (552) must reach the client as is; any
 		// other read error means a truncated DATA: nothing is stored.
+		if errors.Is(err, smtp.ErrTooLongLine) {
+			return ErrLineTooLong
+		}
 		return err
 	}
 	if hasBareLineEnd(buf.Bytes()) {
 		return ErrBareLineEnd
 	}
 	raw := bytes.Clone(buf.Bytes())
+	if r := ss.s.cfg.Router; r != nil {
+		msg, err := r.Deliver(ss.s.ctx, raw, Meta{Source: "smtp", MailFrom: ss.from, Rcpts: ss.rcpts, Remote: ss.remote}, ss.user)
+		var reply *smtp.SMTPError
+		if errors.As(err, &reply) {
+			return reply
+		}
+		if err != nil {
+			ss.s.log().Error("relay delivery failed", "err", err, "remote", ss.remote)
+			return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary local error, message not delivered; try again later"}
+		}
+		return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: msg}
+	}
 	out, err := ss.s.p.Ingest(ss.s.ctx, raw, Meta{Source: "smtp", MailFrom: ss.from, Rcpts: ss.rcpts, Remote: ss.remote})
 	if err != nil {
 		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary local error, message not stored; try again later"}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -341,5 +342,35 @@ func TestSMTPStoreFailureIs451(t *testing.T) {
 	code, _, _ := send(t, ts.addr, "a@x.test", []string{"b@y.test"}, readEML(t, "../testdata/flows/replay/01-pay.eml"))
 	if code != 451 {
 		t.Errorf("store failure answered %d, want 451", code)
+	}
+}
+
+func TestSMTPPerIPConnectionRate(t *testing.T) {
+	ts := startServer(t, SMTPConfig{MaxConnRate: 1}, nil) // burst of 2
+	var greetings []string
+	for range 3 {
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line := make([]byte, 4)
+		n, _ := io.ReadFull(c, line)
+		greetings = append(greetings, string(line[:n]))
+		c.Close()
+	}
+	if got := strings.Join(greetings, "|"); got != "220 |220 |421 " {
+		t.Errorf("greetings %q, want two 220 then 421", got)
+	}
+}
+
+func TestSMTPLineTooLongInData(t *testing.T) {
+	ts := startServer(t, SMTPConfig{MaxLineLength: 1000}, nil)
+	code, _, _ := send(t, ts.addr, "a@x.test", []string{"b@y.test"}, []byte("Subject: WHICH\r\n\r\n"+strings.Repeat("x", 5000)+"\r\n"))
+	if code != 500 {
+		t.Errorf("a 5000-octet line answered %d, want 500", code)
+	}
+	if n := len(ts.all(t)); n != 0 {
+		t.Errorf("%d messages stored, want 0", n)
 	}
 }
