@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -174,6 +176,8 @@ func runServe(ctx context.Context, e *env) int {
 	fs.Int64Var(&cfg.MaxMessageBytes, "max-message-bytes", 25<<20, "largest message accepted (larger → 552)")
 	fs.IntVar(&cfg.MaxRecipients, "max-recipients", 100, "recipients per message (more → 452)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", 100, "concurrent SMTP connections (more → 421)")
+	fs.Float64Var(&cfg.MaxConnRate, "max-conn-rate", 0, "new connections per second per client IP, burst twice that (more → 421); 0: no limit")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file until shutdown")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 5*time.Minute, "SMTP read timeout")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", time.Minute, "SMTP write timeout")
 	fs.StringVar(&tlsCert, "tls-cert", "", "certificate PEM for STARTTLS")
@@ -200,6 +204,18 @@ func runServe(ctx context.Context, e *env) int {
 			return 2
 		}
 		cfg.Users = users
+	}
+	if *cpuprofile != "" {
+		pf, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
+			return 2
+		}
+		pprof.StartCPUProfile(pf)
+		defer func() {
+			pprof.StopCPUProfile()
+			pf.Close()
+		}()
 	}
 	rt, err := f.build(ctx, e)
 	if err != nil {
