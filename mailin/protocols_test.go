@@ -155,3 +155,36 @@ func TestServeAICPNonceReplayAndConsent(t *testing.T) {
 		t.Errorf("got  %v\nwant %v", got, want)
 	}
 }
+
+// TestServePVPRoles plays the PVP spec's Appendix A session (alice creates,
+// claude joins as driver, alice prompts, claude proposes a tool, alice
+// approves) and then checks §7.2: a message whose type the sender's roles
+// do not permit is unauthorized, in that session only.
+func TestServePVPRoles(t *testing.T) {
+	ts := startServer(t, SMTPConfig{}, nil)
+	read := func(name string) []byte { return readEML(t, "../testdata/protocols/pvp/"+name+".json") }
+	var mails [][]byte
+	for i, name := range []string{"spec-a1-session-create", "spec-a2-session-join", "spec-a3-prompt-submit",
+		"spec-a4-tool-propose", "spec-a5-tool-approve"} {
+		mails = append(mails, withAttachment(i+1, "application/pvp+json", read(name)))
+	}
+	// claude (a driver) may not approve; an unknown sender may not prompt;
+	// alice may not prompt in a session she did not create.
+	var approve, stranger, otherSession map[string]any
+	json.Unmarshal(read("spec-a5-tool-approve"), &approve)
+	approve["sender"], approve["id"] = "claude_01", "01HX7KZZZZZZZZZZZZZZZZZZZ1"
+	json.Unmarshal(read("spec-a3-prompt-submit"), &stranger)
+	stranger["sender"], stranger["id"] = "mallory_01", "01HX7KZZZZZZZZZZZZZZZZZZZ2"
+	json.Unmarshal(read("spec-a3-prompt-submit"), &otherSession)
+	otherSession["session"], otherSession["id"] = "ses_other", "01HX7KZZZZZZZZZZZZZZZZZZZ3"
+	for i, m := range []map[string]any{approve, stranger, otherSession} {
+		b, _ := json.Marshal(m)
+		mails = append(mails, withAttachment(10+i, "application/pvp+json", b))
+	}
+	got := ingestSeq(t, ts, mails)
+	want := []string{"accepted:", "accepted:", "accepted:", "accepted:", "accepted:",
+		"quarantined:unauthorized", "quarantined:unauthorized", "quarantined:unauthorized"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("got  %v\nwant %v", got, want)
+	}
+}

@@ -41,6 +41,9 @@ func Validate(doc []byte) protocols.Report {
 		}
 	}
 	r.Valid = len(r.Errors) == 0
+	if r.Valid {
+		r.Checks, r.Sets = sessionState(env)
+	}
 	return r
 }
 
