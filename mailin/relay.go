@@ -1,0 +1,293 @@
+package mailin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/mail"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/parse"
+	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/store"
+)
+
+// Relay is relay mode (issue 10): envelopd as the whole mail world of a test
+// suite. Every address at one of Domains is a mailbox; a message for a
+// local address is ingested once per recipient mailbox (Meta.Mailbox = the
+// address, so dedup and threads are per mailbox); a message for any other
+// domain is queued for the smarthost, and only from an authenticated
+// submitter (no open relay, RFC 5321 §3.9 and RFC 6409 §4.3). Mail a local
+// user submits must carry that user's own address in From; with Signers it
+// is DKIM-signed for its domain before anyone stores it, and a stored copy
+// goes to the sender's own mailbox (Sent), so both sides of a thread are
+// visible to each agent.
+//
+// Relay is a Router for SMTPServer (the MX port); Submission is the Router
+// of the submission port, where AUTH is required. Sender delivers the
+// outbound queue (courtesy OOPS, relayed mail): local recipients through
+// the same per-mailbox ingest, others through the smarthost.
+type Relay struct {
+	Domains  []string
+	Pipeline *Pipeline
+	Store    store.Store
+	// Signers are the DKIM signers per local domain (LocalSigners); nil
+	// or a missing domain signs nothing.
+	Signers map[string][]dkim.Signer
+	// Smarthost says whether mail for other domains may be queued (a
+	// queue worker delivers it through a smarthost).
+	Smarthost bool
+	// Wake, when set, is signalled after queueing mail (the worker's Wake).
+	Wake   chan<- struct{}
+	Logger *slog.Logger
+	Now    func() time.Time
+
+	// authCache remembers passwords that verified, so that a test suite
+	// logging in per message pays the key derivation once per password.
+	authMu    sync.Mutex
+	authCache map[string]string // user → hash\x00password that matched
+}
+
+// Local reports whether addr is at a local domain.
+func (r *Relay) Local(addr string) bool {
+	return domainIn(addr, r.Domains) && strings.LastIndexByte(addr, '@') > 0
+}
+
+// Refusals, with their RFC 3463 codes.
+var (
+	ErrRelayDenied   = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Relaying denied: authenticate to send to other domains"}
+	ErrNoSmarthost   = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Relaying denied: no smarthost configured, only local domains are served"}
+	ErrFromNotYours  = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "From must be the authenticated user's own address"}
+	ErrBadMailHeader = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message must have exactly one From address"}
+)
+
+// Authenticate implements Router: the mailbox's password hash, set by
+// `envelopd mailbox add`. A mailbox without a password cannot log in.
+func (r *Relay) Authenticate(user, pass string) error {
+	user = strings.ToLower(user)
+	if !r.Local(user) {
+		return ErrBadPassword
+	}
+	hash, err := r.Store.MailboxPassword(context.Background(), user)
+	if err != nil {
+		return ErrBadPassword
+	}
+	key := hash + "\x00" + pass
+	r.authMu.Lock()
+	hit := r.authCache[user] == key
+	r.authMu.Unlock()
+	if hit {
+		return nil
+	}
+	if err := CheckPassword(hash, pass); err != nil {
+		return err
+	}
+	r.authMu.Lock()
+	if r.authCache == nil {
+		r.authCache = map[string]string{}
+	}
+	r.authCache[user] = key
+	r.authMu.Unlock()
+	return nil
+}
+
+// Rcpt implements Router.
+func (r *Relay) Rcpt(user, _, to string) error {
+	if r.Local(to) {
+		return nil
+	}
+	if user == "" {
+		return ErrRelayDenied
+	}
+	if !r.Smarthost {
+		return ErrNoSmarthost
+	}
+	return nil
+}
+
+// Deliver implements Router.
+func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string) (string, error) {
+	user = strings.ToLower(user)
+	var local, remote []string
+	for _, rc := range meta.Rcpts {
+		rc = strings.ToLower(rc)
+		if r.Local(rc) {
+			local = append(local, rc)
+		} else {
+			remote = append(remote, rc)
+		}
+	}
+	if user != "" {
+		from, err := headerFrom(raw)
+		if err != nil {
+			return "", ErrBadMailHeader
+		}
+		if from != user {
+			return "", ErrFromNotYours
+		}
+		if s := r.Signers[domainOf(from)]; len(s) > 0 {
+			if raw, err = dkim.Sign(raw, s...); err != nil {
+				return "", &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Cannot sign: " + err.Error()}
+			}
+		}
+		if err := r.storeSent(ctx, raw, user); err != nil {
+			return "", err
+		}
+	}
+	for _, rc := range local {
+		if _, err := r.DeliverLocal(ctx, raw, meta.MailFrom, rc, meta.Remote); err != nil {
+			return "", err
+		}
+	}
+	if len(remote) > 0 {
+		// Rcpt let these through only for an authenticated user with a
+		// smarthost.
+		a := Analyze(ctx, raw, AnalyzeOptions{})
+		_, err := r.Store.Enqueue(ctx, &store.Outgoing{
+			From: meta.MailFrom, Recipients: remote, Raw: raw,
+			MessageID: a.Result.MessageID, Kind: "relay",
+		})
+		if err != nil {
+			return "", errors.Join(ErrStore, err)
+		}
+		r.wake()
+	}
+	return fmt.Sprintf("OK delivered to %d local mailbox(es), %d recipient(s) queued", len(local), len(remote)), nil
+}
+
+// DeliverLocal ingests raw into the mailbox of the local address rcpt,
+// creating the mailbox on first delivery.
+func (r *Relay) DeliverLocal(ctx context.Context, raw []byte, mailFrom, rcpt, remote string) (store.Outcome, error) {
+	rcpt = strings.ToLower(rcpt)
+	if _, err := r.Store.EnsureMailbox(ctx, rcpt); err != nil {
+		return store.Outcome{}, errors.Join(ErrStore, err)
+	}
+	return r.Pipeline.Ingest(ctx, raw, Meta{Source: "smtp", MailFrom: mailFrom, Rcpts: []string{rcpt}, Mailbox: rcpt, Remote: remote})
+}
+
+// storeSent keeps the sender's copy (direction out) in its own mailbox,
+// analysed like received mail, so its threads hold both directions.
+func (r *Relay) storeSent(ctx context.Context, raw []byte, user string) error {
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	a := Analyze(ctx, raw, AnalyzeOptions{Now: now})
+	in := Incoming(a, raw, store.DirOut)
+	in.Mailbox = user
+	in.ReceivedAt = now.UTC()
+	if _, err := r.Store.Ingest(ctx, in); err != nil {
+		return errors.Join(ErrStore, err)
+	}
+	return nil
+}
+
+func (r *Relay) wake() {
+	if r.Wake == nil {
+		return
+	}
+	select {
+	case r.Wake <- struct{}{}:
+	default:
+	}
+}
+
+// OOPS composes a courtesy OOPS from a local address and signs it with
+// that domain's key; it has the shape of OOPSComposer.
+func (r *Relay) OOPS(orig *parse.Result, code protocols.Code, note, from string) ([]byte, error) {
+	raw, err := mailout.ComposeOOPS(orig, code, note, from)
+	if err != nil {
+		return nil, err
+	}
+	return mailout.Sign(raw, r.Signers[domainOf(from)])
+}
+
+// Submission returns the Router of the submission port (RFC 6409): like
+// the relay's, but every recipient needs an authenticated session.
+func (r *Relay) Submission() Router { return submission{r} }
+
+type submission struct{ *Relay }
+
+func (s submission) Rcpt(user, from, to string) error {
+	if user == "" {
+		return smtp.ErrAuthRequired
+	}
+	return s.Relay.Rcpt(user, from, to)
+}
+
+// Sender returns the outbound queue's Sender in relay mode: local
+// recipients get the message through DeliverLocal (a store failure is
+// temporary, so the worker retries), the others go to next, the smarthost
+// (nil: refused permanently).
+func (r *Relay) Sender(next mailout.Sender) mailout.Sender { return relaySender{r, next} }
+
+type relaySender struct {
+	r    *Relay
+	next mailout.Sender
+}
+
+func (s relaySender) Submit(ctx context.Context, from string, rcpts []string, raw []byte) []mailout.RcptResult {
+	res := make([]mailout.RcptResult, len(rcpts))
+	var remote []string
+	var at []int
+	for i, rc := range rcpts {
+		res[i].Rcpt = rc
+		if !s.r.Local(rc) {
+			remote, at = append(remote, rc), append(at, i)
+			continue
+		}
+		if _, err := s.r.DeliverLocal(ctx, raw, from, rc, "queue"); err != nil {
+			res[i].Err = &mailout.SendError{Stage: "local", Err: err}
+		}
+	}
+	if len(remote) == 0 {
+		return res
+	}
+	if s.next == nil {
+		for _, i := range at {
+			res[i].Err = &mailout.SendError{Stage: "relay", Permanent: true, Code: 550, Enhanced: "5.7.1",
+				Err: errors.New("no smarthost configured for non-local recipients")}
+		}
+		return res
+	}
+	for j, rr := range s.next.Submit(ctx, from, remote, raw) {
+		if j < len(at) {
+			res[at[j]].Err = rr.Err
+		}
+	}
+	return res
+}
+
+// headerFrom returns the one From address of raw, lower case.
+func headerFrom(raw []byte) (string, error) {
+	var from []string
+	eachHeader(raw, func(name, value string) bool {
+		if strings.EqualFold(name, "From") {
+			from = append(from, value)
+		}
+		return true
+	})
+	if len(from) != 1 {
+		return "", fmt.Errorf("%d From fields", len(from))
+	}
+	l, err := mail.ParseAddressList(from[0])
+	if err != nil || len(l) != 1 {
+		return "", fmt.Errorf("From %q: not one address", from[0])
+	}
+	return strings.ToLower(l[0].Address), nil
+}
+
+func domainOf(addr string) string {
+	i := strings.LastIndexByte(addr, '@')
+	if i < 0 {
+		return ""
+	}
+	return strings.ToLower(strings.TrimSuffix(addr[i+1:], "."))
+}
