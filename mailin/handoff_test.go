@@ -3,6 +3,7 @@ package mailin
 import (
 	"context"
 	"encoding/json"
+	"github.com/envelopd/envelopd/store"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -80,5 +81,32 @@ func TestHandoffWebhookSigned(t *testing.T) {
 	}
 	if !strings.HasPrefix(gotID, "evt_") || !strings.Contains(string(gotBody), `"type":"pay"`) {
 		t.Errorf("event id %q body %s", gotID, gotBody)
+	}
+}
+
+func TestPipelineHandlerCalledAfterCommit(t *testing.T) {
+	type call struct {
+		id     int64
+		status string
+		typ    string
+	}
+	var calls []call
+	var ts *testServer
+	ts = startServer(t, SMTPConfig{}, func(p *Pipeline) {
+		p.Handler = HandlerFunc(func(ctx context.Context, a *Analysis, out store.Outcome) error {
+			// Already durable: the store can read it back.
+			if _, err := ts.store.Message(ctx, out.ID); err != nil {
+				t.Errorf("handler ran before message %d was readable: %v", out.ID, err)
+			}
+			calls = append(calls, call{out.ID, out.Status, a.Result.Type})
+			return nil
+		})
+	})
+	ts.deliver(t, "../testdata/flows/replay/01-pay.eml")
+	ts.deliver(t, "../testdata/flows/replay/01-pay.eml") // redelivery: no call
+	ts.deliver(t, "../testdata/flows/replay/02-pay-same-proof.eml")
+	if len(calls) != 2 || calls[0].status != "accepted" || calls[1].status != "duplicate" ||
+		calls[0].typ != "pay" || calls[1].typ != "pay" || calls[1].id <= calls[0].id {
+		t.Errorf("handler calls %v, want an accepted PAY then a duplicate PAY", calls)
 	}
 }

@@ -53,6 +53,8 @@ type Pipeline struct {
 	Keys func(ctx context.Context) map[string][]byte
 	// Handoff names the delivery targets logged for accepted messages.
 	Handoff []string
+	// Handler, when set, is called after each new message is stored.
+	Handler Handler
 	// OOPS composes courtesy OOPS mails; nil disables them.
 	OOPS OOPSComposer
 	// AuthServID names this host in Authentication-Results headers.
@@ -60,6 +62,24 @@ type Pipeline struct {
 	Now        func() time.Time
 	Logger     *slog.Logger
 	Metrics    *Metrics
+}
+
+// Handler is what an agent embedding envelopd implements: Pipeline calls
+// HandleMessage after the message is durably stored, for every new message
+// (not redeliveries), whatever its status — check Outcome.Status. It runs
+// before the transport acknowledges; an error is logged, the message stays
+// stored. For at-least-once delivery that survives restarts, use the
+// store's delivery log (Handoff) instead or as well.
+type Handler interface {
+	HandleMessage(ctx context.Context, a *Analysis, out store.Outcome) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, a *Analysis, out store.Outcome) error
+
+// HandleMessage calls f.
+func (f HandlerFunc) HandleMessage(ctx context.Context, a *Analysis, out store.Outcome) error {
+	return f(ctx, a, out)
 }
 
 // ErrStore wraps store failures: the transport must answer "try again
@@ -99,6 +119,11 @@ func (p *Pipeline) Ingest(ctx context.Context, raw []byte, meta Meta) (store.Out
 		return out, errors.Join(ErrStore, err)
 	}
 	p.Metrics.observe(in, a, out, time.Since(start))
+	if p.Handler != nil && !out.Redelivery {
+		if err := p.Handler.HandleMessage(ctx, a, out); err != nil {
+			p.log().Warn("handler failed", "id", out.ID, "err", err)
+		}
+	}
 	p.log().Debug("stored", "id", out.ID, "status", out.Status, "type", in.Type,
 		"message_id", in.MessageID, "redelivery", out.Redelivery, "source", meta.Source)
 	return out, nil
