@@ -169,7 +169,11 @@ func (r *Relay) DeliverLocal(ctx context.Context, raw []byte, mailFrom, rcpt, re
 	if _, err := r.Store.EnsureMailbox(ctx, rcpt); err != nil {
 		return store.Outcome{}, errors.Join(ErrStore, err)
 	}
-	return r.Pipeline.Ingest(ctx, raw, Meta{Source: "smtp", MailFrom: mailFrom, Rcpts: []string{rcpt}, Mailbox: rcpt, Remote: remote})
+	out, err := r.Pipeline.Ingest(ctx, raw, Meta{Source: "smtp", MailFrom: mailFrom, Rcpts: []string{rcpt}, Mailbox: rcpt, Remote: remote})
+	if err == nil && out.QueuedOOPS != 0 {
+		r.wake() // the courtesy OOPS is for a local sender, most likely
+	}
+	return out, err
 }
 
 // storeSent keeps the sender's copy (direction out) in its own mailbox,
