@@ -52,6 +52,7 @@ func commands() map[string]command {
 		"reply":   {"reply to a stored message", runReply},
 		"queue":   {"list, retry or drop outbound queue entries", runQueue},
 		"keys":    {"manage tunnelled-protocol public keys (keys add, keys list)", runKeys},
+		"mailbox": {"relay-mode mailboxes (mailbox add ADDR --password-file F, mailbox list)", runMailbox},
 		"aicp":    {"AICP helpers (aicp sign)", runAICP},
 		"vacant":  {"Vacant helpers (vacant sign)", runVacant},
 	}

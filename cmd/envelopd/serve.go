@@ -184,6 +184,8 @@ func runServe(ctx context.Context, e *env) int {
 	fs.StringVar(&tlsKey, "tls-key", "", "key PEM for STARTTLS")
 	fs.StringVar(&authFile, "auth-file", "", "AUTH PLAIN/LOGIN users, one user:password per line")
 	fs.Var(&acceptDomains, "accept-domain", "accept mail for this domain without AUTH (repeatable)")
+	var relay relayFlags
+	relay.register(fs)
 	if err := fs.Parse(e.args); err != nil {
 		return 2
 	}
@@ -224,6 +226,12 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	defer rt.close()
 	cfg.Logger = rt.log
+	stopRelay, err := relay.setup(ctx, rt, &f, &cfg)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
+		return 2
+	}
+	defer stopRelay()
 	srv, err := mailin.NewSMTPServer(cfg, rt.pipeline)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/mailin/imapview"
+	"github.com/envelopd/envelopd/mailout"
+)
+
+// relayFlags are serve's relay-mode flags (issue 10).
+type relayFlags struct {
+	on                  bool
+	domains             multiFlag
+	submission, imap    string
+	smarthost           string
+	signLocal           bool
+	submissionListening string
+	imapListening       string
+}
+
+func (r *relayFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&r.on, "relay", false, "relay mode: every address at a --domain is a mailbox; other domains only via --smarthost for authenticated users")
+	fs.Var(&r.domains, "domain", "local domain of relay mode (repeatable)")
+	fs.StringVar(&r.submission, "submission", "", "relay mode: submission listen address (AUTH required, e.g. 127.0.0.1:5587)")
+	fs.StringVar(&r.imap, "imap", "", "relay mode: serve the mailboxes over IMAP on this address (e.g. 127.0.0.1:1143)")
+	fs.StringVar(&r.smarthost, "smarthost", "", "relay mode: deliver mail for other domains through this smarthost (smtp://USER@HOST:587, password via --password-file)")
+	fs.BoolVar(&r.signLocal, "sign-local", false, "relay mode: DKIM-sign mail submitted by local users with a per-domain key generated on first start")
+}
+
+// setup wires relay mode into rt and cfg: the Router of the SMTP server,
+// the submission and IMAP servers, and the queue worker that delivers
+// local recipients into their mailboxes. It returns a function that stops
+// the servers it started.
+func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg *mailin.SMTPConfig) (func(), error) {
+	if !r.on {
+		if len(r.domains) > 0 || r.submission != "" || r.imap != "" || r.smarthost != "" || r.signLocal {
+			return nil, errors.New("--domain, --submission, --imap, --smarthost and --sign-local need --relay")
+		}
+		return func() {}, nil
+	}
+	if len(r.domains) == 0 {
+		return nil, errors.New("--relay needs at least one --domain")
+	}
+	if f.out.smtpURL != "" {
+		return nil, errors.New("in relay mode the outbound queue goes through --smarthost, not --smtp-url")
+	}
+	for i, d := range r.domains {
+		r.domains[i] = strings.ToLower(strings.TrimSuffix(d, "."))
+	}
+	p := rt.pipeline
+	local := dkim.NewStaticResolver()
+	var signers map[string][]dkim.Signer
+	if r.signLocal {
+		var err error
+		if signers, err = mailin.LocalSigners(ctx, rt.store, r.domains, local); err != nil {
+			return nil, fmt.Errorf("local DKIM keys: %w", err)
+		}
+	}
+	if p.Verifier != nil {
+		p.Verifier = &dkim.Verifier{Resolver: mailin.LocalFirst{Local: local, Next: p.Verifier.Resolver}, MaxSignatures: p.Verifier.MaxSignatures}
+	}
+	wake := make(chan struct{}, 1)
+	relay := &mailin.Relay{Domains: r.domains, Pipeline: p, Store: rt.store, Signers: signers,
+		Smarthost: r.smarthost != "", Wake: wake, Logger: rt.log}
+	if p.OOPS != nil && r.signLocal {
+		p.OOPS = relay.OOPS
+	}
+	var next mailout.Sender
+	if r.smarthost != "" {
+		pw, err := mailout.LoadPassword(f.out.passwordFile, nil)
+		if err != nil {
+			return nil, err
+		}
+		sub, err := mailout.NewSubmitter(r.smarthost, pw)
+		if err != nil {
+			return nil, err
+		}
+		next = sub
+	}
+	w := &mailout.Worker{Store: rt.store, Sender: relay.Sender(next), Wake: wake, Interval: time.Second, Logger: rt.log}
+	rt.workers = append(rt.workers, w.Run)
+	cfg.Router = relay
+
+	var stops []func()
+	stop := func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	if r.submission != "" {
+		scfg := *cfg
+		scfg.Addr = r.submission
+		scfg.Router = relay.Submission()
+		srv, err := mailin.NewSMTPServer(scfg, p)
+		if err != nil {
+			return nil, fmt.Errorf("submission: %w", err)
+		}
+		go srv.Serve()
+		r.submissionListening = srv.Addr().String()
+		stops = append(stops, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		})
+	}
+	if r.imap != "" {
+		ln, err := net.Listen("tcp", r.imap)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("imap: %w", err)
+		}
+		iv := imapview.New(imapview.Options{Store: rt.store, Authenticate: relay.Authenticate, Logger: rt.log})
+		go iv.Serve(ln)
+		r.imapListening = ln.Addr().String()
+		stops = append(stops, func() { iv.Close() })
+	}
+	rt.log.Info("relay mode", "domains", strings.Join(r.domains, ","), "submission", r.submissionListening,
+		"imap", r.imapListening, "smarthost", r.smarthost != "", "sign_local", r.signLocal)
+	return stop, nil
+}
