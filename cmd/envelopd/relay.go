@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -22,6 +24,7 @@ type relayFlags struct {
 	submission, imap    string
 	smarthost           string
 	signLocal           bool
+	dkimTXTOut          string
 	submissionListening string
 	imapListening       string
 }
@@ -33,6 +36,7 @@ func (r *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.imap, "imap", "", "relay mode: serve the mailboxes over IMAP on this address (e.g. 127.0.0.1:1143)")
 	fs.StringVar(&r.smarthost, "smarthost", "", "relay mode: deliver mail for other domains through this smarthost (smtp://USER@HOST:587, password via --password-file)")
 	fs.BoolVar(&r.signLocal, "sign-local", false, "relay mode: DKIM-sign mail submitted by local users with a per-domain key generated on first start")
+	fs.StringVar(&r.dkimTXTOut, "dkim-txt-out", "", "relay mode with --sign-local: write the local domains' DKIM key records to this file (--dkim-txt format), for verifiers in other processes")
 }
 
 // setup wires relay mode into rt and cfg: the Router of the SMTP server,
@@ -63,6 +67,13 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 		if signers, err = mailin.LocalSigners(ctx, rt.store, r.domains, local); err != nil {
 			return nil, fmt.Errorf("local DKIM keys: %w", err)
 		}
+		if r.dkimTXTOut != "" {
+			if err := writeKeyTable(r.dkimTXTOut, signers); err != nil {
+				return nil, err
+			}
+		}
+	} else if r.dkimTXTOut != "" {
+		return nil, errors.New("--dkim-txt-out needs --sign-local")
 	}
 	if p.Verifier != nil {
 		p.Verifier = &dkim.Verifier{Resolver: mailin.LocalFirst{Local: local, Next: p.Verifier.Resolver}, MaxSignatures: p.Verifier.MaxSignatures}
@@ -125,4 +136,21 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 	rt.log.Info("relay mode", "domains", strings.Join(r.domains, ","), "submission", r.submissionListening,
 		"imap", r.imapListening, "smarthost", r.smarthost != "", "sign_local", r.signLocal)
 	return stop, nil
+}
+
+// writeKeyTable writes the local signing keys' records, one
+// "name TXT-value" line each (the --dkim-txt format), sorted by domain.
+func writeKeyTable(path string, signers map[string][]dkim.Signer) error {
+	var lines []string
+	for _, ss := range signers {
+		for _, s := range ss {
+			rec, err := dkim.TXTRecord(s.Domain, s.Selector, s.Key.Public())
+			if err != nil {
+				return err
+			}
+			lines = append(lines, rec)
+		}
+	}
+	sort.Strings(lines)
+	return os.WriteFile(path, []byte("# envelopd relay: local DKIM keys\n"+strings.Join(lines, "\n")+"\n"), 0o644)
 }

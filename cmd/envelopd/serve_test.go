@@ -193,3 +193,42 @@ func TestServeCourtesyOOPS(t *testing.T) {
 		t.Errorf("queue: %s", out)
 	}
 }
+
+// TestRelayKeyTableExport: --dkim-txt-out publishes the relay's own
+// per-domain keys in the --dkim-txt format, the same key across restarts,
+// so verifiers in other processes (envelopd poll, dkim verify) can check
+// relay-signed mail.
+func TestRelayKeyTableExport(t *testing.T) {
+	dir := t.TempDir()
+	db, table := filepath.Join(dir, "relay.db"), filepath.Join(dir, "keys.txt")
+	var first string
+	for i := range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		addrc, done := make(chan string, 1), make(chan int, 1)
+		var errb bytes.Buffer
+		go func() {
+			done <- run(ctx, &env{args: []string{"serve", "--smtp", "127.0.0.1:0", "--db", db, "--dkim-txt", os.DevNull,
+				"--relay", "--domain", "agents.test", "--sign-local", "--dkim-txt-out", table},
+				stdin: strings.NewReader(""), stdout: &bytes.Buffer{}, stderr: &errb, ready: func(a string) { addrc <- a }})
+		}()
+		select {
+		case <-addrc:
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s", code, errb.String())
+		}
+		cancel()
+		<-done
+		b, err := os.ReadFile(table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "\nenvelopd._domainkey.agents.test v=DKIM1; k=ed25519; p=") {
+			t.Fatalf("key table:\n%s", b)
+		}
+		if i == 0 {
+			first = string(b)
+		} else if string(b) != first {
+			t.Errorf("the key changed across a restart:\n%s\n%s", first, b)
+		}
+	}
+}
