@@ -1,22 +1,17 @@
 package tunnel
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/envelopd/envelopd/protocols/internal/vectors"
 )
 
 // FuzzInspect feeds arbitrary parts to Inspect under each media type: it
 // must never panic, must be valid exactly when it reports no problem, must
 // name only known protocols, and must agree with MediaType on detection.
 func FuzzInspect(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join(vectorDir, "*.json"))
-	for _, p := range files {
-		doc, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, doc := range vectors.Docs(f, vectorDir) {
 		f.Add(doc, "application/json")
 	}
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"SendMessage"}`), "application/a2a+json")
