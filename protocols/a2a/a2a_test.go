@@ -5,11 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
-	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/protocols/canonjson"
+	"github.com/envelopd/envelopd/protocols/internal/vectors"
 )
 
 const dir = "../../testdata/protocols/a2a"
@@ -17,54 +16,27 @@ const dir = "../../testdata/protocols/a2a"
 // TestValidate runs every NAME.json against NAME.want (exact codes and
 // fields in order, and the summary).
 func TestValidate(t *testing.T) {
-	docs, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	if len(docs) < 30 {
-		t.Fatalf("found %d vectors, want the whole corpus", len(docs))
-	}
-	for _, path := range docs {
-		name := strings.TrimSuffix(path, ".json")
-		t.Run(filepath.Base(name), func(t *testing.T) {
-			doc, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wb, err := os.ReadFile(name + ".want")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var w struct {
-				Errors []struct {
-					Code  protocols.Code `json:"code"`
-					Field string         `json:"field"`
-				} `json:"errors"`
-				Summary map[string]any `json:"summary"`
-			}
-			if err := json.Unmarshal(wb, &w); err != nil {
-				t.Fatal(err)
-			}
-			r := Validate(doc)
-			var got, exp []string
-			for _, p := range r.Errors {
-				got = append(got, string(p.Code)+"@"+p.Field)
-			}
-			for _, e := range w.Errors {
-				exp = append(exp, string(e.Code)+"@"+e.Field)
-			}
-			if !reflect.DeepEqual(got, exp) {
-				t.Errorf("errors = %v, want %v\n%v", got, exp, r.Errors)
-			}
-			if r.Protocol != "a2a" || r.Valid != (len(exp) == 0) {
-				t.Errorf("Protocol %q Valid %v", r.Protocol, r.Valid)
-			}
-			// Round-trip the summary through JSON: counts are ints here.
-			sb, _ := json.Marshal(r.Summary)
-			var sum map[string]any
-			_ = json.Unmarshal(sb, &sum)
-			if !reflect.DeepEqual(sum, w.Summary) {
-				t.Errorf("summary = %v, want %v", sum, w.Summary)
-			}
-		})
-	}
+	vectors.Each(t, dir, 30, ".want", func(t *testing.T, doc, wb []byte) {
+		var w struct {
+			Errors  []vectors.Problem `json:"errors"`
+			Summary map[string]any    `json:"summary"`
+		}
+		if err := json.Unmarshal(wb, &w); err != nil {
+			t.Fatal(err)
+		}
+		r := Validate(doc)
+		vectors.CheckErrors(t, r, w.Errors)
+		if r.Protocol != "a2a" {
+			t.Errorf("Protocol %q", r.Protocol)
+		}
+		// Round-trip the summary through JSON: counts are ints here.
+		sb, _ := json.Marshal(r.Summary)
+		var sum map[string]any
+		_ = json.Unmarshal(sb, &sum)
+		if !reflect.DeepEqual(sum, w.Summary) {
+			t.Errorf("summary = %v, want %v", sum, w.Summary)
+		}
+	})
 }
 
 func TestIsSend(t *testing.T) {
@@ -84,21 +56,14 @@ func TestIsSend(t *testing.T) {
 }
 
 func FuzzA2A(f *testing.F) {
-	docs, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	for _, d := range docs {
-		if b, err := os.ReadFile(d); err == nil {
-			f.Add(b)
-		}
+	for _, b := range vectors.Docs(f, dir) {
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		r := Validate(doc)
 		if r.Valid != (len(r.Errors) == 0) || r.Protocol != "a2a" {
 			t.Fatalf("inconsistent report %+v", r)
 		}
-		for _, p := range r.Errors {
-			if p.Code == "" || p.Message == "" {
-				t.Fatalf("problem without code or message: %+v", p)
-			}
-		}
+		vectors.CheckProblems(t, r)
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/protocols/canonjson"
+	"github.com/envelopd/envelopd/protocols/internal/vectors"
 )
 
 const dir = "../../testdata/protocols/aicp"
@@ -23,13 +24,10 @@ const dir = "../../testdata/protocols/aicp"
 const defaultNow = 1735776000
 
 type want struct {
-	Now    int64             `json:"now"`
-	Keys   map[string]string `json:"keys"`
-	Errors []struct {
-		Code  protocols.Code `json:"code"`
-		Field string         `json:"field"`
-	} `json:"errors"`
-	Summary map[string]any `json:"summary"`
+	Now     int64             `json:"now"`
+	Keys    map[string]string `json:"keys"`
+	Errors  []vectors.Problem `json:"errors"`
+	Summary map[string]any    `json:"summary"`
 }
 
 func loadKeys(t testing.TB) map[string][]byte {
@@ -60,65 +58,38 @@ func loadKeys(t testing.TB) map[string][]byte {
 // fields, in order, and the exact summary).
 func TestValidate(t *testing.T) {
 	keys := loadKeys(t)
-	docs, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	if len(docs) < 40 {
-		t.Fatalf("found %d vectors, want the whole corpus", len(docs))
-	}
-	for _, path := range docs {
-		name := strings.TrimSuffix(path, ".json")
-		t.Run(filepath.Base(name), func(t *testing.T) {
-			doc, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var w want
-			wb, err := os.ReadFile(name + ".want")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(wb, &w); err != nil {
-				t.Fatal(err)
-			}
-			opts := Options{Keys: keys, Now: time.Unix(defaultNow, 0)}
-			if w.Now != 0 {
-				opts.Now = time.Unix(w.Now, 0)
-			}
-			if w.Keys != nil {
-				opts.Keys = map[string][]byte{}
-				for h, k := range w.Keys {
-					if opts.Keys[h], err = ParseKey(k); err != nil {
-						t.Fatal(err)
-					}
+	vectors.Each(t, dir, 40, ".want", func(t *testing.T, doc, wb []byte) {
+		var w want
+		var err error
+		if err = json.Unmarshal(wb, &w); err != nil {
+			t.Fatal(err)
+		}
+		opts := Options{Keys: keys, Now: time.Unix(defaultNow, 0)}
+		if w.Now != 0 {
+			opts.Now = time.Unix(w.Now, 0)
+		}
+		if w.Keys != nil {
+			opts.Keys = map[string][]byte{}
+			for h, k := range w.Keys {
+				if opts.Keys[h], err = ParseKey(k); err != nil {
+					t.Fatal(err)
 				}
 			}
-			r := Validate(doc, opts)
-			if r.Protocol != "aicp" {
-				t.Errorf("Protocol = %q", r.Protocol)
-			}
-			var got []string
-			for _, p := range r.Errors {
-				got = append(got, string(p.Code)+"@"+p.Field)
-			}
-			var exp []string
-			for _, e := range w.Errors {
-				exp = append(exp, string(e.Code)+"@"+e.Field)
-			}
-			if !reflect.DeepEqual(got, exp) {
-				t.Errorf("errors = %v, want %v\n%v", got, exp, r.Errors)
-			}
-			if r.Valid != (len(exp) == 0) {
-				t.Errorf("Valid = %v with errors %v", r.Valid, r.Errors)
-			}
-			if !reflect.DeepEqual(r.Summary, w.Summary) {
-				t.Errorf("summary = %v, want %v", r.Summary, w.Summary)
-			}
-			if r.Valid {
-				checkClaims(t, doc, r.Claims)
-			} else if len(r.Claims) != 0 {
-				t.Errorf("invalid report carries claims %v", r.Claims)
-			}
-		})
-	}
+		}
+		r := Validate(doc, opts)
+		if r.Protocol != "aicp" {
+			t.Errorf("Protocol = %q", r.Protocol)
+		}
+		vectors.CheckErrors(t, r, w.Errors)
+		if !reflect.DeepEqual(r.Summary, w.Summary) {
+			t.Errorf("summary = %v, want %v", r.Summary, w.Summary)
+		}
+		if r.Valid {
+			checkClaims(t, doc, r.Claims)
+		} else if len(r.Claims) != 0 {
+			t.Errorf("invalid report carries claims %v", r.Claims)
+		}
+	})
 }
 
 func checkClaims(t *testing.T, doc []byte, claims []protocols.Claim) {
@@ -260,11 +231,8 @@ func TestSignBadInput(t *testing.T) {
 }
 
 func FuzzAICP(f *testing.F) {
-	docs, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	for _, d := range docs {
-		if b, err := os.ReadFile(d); err == nil {
-			f.Add(b)
-		}
+	for _, b := range vectors.Docs(f, dir) {
+		f.Add(b)
 	}
 	keys := loadKeys(f)
 	f.Fuzz(func(t *testing.T, doc []byte) {
@@ -272,10 +240,6 @@ func FuzzAICP(f *testing.F) {
 		if r.Valid != (len(r.Errors) == 0) || r.Protocol != "aicp" {
 			t.Fatalf("inconsistent report %+v", r)
 		}
-		for _, p := range r.Errors {
-			if p.Code == "" || p.Message == "" {
-				t.Fatalf("problem without code or message: %+v", p)
-			}
-		}
+		vectors.CheckProblems(t, r)
 	})
 }

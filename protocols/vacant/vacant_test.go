@@ -13,16 +13,14 @@ import (
 
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/protocols/canonjson"
+	"github.com/envelopd/envelopd/protocols/internal/vectors"
 )
 
 const dir = "../../testdata/protocols/vacant"
 
 type want struct {
-	Errors []struct {
-		Code  protocols.Code `json:"code"`
-		Field string         `json:"field"`
-	} `json:"errors"`
-	Summary json.RawMessage `json:"summary"`
+	Errors  []vectors.Problem `json:"errors"`
+	Summary json.RawMessage   `json:"summary"`
 	Link    *struct {
 		Chain string `json:"chain"`
 		Seq   int64  `json:"seq"`
@@ -51,53 +49,29 @@ func sameJSON(t *testing.T, got any, want json.RawMessage) bool {
 // fields in order, the summary, and for valid envelopes the chain link with
 // the hash computed by Python's hashlib.blake2b.
 func TestValidate(t *testing.T) {
-	docs, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	if len(docs) < 40 {
-		t.Fatalf("found %d vectors, want the whole corpus", len(docs))
-	}
-	for _, path := range docs {
-		name := strings.TrimSuffix(path, ".json")
-		t.Run(filepath.Base(name), func(t *testing.T) {
-			doc, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
+	vectors.Each(t, dir, 40, ".want", func(t *testing.T, doc, wb []byte) {
+		var w want
+		if err := json.Unmarshal(wb, &w); err != nil {
+			t.Fatal(err)
+		}
+		r := Validate(doc)
+		vectors.CheckErrors(t, r, w.Errors)
+		if r.Protocol != "vacant" {
+			t.Errorf("Protocol %q", r.Protocol)
+		}
+		if !sameJSON(t, r.Summary, w.Summary) {
+			t.Errorf("summary = %v, want %s", r.Summary, w.Summary)
+		}
+		switch {
+		case w.Link == nil && len(r.Links) != 0:
+			t.Errorf("links %v on an invalid envelope", r.Links)
+		case w.Link != nil:
+			wl := protocols.Link{Chain: w.Link.Chain, Seq: w.Link.Seq, Prev: w.Link.Prev, Hash: w.Link.Hash}
+			if len(r.Links) != 1 || r.Links[0] != wl {
+				t.Errorf("links = %+v, want %+v", r.Links, wl)
 			}
-			wb, err := os.ReadFile(name + ".want")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var w want
-			if err := json.Unmarshal(wb, &w); err != nil {
-				t.Fatal(err)
-			}
-			r := Validate(doc)
-			var got, exp []string
-			for _, p := range r.Errors {
-				got = append(got, string(p.Code)+"@"+p.Field)
-			}
-			for _, e := range w.Errors {
-				exp = append(exp, string(e.Code)+"@"+e.Field)
-			}
-			if !reflect.DeepEqual(got, exp) {
-				t.Errorf("errors = %v, want %v\n%v", got, exp, r.Errors)
-			}
-			if r.Protocol != "vacant" || r.Valid != (len(exp) == 0) {
-				t.Errorf("Protocol %q Valid %v with errors %v", r.Protocol, r.Valid, r.Errors)
-			}
-			if !sameJSON(t, r.Summary, w.Summary) {
-				t.Errorf("summary = %v, want %s", r.Summary, w.Summary)
-			}
-			switch {
-			case w.Link == nil && len(r.Links) != 0:
-				t.Errorf("links %v on an invalid envelope", r.Links)
-			case w.Link != nil:
-				wl := protocols.Link{Chain: w.Link.Chain, Seq: w.Link.Seq, Prev: w.Link.Prev, Hash: w.Link.Hash}
-				if len(r.Links) != 1 || r.Links[0] != wl {
-					t.Errorf("links = %+v, want %+v", r.Links, wl)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestSignVectors checks that Sign reproduces the signing bytes, signature
@@ -228,21 +202,14 @@ func TestSignRejects(t *testing.T) {
 }
 
 func FuzzVacant(f *testing.F) {
-	docs, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	for _, d := range docs {
-		if b, err := os.ReadFile(d); err == nil {
-			f.Add(b)
-		}
+	for _, b := range vectors.Docs(f, dir) {
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		r := Validate(doc)
 		if r.Valid != (len(r.Errors) == 0) || r.Valid != (len(r.Links) == 1) {
 			t.Fatalf("inconsistent report %+v", r)
 		}
-		for _, p := range r.Errors {
-			if p.Code == "" || p.Message == "" {
-				t.Fatalf("problem without code or message: %+v", p)
-			}
-		}
+		vectors.CheckProblems(t, r)
 	})
 }
