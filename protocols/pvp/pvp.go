@@ -1,7 +1,6 @@
 package pvp
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,7 +8,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/protocols"
-	"github.com/envelopd/envelopd/protocols/canonjson"
+	"github.com/envelopd/envelopd/protocols/internal/jsondoc"
 )
 
 // Validate checks one PVP message (the bytes of a JSON attachment) and
@@ -17,14 +16,9 @@ import (
 // when present).
 func Validate(doc []byte) protocols.Report {
 	r := protocols.Report{Protocol: Protocol, Errors: protocols.Problems{}, Summary: map[string]any{}}
-	v, err := decode(doc)
-	if err != nil {
-		r.Errors = append(r.Errors, protocols.New(protocols.CodeInvalidJSON, "", "%v", err))
-		return r
-	}
-	env, ok := v.(map[string]any)
+	env, p, ok := jsondoc.Object(doc, "a PVP message")
 	if !ok {
-		r.Errors = append(r.Errors, protocols.New(protocols.CodeInvalidField, "", "a PVP message is a JSON object, not %s", jsonType(v)))
+		r.Errors = append(r.Errors, p)
 		return r
 	}
 	var c checker
@@ -60,7 +54,7 @@ func (c *checker) envelope(env map[string]any) {
 	if v, ok := env["v"]; !ok {
 		c.add(protocols.CodeMissingField, "v", "v is required")
 	} else if n, isNum := v.(json.Number); !isNum {
-		c.add(protocols.CodeInvalidField, "v", "v must be the integer 1, not %s", jsonType(v))
+		c.add(protocols.CodeInvalidField, "v", "v must be the integer 1, not %s", jsondoc.TypeName(v))
 	} else if f, err := strconv.ParseFloat(string(n), 64); err != nil || f != Version {
 		c.add(protocols.CodeUnsupportedVersion, "v", "protocol version %s is not supported (only 1, §3.3)", n)
 	}
@@ -89,7 +83,7 @@ func (c *checker) envelope(env map[string]any) {
 	}
 	payload, ok := p.(map[string]any)
 	if !ok {
-		c.add(protocols.CodeInvalidField, "payload", "payload must be an object, not %s", jsonType(p))
+		c.add(protocols.CodeInvalidField, "payload", "payload must be an object, not %s", jsondoc.TypeName(p))
 		return
 	}
 	if !typeOK {
@@ -151,7 +145,7 @@ func (c *checker) nonEmpty(obj map[string]any, name string) (string, bool) {
 	}
 	s, ok := v.(string)
 	if !ok {
-		c.add(protocols.CodeInvalidField, name, "%s must be a string, not %s", name, jsonType(v))
+		c.add(protocols.CodeInvalidField, name, "%s must be a string, not %s", name, jsondoc.TypeName(v))
 		return "", false
 	}
 	if s == "" {
@@ -181,7 +175,7 @@ func (c *checker) check(obj map[string]any, prefix string, f field) {
 
 func (c *checker) value(v any, path string, f field) {
 	bad := func(want string) {
-		c.add(protocols.CodeInvalidField, path, "%s must be %s, not %s", path, want, jsonType(v))
+		c.add(protocols.CodeInvalidField, path, "%s must be %s, not %s", path, want, jsondoc.TypeName(v))
 	}
 	switch f.kind {
 	case kAny:
@@ -268,7 +262,7 @@ func (c *checker) value(v any, path string, f field) {
 func (c *checker) quorum(v any, path string) {
 	q, ok := v.(map[string]any)
 	if !ok {
-		c.add(protocols.CodeInvalidField, path, "%s must be a quorum rule object, not %s", path, jsonType(v))
+		c.add(protocols.CodeInvalidField, path, "%s must be a quorum rule object, not %s", path, jsondoc.TypeName(v))
 		return
 	}
 	c.check(q, path+".", reqEnum("type", quorumTypes))
@@ -312,30 +306,4 @@ func isTimestamp(s string) bool {
 	}
 	_, err := time.Parse("2006-01-02T15:04:05.999999999", s)
 	return err == nil
-}
-
-// decode parses one JSON document with canonjson.Parse (numbers kept as
-// json.Number; duplicate keys, lone surrogates and invalid UTF-8 refused).
-// A leading UTF-8 byte order mark is skipped, as Python's json.loads does
-// for bytes.
-func decode(doc []byte) (any, error) {
-	return canonjson.Parse(bytes.TrimPrefix(doc, []byte("\xef\xbb\xbf")))
-}
-
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case json.Number:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return "an unknown value"
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/protocols/internal/jsondoc"
 )
 
 // isMoneyKey reports whether a payload member holds money ("Money":
@@ -63,7 +64,7 @@ func (c *checker) moneyValue(v any, path string, top bool) {
 			c.add(protocols.CodeInvalidField, path, "%s is a string: money is a JSON integer in minor units", path)
 		}
 	default:
-		c.add(protocols.CodeInvalidField, path, "%s is %s: money is a JSON integer in minor units", path, jsonType(v))
+		c.add(protocols.CodeInvalidField, path, "%s is %s: money is a JSON integer in minor units", path, jsondoc.TypeName(v))
 	}
 }
 

@@ -1,15 +1,13 @@
 package vcp
 
 import (
-	"bytes"
-	"encoding/json"
 	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/envelopd/envelopd/protocols"
-	"github.com/envelopd/envelopd/protocols/canonjson"
+	"github.com/envelopd/envelopd/protocols/internal/jsondoc"
 )
 
 // Protocol is the Report.Protocol of a VCP envelope.
@@ -38,14 +36,9 @@ var (
 // envelope with an idempotency key, the idempotency claim.
 func Validate(doc []byte) protocols.Report {
 	r := protocols.Report{Protocol: Protocol, Errors: protocols.Problems{}, Summary: map[string]any{}}
-	v, err := decode(doc)
-	if err != nil {
-		r.Errors = append(r.Errors, protocols.New(protocols.CodeInvalidJSON, "", "%v", err))
-		return r
-	}
-	env, ok := v.(map[string]any)
+	env, p, ok := jsondoc.Object(doc, "a VCP envelope")
 	if !ok {
-		r.Errors = append(r.Errors, protocols.New(protocols.CodeInvalidField, "", "a VCP envelope is a JSON object, not %s", jsonType(v)))
+		r.Errors = append(r.Errors, p)
 		return r
 	}
 	var c checker
@@ -126,7 +119,7 @@ func (c *checker) str(obj map[string]any, field string, nullable bool) (string, 
 	}
 	s, ok := v.(string)
 	if !ok {
-		c.add(protocols.CodeInvalidField, field, "%s must be a string, not %s", field, jsonType(v))
+		c.add(protocols.CodeInvalidField, field, "%s must be a string, not %s", field, jsondoc.TypeName(v))
 		return "", false
 	}
 	if s == "" {
@@ -155,7 +148,7 @@ func (c *checker) signature(env map[string]any) {
 			c.add(protocols.CodeInvalidField, "signature", "signature must be null or populated, not empty")
 		}
 	default:
-		c.add(protocols.CodeInvalidField, "signature", "signature must be null, a string or an object, not %s", jsonType(v))
+		c.add(protocols.CodeInvalidField, "signature", "signature must be null, a string or an object, not %s", jsondoc.TypeName(v))
 	}
 }
 
@@ -167,7 +160,7 @@ func (c *checker) action(env map[string]any) {
 	}
 	act, ok := v.(map[string]any)
 	if !ok {
-		c.add(protocols.CodeInvalidField, "action", "action must be an object, not %s", jsonType(v))
+		c.add(protocols.CodeInvalidField, "action", "action must be an object, not %s", jsondoc.TypeName(v))
 		return
 	}
 	if kind, ok := c.strAt(act, "action.", "kind"); ok {
@@ -184,7 +177,7 @@ func (c *checker) action(env map[string]any) {
 	}
 	payload, ok := p.(map[string]any)
 	if !ok {
-		c.add(protocols.CodeInvalidField, "action.payload", "action.payload must be an object, not %s", jsonType(p))
+		c.add(protocols.CodeInvalidField, "action.payload", "action.payload must be an object, not %s", jsondoc.TypeName(p))
 		return
 	}
 	c.money(payload, "action.payload")
@@ -234,30 +227,4 @@ func summarise(env map[string]any, sum map[string]any) {
 			sum["kind"] = s
 		}
 	}
-}
-
-// decode parses one JSON document with canonjson.Parse (numbers kept as
-// json.Number; duplicate keys, lone surrogates and invalid UTF-8 refused).
-// A leading UTF-8 byte order mark is skipped, as Python's json.loads does
-// for bytes.
-func decode(doc []byte) (any, error) {
-	return canonjson.Parse(bytes.TrimPrefix(doc, []byte("\xef\xbb\xbf")))
-}
-
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case json.Number:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return "an unknown value"
 }
