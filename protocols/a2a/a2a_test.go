@@ -2,12 +2,9 @@ package a2a
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
-	"github.com/envelopd/envelopd/protocols/canonjson"
 	"github.com/envelopd/envelopd/protocols/internal/vectors"
 )
 
@@ -40,19 +37,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestIsSend(t *testing.T) {
-	for file, want := range map[string]bool{"valid_v03_message_send.json": true, "valid_v10_text.json": true, "bad_method.json": false, "missing_jsonrpc.json": false} {
-		b, err := os.ReadFile(filepath.Join(dir, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := canonjson.ParseObject(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := IsSend(m); got != want {
-			t.Errorf("IsSend(%s) = %v", file, got)
-		}
-	}
+	vectors.Detects(t, dir, "IsSend", IsSend, map[string]bool{"valid_v03_message_send.json": true, "valid_v10_text.json": true, "bad_method.json": false, "missing_jsonrpc.json": false})
 }
 
 func FuzzA2A(f *testing.F) {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/protocols"
-	"github.com/envelopd/envelopd/protocols/canonjson"
 	"github.com/envelopd/envelopd/protocols/internal/vectors"
 )
 
@@ -163,19 +162,7 @@ func TestTimes(t *testing.T) {
 }
 
 func TestIsVacant(t *testing.T) {
-	for file, want := range map[string]bool{"chain_1.json": true, "missing_metadata.json": false, "missing_jsonrpc.json": false} {
-		b, err := os.ReadFile(filepath.Join(dir, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := canonjson.ParseObject(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := IsVacant(m); got != want {
-			t.Errorf("IsVacant(%s) = %v", file, got)
-		}
-	}
+	vectors.Detects(t, dir, "IsVacant", IsVacant, map[string]bool{"chain_1.json": true, "missing_metadata.json": false, "missing_jsonrpc.json": false})
 }
 
 func TestSignRejects(t *testing.T) {

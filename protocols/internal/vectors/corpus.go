@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/protocols/canonjson"
 )
 
 // Files returns the NAME.json documents of dir; fewer than min is fatal.
@@ -158,6 +159,25 @@ func CheckProblems(t *testing.T, r protocols.Report) {
 	for _, p := range r.Errors {
 		if p.Code == "" || p.Message == "" {
 			t.Fatalf("problem without code or message: %+v", p)
+		}
+	}
+}
+
+// Detects checks a detector of decoded objects: for each FILE of dir
+// (parsed with canonjson.ParseObject) detect must answer want.
+func Detects(t *testing.T, dir, name string, detect func(map[string]any) bool, want map[string]bool) {
+	t.Helper()
+	for file, w := range want {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := canonjson.ParseObject(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := detect(m); got != w {
+			t.Errorf("%s(%s) = %v", name, file, got)
 		}
 	}
 }
