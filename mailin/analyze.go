@@ -33,6 +33,9 @@ type Analysis struct {
 	Links  []protocols.Link
 	Checks []protocols.StateCheck
 	Sets   []protocols.StateSet
+	// Withhold, when not "", says why the mail's body must not be stored
+	// (a tunnelled document that must never be persisted).
+	Withhold string
 }
 
 // Analyze runs DKIM verification, the Envelopay parse and the
@@ -44,7 +47,7 @@ func Analyze(ctx context.Context, raw []byte, opts AnalyzeOptions) *Analysis {
 		a.DKIM = VerifyDKIM(ctx, opts.Verifier, raw, a.Result)
 	}
 	st := InspectAttachments(a.Result, tunnel.Options{AICPKeys: opts.AICPKeys, Now: opts.Now})
-	a.Claims, a.Links, a.Checks, a.Sets = st.Claims, st.Links, st.Checks, st.Sets
+	a.Claims, a.Links, a.Checks, a.Sets, a.Withhold = st.Claims, st.Links, st.Checks, st.Sets, st.Withhold
 	a.Result.Valid = len(a.Result.Errors) == 0
 	return a
 }
@@ -81,6 +84,9 @@ func InspectAttachments(r *parse.Result, opts tunnel.Options) protocols.Report {
 			continue
 		}
 		rep := tunnel.Inspect(att.Data, att.ContentType, att.Filename, opts)
+		if rep.Withhold != "" && all.Withhold == "" {
+			all.Withhold = rep.Withhold
+		}
 		var proto *string
 		if rep.Protocol != "" {
 			p := rep.Protocol

@@ -1,6 +1,7 @@
 package mailin
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -100,6 +101,9 @@ func (p *Pipeline) Ingest(ctx context.Context, raw []byte, meta Meta) (store.Out
 		keys = p.Keys(ctx)
 	}
 	a := Analyze(ctx, raw, AnalyzeOptions{Verifier: p.Verifier, Lenient: p.Lenient, AICPKeys: keys, Now: now})
+	if a.Withhold != "" {
+		raw = Withheld(raw, a.Withhold)
+	}
 	in := Incoming(a, raw, store.DirIn)
 	in.Mailbox = meta.Mailbox
 	in.ReceivedAt = now.UTC()
@@ -206,6 +210,38 @@ func Incoming(a *Analysis, raw []byte, dir string) *store.Incoming {
 		}
 	}
 	return in
+}
+
+// Withheld is what is stored instead of a mail that must not be persisted:
+// its header section and a line saying why the body was withheld. The
+// parse result (errors, attachment summaries) is kept; the attachment
+// contents are not.
+func Withheld(raw []byte, why string) []byte {
+	head := raw
+	if i := bytes.Index(raw, []byte("\r\n\r\n")); i >= 0 {
+		head = raw[:i+2]
+	} else if i := bytes.Index(raw, []byte("\n\n")); i >= 0 {
+		head = raw[:i+1]
+	}
+	var b bytes.Buffer
+	skipping := false
+	for _, line := range bytes.SplitAfter(head, []byte("\n")) {
+		// The body is gone, so its MIME description (and the folded
+		// lines of those fields) is dropped too.
+		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
+			if !skipping {
+				b.Write(line)
+			}
+			continue
+		}
+		skipping = bytes.HasPrefix(bytes.ToLower(line), []byte("content-"))
+		if !skipping {
+			b.Write(line)
+		}
+	}
+	b.WriteString("X-Envelopd-Withheld: " + why + "\r\n\r\n")
+	b.WriteString("[envelopd: the body of this message was not stored: " + why + "]\r\n")
+	return b.Bytes()
 }
 
 // ProofFingerprint identifies a payment proof for replay detection

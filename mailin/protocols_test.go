@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"github.com/envelopd/envelopd/store"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +187,32 @@ func TestServePVPRoles(t *testing.T) {
 		"quarantined:unauthorized", "quarantined:unauthorized", "quarantined:unauthorized"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("got  %v\nwant %v", got, want)
+	}
+}
+
+// TestServeWithholdsSecretValues: PVP §20.3 — secret values MUST NOT be
+// persisted. A mail whose PVP attachment carries one is kept (quarantined,
+// with its errors) but without its body: the secret is nowhere in the store.
+func TestServeWithholdsSecretValues(t *testing.T) {
+	ts := startServer(t, SMTPConfig{}, nil)
+	doc := `{"v":1,"id":"01HX7KSECRET0000000000000A","ts":"2026-01-30T20:00:00.000Z","session":"ses_1","sender":"alice_01",` +
+		`"type":"secret.share","payload":{"key":"DB_URL","scope":["claude_01"],"value_ref":"vault://db","value":"hunter2-very-secret"}}`
+	got := ingestSeq(t, ts, [][]byte{withAttachment(1, "application/pvp+json", []byte(doc))})
+	if len(got) != 1 || got[0] != "quarantined:invalid_field" {
+		t.Fatalf("got %v", got)
+	}
+	msgs, err := ts.store.Messages(context.Background(), store.Filter{WithRaw: true})
+	if err != nil || len(msgs) != 1 {
+		t.Fatal(err)
+	}
+	m := msgs[0]
+	view, _ := View(&m)
+	for what, b := range map[string][]byte{"raw": m.Raw, "result": m.Result, "view": view} {
+		if strings.Contains(string(b), "hunter2") {
+			t.Errorf("the secret value is in the stored %s", what)
+		}
+	}
+	if !strings.Contains(string(m.Raw), "X-Envelopd-Withheld: ") || !strings.Contains(string(m.Raw), "Subject: ORDER | tunnel 1") {
+		t.Errorf("stored raw:\n%s", m.Raw)
 	}
 }

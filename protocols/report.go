@@ -18,6 +18,10 @@ type Report struct {
 	Links    []Link         `json:"-"`
 	Checks   []StateCheck   `json:"-"`
 	Sets     []StateSet     `json:"-"`
+	// Withhold, when not "", says why the document must never be persisted
+	// (PVP §20.3: secret values MUST NOT be persisted to disk); the
+	// pipeline then stores the mail without its body.
+	Withhold string `json:"-"`
 }
 
 // Claim asks the store to record Key under Kind (unique per Kind) with

@@ -38,6 +38,13 @@ func Validate(doc []byte) protocols.Report {
 	if r.Valid {
 		r.Checks, r.Sets = sessionState(env)
 	}
+	if t, _ := env["type"].(string); t == "secret.share" {
+		if p, _ := env["payload"].(map[string]any); p != nil {
+			if _, ok := p["value"]; ok {
+				r.Withhold = "a PVP secret.share carrying a secret value (pvp-v1.0.0 §20.3: never persisted)"
+			}
+		}
+	}
 	return r
 }
 
