@@ -222,7 +222,7 @@ func checkAccept(tx *wtx, in *Incoming, rcpts string) (protocols.Problems, error
 		return nil, nil
 	}
 	var want Asset
-	err := tx.QueryRow(`SELECT want_amount, want_token, want_chain FROM messages
+	err := tx.QueryRow(`SELECT want_amount, want_token, want_chain FROM messages INDEXED BY messages_eid
 		WHERE envelopay_id = ? AND mailbox = ? AND type = 'offer' AND want_amount IS NOT NULL
 		ORDER BY sender IN (SELECT value FROM json_each(?)) DESC, status = 'accepted' DESC, id
 		LIMIT 1`, ref, in.Mailbox, rcpts).Scan(&want.Amount, &want.Token, &want.Chain)

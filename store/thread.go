@@ -21,6 +21,11 @@ const maxThreadRefs = 64
 // an accepted one; failing that, a new thread id. So WHICH → METHODS →
 // ORDER → INVOICE → PAY → FULFILL is one thread even when a client drops
 // In-Reply-To.
+//
+// The lookups name their index (INDEXED BY): without ANALYZE statistics
+// SQLite prefers messages_mailbox (mailbox, id), which satisfies ORDER BY
+// id but walks the whole mailbox when nothing matches — the common case,
+// a new message's own Message-ID — and made ingest quadratic.
 func threadFor(tx *wtx, in *Incoming, sum []byte, rcpts string) (string, error) {
 	best := int64(0)
 	thread := ""
@@ -53,8 +58,8 @@ func threadFor(tx *wtx, in *Incoming, sum []byte, rcpts string) (string, error) 
 	for _, m := range mids {
 		var id int64
 		var t string
-		err := tx.QueryRow(`SELECT id, thread_id FROM messages WHERE message_id = ? AND mailbox = ?
-			ORDER BY id LIMIT 1`, m, in.Mailbox).Scan(&id, &t)
+		err := tx.QueryRow(`SELECT id, thread_id FROM messages INDEXED BY messages_copy
+			WHERE message_id = ? AND mailbox = ? ORDER BY id LIMIT 1`, m, in.Mailbox).Scan(&id, &t)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
@@ -73,7 +78,7 @@ func threadFor(tx *wtx, in *Incoming, sum []byte, rcpts string) (string, error) 
 		}
 		var id int64
 		var t string
-		err := tx.QueryRow(`SELECT id, thread_id FROM messages
+		err := tx.QueryRow(`SELECT id, thread_id FROM messages INDEXED BY messages_eid
 			WHERE envelopay_id = ? AND mailbox = ?
 			ORDER BY sender IN (SELECT value FROM json_each(?)) DESC, status = 'accepted' DESC, id
 			LIMIT 1`, ref, in.Mailbox, rcpts).Scan(&id, &t)
