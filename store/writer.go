@@ -58,6 +58,17 @@ func (s *SQLite) write(ctx context.Context, fn func(tx *wtx) error) error {
 // transaction, commits once, and only then answers each of them.
 func (s *SQLite) writer() {
 	defer close(s.done)
+	// The writer's connection for its whole life (see wtx). s.w has
+	// exactly one connection and nothing else takes it once the writer
+	// runs.
+	conn, err := s.w.Conn(context.Background())
+	if err != nil {
+		s.refuseAll(fmt.Errorf("store: writer connection: %w", err))
+		return
+	}
+	tx := &wtx{conn: conn, stmts: s.stmts}
+	defer conn.Close()
+	defer tx.close()
 	batch := make([]*op, 0, s.opts.MaxBatch)
 	for {
 		batch = batch[:0]
@@ -71,12 +82,12 @@ func (s *SQLite) writer() {
 				case o := <-s.ops:
 					batch = append(batch, o)
 					if len(batch) == cap(batch) {
-						s.commit(batch)
+						s.commit(tx, batch)
 						batch = batch[:0]
 					}
 				default:
 					if len(batch) > 0 {
-						s.commit(batch)
+						s.commit(tx, batch)
 					}
 					return
 				}
@@ -95,7 +106,7 @@ func (s *SQLite) writer() {
 				break fill
 			}
 		}
-		s.commit(batch)
+		s.commit(tx, batch)
 	}
 }
 
@@ -112,18 +123,14 @@ func (s *SQLite) Stats() Stats {
 }
 
 // commit runs one batch as one transaction.
-func (s *SQLite) commit(batch []*op) {
-	ctx := context.Background()
+func (s *SQLite) commit(tx *wtx, batch []*op) {
 	errs := make([]error, len(batch))
-	sqltx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
+	if _, err := tx.Exec("BEGIN IMMEDIATE"); err != nil {
 		for _, o := range batch {
 			o.done <- fmt.Errorf("store: begin: %w", err)
 		}
 		return
 	}
-	tx := &wtx{tx: sqltx, stmts: s.stmts, missed: s.missed}
-	defer s.prepareMissed(s.missed)
 	for i, o := range batch {
 		if err := o.ctx.Err(); err != nil {
 			errs[i] = err
@@ -131,7 +138,12 @@ func (s *SQLite) commit(batch []*op) {
 		}
 		errs[i] = s.runOp(tx, o)
 	}
-	if err := sqltx.Commit(); err != nil {
+	if _, err := tx.Exec("COMMIT"); err != nil {
+		// A failed COMMIT may leave the transaction open (SQLITE_BUSY) or
+		// have rolled it back already (I/O error); either way nothing of
+		// the batch is durable, and the next BEGIN must find no
+		// transaction.
+		tx.Exec("ROLLBACK")
 		for i, o := range batch {
 			if errs[i] == nil {
 				errs[i] = fmt.Errorf("store: commit: %w", err)
@@ -147,6 +159,26 @@ func (s *SQLite) commit(batch []*op) {
 	s.notify()
 	for i, o := range batch {
 		o.done <- errs[i]
+	}
+}
+
+// refuseAll answers every write with err until Close (the writer could
+// not start).
+func (s *SQLite) refuseAll(err error) {
+	for {
+		select {
+		case o := <-s.ops:
+			o.done <- err
+		case <-s.quit:
+			for {
+				select {
+				case o := <-s.ops:
+					o.done <- err
+				default:
+					return
+				}
+			}
+		}
 	}
 }
 
