@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,12 +115,12 @@ func ingestTx(tx *wtx, in *Incoming, callOOPS bool) (Outcome, error) {
 
 	// Read-only decisions first, so that the common case writes the row
 	// once: the thread and the ACCEPT check.
-	thread, err := threadFor(tx, in, sum[:], rcpts)
+	thread, err := threadFor(tx, in, sum[:])
 	if err != nil {
 		return Outcome{}, err
 	}
 	if in.Type == "accept" && in.AcceptPaid != nil {
-		p, err := checkAccept(tx, in, rcpts)
+		p, err := checkAccept(tx, in)
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -133,20 +132,26 @@ func ingestTx(tx *wtx, in *Incoming, callOOPS bool) (Outcome, error) {
 	if in.OfferWant != nil {
 		wantAmount, wantToken, wantChain = in.OfferWant.Amount, in.OfferWant.Token, in.OfferWant.Chain
 	}
-	var id int64
-	err = tx.QueryRow(`INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
+	// Exec, not RETURNING: no result set to set up and tear down. A
+	// conflict (exact redelivery) changes no row.
+	res, err := tx.Exec(`INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
 		recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
 		result, dkim, auth_results, size, want_amount, want_token, want_chain)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING
-		RETURNING id`,
+		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING`,
 		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
 		status, thread, now.UnixNano(), jsonOrEmpty(errs, "[]"), jsonOrEmpty(warns, "[]"),
 		nullJSON(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
-		wantAmount, wantToken, wantChain).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
+		wantAmount, wantToken, wantChain)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("store: insert message: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return Outcome{}, fmt.Errorf("store: insert message: %w", err)
+	} else if n == 0 {
 		return redelivery(tx, dir, in.Mailbox, in.MessageID, sum[:])
 	}
+	id, err := res.LastInsertId()
 	if err != nil {
 		return Outcome{}, fmt.Errorf("store: insert message: %w", err)
 	}
@@ -216,21 +221,38 @@ func redelivery(tx *wtx, dir, mailbox, mid string, sum []byte) (Outcome, error) 
 // names (offer_ref), preferring an OFFER sent by one of the ACCEPT's
 // recipients (the counterparty), then an accepted one, then the earliest.
 // An unknown OFFER is not an error here: it may predate this store.
-func checkAccept(tx *wtx, in *Incoming, rcpts string) (protocols.Problems, error) {
+func checkAccept(tx *wtx, in *Incoming) (protocols.Problems, error) {
 	ref := in.Refs["offer_ref"]
 	if ref == "" {
 		return nil, nil
 	}
-	var want Asset
-	err := tx.QueryRow(`SELECT want_amount, want_token, want_chain FROM messages INDEXED BY messages_eid
-		WHERE envelopay_id = ? AND mailbox = ? AND type = 'offer' AND want_amount IS NOT NULL
-		ORDER BY sender IN (SELECT value FROM json_each(?)) DESC, status = 'accepted' DESC, id
-		LIMIT 1`, ref, in.Mailbox, rcpts).Scan(&want.Amount, &want.Token, &want.Chain)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
+	rows, err := tx.Query(`SELECT id, sender, status, want_amount, want_token, want_chain
+		FROM messages INDEXED BY messages_eid
+		WHERE envelopay_id = ? AND mailbox = ? AND type = 'offer' AND want_amount IS NOT NULL`, ref, in.Mailbox)
 	if err != nil {
 		return nil, fmt.Errorf("store: look up OFFER: %w", err)
+	}
+	defer rows.Close()
+	var best refCandidate
+	var want Asset
+	for rows.Next() {
+		var c refCandidate
+		var sender, status string
+		var w Asset
+		if err := rows.Scan(&c.id, &sender, &status, &w.Amount, &w.Token, &w.Chain); err != nil {
+			return nil, fmt.Errorf("store: look up OFFER: %w", err)
+		}
+		c.counterparty = slices.Contains(in.Recipients, sender)
+		c.ok = status == StatusAccepted
+		if best.id == 0 || c.better(best) {
+			best, want = c, w
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: look up OFFER: %w", err)
+	}
+	if best.id == 0 {
+		return nil, nil
 	}
 	got := in.AcceptPaid
 	var ps protocols.Problems

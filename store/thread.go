@@ -4,8 +4,9 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // maxThreadRefs bounds how many header Message-IDs are looked up per
@@ -26,16 +27,9 @@ const maxThreadRefs = 64
 // SQLite prefers messages_mailbox (mailbox, id), which satisfies ORDER BY
 // id but walks the whole mailbox when nothing matches — the common case,
 // a new message's own Message-ID — and made ingest quadratic.
-func threadFor(tx *wtx, in *Incoming, sum []byte, rcpts string) (string, error) {
-	best := int64(0)
-	thread := ""
-	consider := func(id int64, t string) {
-		if t != "" && (best == 0 || id < best) {
-			best, thread = id, t
-		}
-	}
+func threadFor(tx *wtx, in *Incoming, sum []byte) (string, error) {
 	seen := map[string]bool{}
-	var mids []string
+	var mids []any
 	add := func(m string) {
 		if m != "" && !seen[m] && len(mids) < maxThreadRefs {
 			seen[m] = true
@@ -55,45 +49,101 @@ func threadFor(tx *wtx, in *Incoming, sum []byte, rcpts string) (string, error) 
 	for _, m := range refs {
 		add(m)
 	}
-	for _, m := range mids {
-		var id int64
-		var t string
-		err := tx.QueryRow(`SELECT id, thread_id FROM messages INDEXED BY messages_copy
-			WHERE message_id = ? AND mailbox = ? ORDER BY id LIMIT 1`, m, in.Mailbox).Scan(&id, &t)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
+	if len(mids) > 0 {
+		// One statement for all of them: min(id) makes SQLite take
+		// thread_id from the earliest matching row (a bare column of a
+		// min() aggregate), and always yields one row.
+		var id sql.NullInt64
+		var t sql.NullString
+		err := tx.QueryRow(`SELECT min(id), thread_id FROM messages INDEXED BY messages_copy
+			WHERE message_id IN (`+placeholders(len(mids))+`) AND mailbox = ?`,
+			append(mids, in.Mailbox)...).Scan(&id, &t)
 		if err != nil {
 			return "", fmt.Errorf("store: thread lookup: %w", err)
 		}
-		consider(id, t)
-	}
-	if thread != "" {
-		return thread, nil
-	}
-	for _, k := range sortedKeys(in.Refs) {
-		ref := in.Refs[k]
-		if ref == "" {
-			continue
+		if id.Valid && t.String != "" {
+			return t.String, nil
 		}
-		var id int64
-		var t string
-		err := tx.QueryRow(`SELECT id, thread_id FROM messages INDEXED BY messages_eid
-			WHERE envelopay_id = ? AND mailbox = ?
-			ORDER BY sender IN (SELECT value FROM json_each(?)) DESC, status = 'accepted' DESC, id
-			LIMIT 1`, ref, in.Mailbox, rcpts).Scan(&id, &t)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("store: thread lookup: %w", err)
-		}
-		consider(id, t)
 	}
-	if thread != "" {
-		return thread, nil
+	best, err := refMatch(tx, in)
+	if err != nil {
+		return "", err
+	}
+	if best.thread != "" {
+		return best.thread, nil
 	}
 	return newThreadID(in.Mailbox, in.MessageID, sum), nil
+}
+
+// refCandidate is a stored message named by a typed ref.
+type refCandidate struct {
+	id               int64
+	thread           string
+	counterparty, ok bool // sent by one of our recipients; accepted
+}
+
+// better orders the candidates for one ref: the counterparty's message,
+// then an accepted one, then the earliest.
+func (c refCandidate) better(d refCandidate) bool {
+	if c.counterparty != d.counterparty {
+		return c.counterparty
+	}
+	if c.ok != d.ok {
+		return c.ok
+	}
+	return c.id < d.id
+}
+
+// refMatch picks, for each typed ref, its best message (better), and
+// returns the earliest of those; zero when no ref names a stored message.
+// The candidates come from one statement and are ordered here, which
+// spares SQLite a temporary table per ref for the recipients and the sort.
+func refMatch(tx *wtx, in *Incoming) (refCandidate, error) {
+	var ids []any
+	seen := map[string]bool{}
+	for _, k := range sortedKeys(in.Refs) {
+		if ref := in.Refs[k]; ref != "" && !seen[ref] && len(ids) < maxThreadRefs {
+			seen[ref] = true
+			ids = append(ids, ref)
+		}
+	}
+	if len(ids) == 0 {
+		return refCandidate{}, nil
+	}
+	rows, err := tx.Query(`SELECT envelopay_id, id, thread_id, sender, status FROM messages INDEXED BY messages_eid
+		WHERE envelopay_id IN (`+placeholders(len(ids))+`) AND mailbox = ?`, append(ids, in.Mailbox)...)
+	if err != nil {
+		return refCandidate{}, fmt.Errorf("store: thread lookup: %w", err)
+	}
+	defer rows.Close()
+	perRef := map[string]refCandidate{}
+	for rows.Next() {
+		var ref, sender, status string
+		var c refCandidate
+		if err := rows.Scan(&ref, &c.id, &c.thread, &sender, &status); err != nil {
+			return refCandidate{}, fmt.Errorf("store: thread lookup: %w", err)
+		}
+		c.counterparty = slices.Contains(in.Recipients, sender)
+		c.ok = status == StatusAccepted
+		if b, ok := perRef[ref]; !ok || c.better(b) {
+			perRef[ref] = c
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return refCandidate{}, fmt.Errorf("store: thread lookup: %w", err)
+	}
+	var best refCandidate
+	for _, c := range perRef {
+		if c.thread != "" && (best.id == 0 || c.id < best.id) {
+			best = c
+		}
+	}
+	return best, nil
+}
+
+// placeholders is "?, ?, …" with n marks (n ≥ 1).
+func placeholders(n int) string {
+	return strings.Repeat("?, ", n-1) + "?"
 }
 
 // newThreadID names a new thread: "t_" and 16 hex digits of a hash of the

@@ -24,11 +24,16 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 	var ps protocols.Problems
 	replay := false
 	if in.EnvelopayID != "" {
-		var prev int64
-		err := tx.QueryRow(`INSERT INTO envelopay_ids (direction, mailbox, sender, envelopay_id, message_id)
-			VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 0`,
-			dir, in.Mailbox, in.Sender, in.EnvelopayID, id).Scan(&prev)
-		if errors.Is(err, sql.ErrNoRows) {
+		res, err := tx.Exec(`INSERT INTO envelopay_ids (direction, mailbox, sender, envelopay_id, message_id)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			dir, in.Mailbox, in.Sender, in.EnvelopayID, id)
+		if err != nil {
+			return nil, false, fmt.Errorf("store: claim id: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, false, fmt.Errorf("store: claim id: %w", err)
+		} else if n == 0 {
+			var prev int64
 			err = tx.QueryRow(`SELECT message_id FROM envelopay_ids
 				WHERE direction = ? AND mailbox = ? AND sender = ? AND envelopay_id = ?`,
 				dir, in.Mailbox, in.Sender, in.EnvelopayID).Scan(&prev)
@@ -37,16 +42,19 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 			}
 			ps = append(ps, protocols.New(protocols.CodeDuplicateID, "id",
 				"id %q from %s was already used by stored message %d", in.EnvelopayID, in.Sender, prev))
-		} else if err != nil {
-			return nil, false, fmt.Errorf("store: claim id: %w", err)
 		}
 	}
 	if in.ProofFingerprint != "" {
-		var prev int64
-		err := tx.QueryRow(`INSERT INTO proofs (direction, mailbox, fingerprint, message_id)
-			VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 0`,
-			dir, in.Mailbox, in.ProofFingerprint, id).Scan(&prev)
-		if errors.Is(err, sql.ErrNoRows) {
+		res, err := tx.Exec(`INSERT INTO proofs (direction, mailbox, fingerprint, message_id)
+			VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			dir, in.Mailbox, in.ProofFingerprint, id)
+		if err != nil {
+			return nil, false, fmt.Errorf("store: claim proof: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, false, fmt.Errorf("store: claim proof: %w", err)
+		} else if n == 0 {
+			var prev int64
 			err = tx.QueryRow(`SELECT message_id FROM proofs WHERE direction = ? AND mailbox = ? AND fingerprint = ?`,
 				dir, in.Mailbox, in.ProofFingerprint).Scan(&prev)
 			if err != nil {
@@ -54,8 +62,6 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 			}
 			ps = append(ps, protocols.New(protocols.CodeDuplicateProof, "proof",
 				"this payment proof was already presented in stored message %d", prev))
-		} else if err != nil {
-			return nil, false, fmt.Errorf("store: claim proof: %w", err)
 		}
 	}
 	for _, c := range in.Claims {
@@ -104,18 +110,21 @@ func takeClaim(tx *wtx, id int64, c protocols.Claim, now time.Time) (*protocols.
 	if c.Window > 0 {
 		expires = now.Add(time.Duration(c.Window) * time.Second).UnixNano()
 	}
-	var ok int
-	err := tx.QueryRow(`INSERT INTO claims (kind, key, value, message_id, created_at, expires_at)
+	res, err := tx.Exec(`INSERT INTO claims (kind, key, value, message_id, created_at, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value, message_id = excluded.message_id,
 			created_at = excluded.created_at, expires_at = excluded.expires_at
-		WHERE claims.expires_at != 0 AND claims.expires_at <= excluded.created_at
-		RETURNING 1`, c.Kind, c.Key, c.Value, id, now.UnixNano(), expires).Scan(&ok)
-	if err == nil {
-		return nil, false, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
+		WHERE claims.expires_at != 0 AND claims.expires_at <= excluded.created_at`,
+		c.Kind, c.Key, c.Value, id, now.UnixNano(), expires)
+	if err != nil {
 		return nil, false, fmt.Errorf("store: claim %s: %w", c.Kind, err)
+	}
+	// A new claim or a replaced expired one changes one row; a live
+	// claim changes none.
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, false, fmt.Errorf("store: claim %s: %w", c.Kind, err)
+	} else if n > 0 {
+		return nil, false, nil
 	}
 	var value string
 	var prev int64
