@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/protocols/envelopay"
 )
 
 // Result is the typed outcome of parsing one raw message. Its JSON form is
@@ -64,6 +65,17 @@ type Attachment struct {
 	Valid    *bool              `json:"valid,omitempty"`
 	Errors   protocols.Problems `json:"errors,omitempty"`
 	Summary  map[string]any     `json:"summary,omitempty"`
+}
+
+// Revalidate recomputes Valid ("errors is empty") and OOPS after a later
+// stage (DKIM verification, attachment inspection) has added problems to
+// Errors, so the OOPS reflects them as Parse's own would. lenient must be
+// the Options.Lenient the Result was parsed with (the subject is read
+// again for the unknown_type OOPS).
+func (r *Result) Revalidate(lenient bool) {
+	r.Valid = len(r.Errors) == 0
+	s, _ := envelopay.ParseSubject(r.Subject, lenient)
+	r.OOPS = r.oops(s)
 }
 
 // MarshalJSON prints Type as null when the message is not Envelopay (the

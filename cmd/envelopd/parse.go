@@ -80,7 +80,7 @@ func tunnelHook(fs *flag.FlagSet) func(context.Context, []byte, *parse.Result, m
 // returns a step run after parsing, which may add problems to r and keys to
 // extra (printed after the Result's own keys). An error from the step is
 // an exit-2 failure. After all steps, valid is recomputed as "errors is
-// empty".
+// empty" and the OOPS from the final errors.
 type parseHook func(fs *flag.FlagSet) func(ctx context.Context, raw []byte, r *parse.Result, extra map[string]any) error
 
 func parseCommand(ctx context.Context, e *env, hooks ...parseHook) int {
@@ -120,7 +120,9 @@ func parseCommand(ctx context.Context, e *env, hooks ...parseHook) int {
 			return 2
 		}
 	}
-	r.Valid = len(r.Errors) == 0
+	// The steps may have added errors (dkim_failed, attachment problems):
+	// valid and the OOPS follow them, as serve's courtesy OOPS does.
+	r.Revalidate(*lenient)
 	if err := parse.Encode(e.stdout, r, extra); err != nil {
 		fmt.Fprintf(e.stderr, "envelopd parse: writing the result: %v\n", err)
 		return 2
