@@ -19,7 +19,10 @@ import (
 // maxMessage bounds what `envelopd parse` reads (bytes).
 const maxMessage = 64 << 20
 
-// runParse is `envelopd parse [--lenient] [FILE|-]`: parse one raw message
+// parseSynopsis is the usage line, as the README's synopsis.
+const parseSynopsis = "envelopd parse [--lenient] [--dkim-txt FILE] [--aicp-key HANDLE=KEY]… [--now RFC3339] [FILE|-]"
+
+// runParse is `envelopd parse`: parse one raw message
 // and print the Result as JSON (parse.Encode). Exit 0 when it is a valid
 // Envelopay message, 1 when it is not (the JSON says why), 2 on usage or
 // I/O errors.
@@ -87,7 +90,7 @@ func parseCommand(ctx context.Context, e *env, hooks ...parseHook) int {
 	fs := flag.NewFlagSet("envelopd parse", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: envelopd parse [--lenient] [FILE|-]\n\nParse one raw RFC 5322 message (FILE, or standard input when FILE is - or absent)\nand print the Envelopay result as JSON. Exit 0 valid, 1 not valid, 2 usage or I/O error.\n\nflags:")
+		fmt.Fprintln(e.stderr, "usage: "+parseSynopsis+"\n\nParse one raw RFC 5322 message (FILE, or standard input when FILE is - or absent)\nand print the Envelopay result as JSON. Exit 0 valid, 1 not valid, 2 usage or I/O error.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	lenient := fs.Bool("lenient", false, "accept the reference implementation's subjects: strip Re: (never Fwd:), keyword in any case")

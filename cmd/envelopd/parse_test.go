@@ -111,3 +111,29 @@ func parseFileLen(t *testing.T, file string) string {
 	n, _ := json.Marshal(len(b))
 	return string(n)
 }
+
+// TestParseUsage: the usage line is the README synopsis and names every
+// flag `envelopd parse` registers.
+func TestParseUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), &env{args: []string{"parse", "--help"}, stdin: strings.NewReader(""), stdout: &out, stderr: &errb}); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	line, _, _ := strings.Cut(errb.String(), "\n")
+	if line != "usage: "+parseSynopsis {
+		t.Errorf("usage line %q", line)
+	}
+	for _, f := range []string{"--lenient", "--dkim-txt", "--aicp-key", "--now"} {
+		if !strings.Contains(line, "["+f) {
+			t.Errorf("usage line lacks %s: %q", f, line)
+		}
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sect, _ := strings.Cut(string(readme), "## `envelopd parse`: the JSON contract\n\n```\n")
+	if syn, _, _ := strings.Cut(sect, "\n"); syn != parseSynopsis {
+		t.Errorf("README synopsis %q, usage %q", syn, parseSynopsis)
+	}
+}
