@@ -176,11 +176,56 @@ CREATE TABLE folder_messages (
 ) WITHOUT ROWID;
 CREATE INDEX messages_mailbox ON messages (mailbox, id);
 `,
+	// 6: tunnelled-protocol state (claims, chain links, states) is kept
+	// per scope — direction and mailbox, like envelopay_ids and proofs —
+	// so that in relay mode the sender's Sent copy and each recipient's
+	// copy of one message keep their own state instead of the first copy
+	// making the others replays. Rows from before are inbound rows of the
+	// default mailbox (scope "in\n").
+	`
+CREATE TABLE claims_v6 (
+	scope      TEXT NOT NULL,                       -- direction "\n" mailbox
+	kind       TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	value      TEXT NOT NULL,
+	message_id INTEGER NOT NULL REFERENCES messages (id),
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL,                    -- 0: never
+	PRIMARY KEY (scope, kind, key)
+) WITHOUT ROWID;
+INSERT INTO claims_v6 SELECT 'in' || char(10), kind, key, value, message_id, created_at, expires_at FROM claims;
+DROP TABLE claims;
+ALTER TABLE claims_v6 RENAME TO claims;
+CREATE TABLE chain_links_v6 (
+	scope      TEXT NOT NULL,
+	chain      TEXT NOT NULL,
+	seq        INTEGER NOT NULL,
+	prev       TEXT NOT NULL,
+	hash       TEXT NOT NULL,
+	message_id INTEGER NOT NULL REFERENCES messages (id),
+	PRIMARY KEY (scope, chain, seq)
+) WITHOUT ROWID;
+INSERT INTO chain_links_v6 SELECT 'in' || char(10), chain, seq, prev, hash, message_id FROM chain_links;
+DROP TABLE chain_links;
+ALTER TABLE chain_links_v6 RENAME TO chain_links;
+CREATE INDEX chain_links_tip ON chain_links (chain, seq);
+CREATE TABLE states_v6 (
+	scope      TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	value      TEXT NOT NULL,
+	message_id INTEGER NOT NULL,
+	PRIMARY KEY (scope, kind, key)
+) WITHOUT ROWID;
+INSERT INTO states_v6 SELECT 'in' || char(10), kind, key, value, message_id FROM states;
+DROP TABLE states;
+ALTER TABLE states_v6 RENAME TO states;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step.

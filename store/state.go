@@ -73,7 +73,8 @@ func (s *SQLite) Keys(ctx context.Context, protocol string) (map[string]string, 
 	return m, rows.Err()
 }
 
-// ChainTip implements Store.
+// ChainTip implements Store: the highest link of chain in any scope
+// (direction, mailbox), which is what a signer continues from.
 func (s *SQLite) ChainTip(ctx context.Context, chain string) (int64, string, error) {
 	if s.isClosed() {
 		return 0, "", ErrClosed

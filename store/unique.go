@@ -64,8 +64,11 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 				"this payment proof was already presented in stored message %d", prev))
 		}
 	}
+	// Protocol state is per scope, like the two tables above: in relay
+	// mode the Sent copy and each recipient's copy keep their own.
+	scope := stateScope(dir, in.Mailbox)
 	for _, c := range in.Claims {
-		p, same, err := takeClaim(tx, id, c, now)
+		p, same, err := takeClaim(tx, scope, id, c, now)
 		if err != nil {
 			return nil, false, err
 		}
@@ -76,7 +79,7 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 		}
 	}
 	for _, c := range in.Checks {
-		p, err := checkState(tx, c)
+		p, err := checkState(tx, scope, c)
 		if err != nil {
 			return nil, false, err
 		}
@@ -85,12 +88,12 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 		}
 	}
 	for _, st := range in.Sets {
-		if err := setState(tx, id, st); err != nil {
+		if err := setState(tx, scope, id, st); err != nil {
 			return nil, false, err
 		}
 	}
 	for _, l := range in.Links {
-		p, err := takeLink(tx, id, l)
+		p, err := takeLink(tx, scope, id, l)
 		if err != nil {
 			return nil, false, err
 		}
@@ -105,17 +108,17 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 // OnSame problem, or only a marked replay when OnSame is ""); with another
 // value a conflict (OnConflict, or nothing when ""). A claim whose window
 // ended before now is replaced.
-func takeClaim(tx *wtx, id int64, c protocols.Claim, now time.Time) (*protocols.Problem, bool, error) {
+func takeClaim(tx *wtx, scope string, id int64, c protocols.Claim, now time.Time) (*protocols.Problem, bool, error) {
 	var expires int64
 	if c.Window > 0 {
 		expires = now.Add(time.Duration(c.Window) * time.Second).UnixNano()
 	}
-	res, err := tx.Exec(`INSERT INTO claims (kind, key, value, message_id, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value, message_id = excluded.message_id,
+	res, err := tx.Exec(`INSERT INTO claims (scope, kind, key, value, message_id, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (scope, kind, key) DO UPDATE SET value = excluded.value, message_id = excluded.message_id,
 			created_at = excluded.created_at, expires_at = excluded.expires_at
 		WHERE claims.expires_at != 0 AND claims.expires_at <= excluded.created_at`,
-		c.Kind, c.Key, c.Value, id, now.UnixNano(), expires)
+		scope, c.Kind, c.Key, c.Value, id, now.UnixNano(), expires)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: claim %s: %w", c.Kind, err)
 	}
@@ -128,7 +131,7 @@ func takeClaim(tx *wtx, id int64, c protocols.Claim, now time.Time) (*protocols.
 	}
 	var value string
 	var prev int64
-	if err := tx.QueryRow(`SELECT value, message_id FROM claims WHERE kind = ? AND key = ?`, c.Kind, c.Key).
+	if err := tx.QueryRow(`SELECT value, message_id FROM claims WHERE scope = ? AND kind = ? AND key = ?`, scope, c.Kind, c.Key).
 		Scan(&value, &prev); err != nil {
 		return nil, false, fmt.Errorf("store: read claim %s: %w", c.Kind, err)
 	}
@@ -151,8 +154,8 @@ func takeClaim(tx *wtx, id int64, c protocols.Claim, now time.Time) (*protocols.
 // replay_detected; a wrong prev, or a seq that skips ahead, is chain_fork.
 // The (chain, seq) primary key makes two accepted links with one seq
 // impossible.
-func takeLink(tx *wtx, id int64, l protocols.Link) (*protocols.Problem, error) {
-	tip, hash, err := chainTip(tx, l.Chain)
+func takeLink(tx *wtx, scope string, id int64, l protocols.Link) (*protocols.Problem, error) {
+	tip, hash, err := chainTip(tx, scope, l.Chain)
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +170,8 @@ func takeLink(tx *wtx, id int64, l protocols.Link) (*protocols.Problem, error) {
 		p := protocols.New(protocols.CodeChainFork, "prev", "prev %s is not the chain tip's hash %s", l.Prev, hash)
 		return &p, nil
 	}
-	res, err := tx.Exec(`INSERT INTO chain_links (chain, seq, prev, hash, message_id) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT DO NOTHING`, l.Chain, l.Seq, strings.ToLower(l.Prev), strings.ToLower(l.Hash), id)
+	res, err := tx.Exec(`INSERT INTO chain_links (scope, chain, seq, prev, hash, message_id) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`, scope, l.Chain, l.Seq, strings.ToLower(l.Prev), strings.ToLower(l.Hash), id)
 	if err != nil {
 		return nil, fmt.Errorf("store: append chain link: %w", err)
 	}
@@ -180,9 +183,9 @@ func takeLink(tx *wtx, id int64, l protocols.Link) (*protocols.Problem, error) {
 }
 
 // checkState reads (Kind, Key) and reports c's code unless it holds Want.
-func checkState(tx *wtx, c protocols.StateCheck) (*protocols.Problem, error) {
+func checkState(tx *wtx, scope string, c protocols.StateCheck) (*protocols.Problem, error) {
 	var value string
-	err := tx.QueryRow(`SELECT value FROM states WHERE kind = ? AND key = ?`, c.Kind, c.Key).Scan(&value)
+	err := tx.QueryRow(`SELECT value FROM states WHERE scope = ? AND kind = ? AND key = ?`, scope, c.Kind, c.Key).Scan(&value)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: read state %s: %w", c.Kind, err)
 	}
@@ -202,9 +205,9 @@ func checkState(tx *wtx, c protocols.StateCheck) (*protocols.Problem, error) {
 
 // setState writes (Kind, Key) = Value unless the current value is in Keep.
 // Like every uniqueness fact it is undone when the message is not accepted.
-func setState(tx *wtx, id int64, st protocols.StateSet) error {
+func setState(tx *wtx, scope string, id int64, st protocols.StateSet) error {
 	var cur string
-	err := tx.QueryRow(`SELECT value FROM states WHERE kind = ? AND key = ?`, st.Kind, st.Key).Scan(&cur)
+	err := tx.QueryRow(`SELECT value FROM states WHERE scope = ? AND kind = ? AND key = ?`, scope, st.Kind, st.Key).Scan(&cur)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("store: read state %s: %w", st.Kind, err)
 	}
@@ -213,23 +216,27 @@ func setState(tx *wtx, id int64, st protocols.StateSet) error {
 			return nil
 		}
 	}
-	_, err = tx.Exec(`INSERT INTO states (kind, key, value, message_id) VALUES (?, ?, ?, ?)
-		ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value, message_id = excluded.message_id`,
-		st.Kind, st.Key, st.Value, id)
+	_, err = tx.Exec(`INSERT INTO states (scope, kind, key, value, message_id) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (scope, kind, key) DO UPDATE SET value = excluded.value, message_id = excluded.message_id`,
+		scope, st.Kind, st.Key, st.Value, id)
 	if err != nil {
 		return fmt.Errorf("store: set state %s: %w", st.Kind, err)
 	}
 	return nil
 }
 
+// stateScope names where a message's protocol state lives: its direction
+// and mailbox (migration 6).
+func stateScope(dir, mailbox string) string { return dir + "\n" + mailbox }
+
 type queryRower interface {
 	QueryRow(query string, args ...any) *sql.Row
 }
 
-func chainTip(q queryRower, chain string) (int64, string, error) {
+func chainTip(q queryRower, scope, chain string) (int64, string, error) {
 	var seq int64
 	var hash string
-	err := q.QueryRow(`SELECT seq, hash FROM chain_links WHERE chain = ? ORDER BY seq DESC LIMIT 1`, chain).
+	err := q.QueryRow(`SELECT seq, hash FROM chain_links WHERE scope = ? AND chain = ? ORDER BY seq DESC LIMIT 1`, scope, chain).
 		Scan(&seq, &hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, ZeroHash, nil
