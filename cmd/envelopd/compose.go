@@ -47,6 +47,7 @@ func (f *draftFlags) register(fs *flag.FlagSet, reply bool) {
 	fs.Var(&f.dkim.dkimKeys, "dkim-key", "DKIM private key PEM (repeatable, paired with --dkim-selector)")
 	fs.Var(&f.dkim.dkimSels, "dkim-selector", "DKIM selector for the --dkim-key at the same position")
 	fs.StringVar(&f.dkim.dkimDomain, "dkim-domain", "", "DKIM signing domain (d=)")
+	fs.StringVar(&f.dkim.dkimConfig, "dkim-config", "", dkimConfigUsage)
 }
 
 // draft builds the Draft the flags describe; base carries what a reply
@@ -141,7 +142,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // runCompose: envelopd compose --from A --to B --type T [...] prints the
-// composed (and, with --dkim-key, signed) message.
+// composed (and, with --dkim-key or --dkim-config, signed) message.
 func runCompose(ctx context.Context, e *env) int {
 	fs := newFlags(e, "compose")
 	var f draftFlags

@@ -20,6 +20,7 @@ type outboundFlags struct {
 	smtpURL, passwordFile string
 	dkimKeys, dkimSels    multiFlag
 	dkimDomain            string
+	dkimConfig            string
 }
 
 func (o *outboundFlags) register(fs *flag.FlagSet) {
@@ -28,14 +29,25 @@ func (o *outboundFlags) register(fs *flag.FlagSet) {
 	fs.Var(&o.dkimKeys, "dkim-key", "DKIM private key PEM for outgoing mail (repeatable, paired with --dkim-selector)")
 	fs.Var(&o.dkimSels, "dkim-selector", "DKIM selector for the --dkim-key at the same position")
 	fs.StringVar(&o.dkimDomain, "dkim-domain", "", "DKIM signing domain (d=)")
+	fs.StringVar(&o.dkimConfig, "dkim-config", "", dkimConfigUsage)
 }
 
-// signers loads the configured DKIM keys.
+const dkimConfigUsage = "DKIM signer config `FILE`: one signer a line, domain=D selector=S key=PATH (relative to FILE); the --dkim-key flags add to it"
+
+// signers loads the configured DKIM keys: those of --dkim-config first,
+// then one per --dkim-key.
 func (o *outboundFlags) signers() ([]dkim.Signer, error) {
 	if len(o.dkimKeys) != len(o.dkimSels) {
 		return nil, fmt.Errorf("give one --dkim-selector per --dkim-key")
 	}
 	var out []dkim.Signer
+	if o.dkimConfig != "" {
+		ss, err := mailout.LoadDKIMConfig(o.dkimConfig)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ss...)
+	}
 	for i := range o.dkimKeys {
 		s, err := mailout.LoadSigner(o.dkimKeys[i], o.dkimSels[i], o.dkimDomain)
 		if err != nil {
