@@ -60,11 +60,38 @@ type Attachment struct {
 
 	// Set by the tunnelled-protocol inspection (package protocols/...), when
 	// the part is JSON: the protocol name or nil, whether it validated, its
-	// problems and a short summary.
-	Protocol *string            `json:"protocol,omitempty"`
-	Valid    *bool              `json:"valid,omitempty"`
-	Errors   protocols.Problems `json:"errors,omitempty"`
-	Summary  map[string]any     `json:"summary,omitempty"`
+	// problems and a short summary. Every entry prints all four (see
+	// MarshalJSON).
+	Protocol *string            `json:"protocol"`
+	Valid    *bool              `json:"valid"`
+	Errors   protocols.Problems `json:"errors"`
+	Summary  map[string]any     `json:"summary"`
+}
+
+// MarshalJSON prints every attachment with the same keys (issue:
+// "protocol (vcp|aicp|vacant|a2a|pvp, or null for other files), valid,
+// errors ({code, field?, message}) and a short summary"): protocol and
+// summary null when there are none (an empty summary too), errors an empty
+// array, and valid, when
+// the part was not inspected (not JSON, or no inspection ran), true iff
+// errors is empty, as the message's own valid.
+func (a Attachment) MarshalJSON() ([]byte, error) {
+	type plain Attachment // no methods: no recursion
+	if a.Errors == nil {
+		a.Errors = protocols.Problems{}
+	}
+	if len(a.Summary) == 0 {
+		a.Summary = nil // none: null, not {}
+	}
+	if a.Valid == nil {
+		v := len(a.Errors) == 0
+		a.Valid = &v
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(plain(a))
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), err
 }
 
 // Revalidate recomputes Valid ("errors is empty") and OOPS after a later
