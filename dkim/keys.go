@@ -15,12 +15,26 @@ import (
 
 // Key errors. LoadKey wraps them in a *KeyError.
 var (
-	ErrKeyNotPEM    = errors.New("no PEM block found")
+	ErrKeyNotPEM = errors.New("no PEM block found")
+	// ErrKeyPublic is a PEM file holding only a public key ("PUBLIC KEY",
+	// "RSA PUBLIC KEY") where a private key is needed. The error ParseKey
+	// returns for it is also an ErrKeyType (a kind of key it cannot sign
+	// with).
+	ErrKeyPublic    = errors.New("a public key, not a private key")
 	ErrKeyEncrypted = errors.New("encrypted PEM keys are not supported")
 	ErrKeyType      = errors.New("unsupported key type (want RSA or Ed25519)")
 	ErrKeyMalformed = errors.New("malformed key")
 	ErrUnknownAlgo  = errors.New(`dkim: unknown key algorithm (want "rsa" or "ed25519")`)
 )
+
+// publicKeyError is ErrKeyPublic for one PEM block type.
+type publicKeyError struct{ pemType string }
+
+func (e publicKeyError) Error() string {
+	return fmt.Sprintf("%s: the file holds a %q PEM block; signing needs the private key (a \"PRIVATE KEY\" or \"RSA PRIVATE KEY\" PEM block, as `envelopd dkim keygen` writes)", ErrKeyPublic, e.pemType)
+}
+
+func (e publicKeyError) Is(target error) bool { return target == ErrKeyPublic || target == ErrKeyType }
 
 // KeyError is a key file that cannot be used.
 type KeyError struct {
@@ -47,13 +61,21 @@ func LoadKey(path string) (crypto.Signer, error) {
 }
 
 // ParseKey parses a PEM private key as LoadKey does; errors are the Err* key
-// errors (possibly wrapped).
+// errors (possibly wrapped). A file with only a public key gives
+// ErrKeyPublic.
 func ParseKey(data []byte) (crypto.Signer, error) {
 	var block *pem.Block
+	public := ""
 	for {
 		block, data = pem.Decode(data)
 		if block == nil {
+			if public != "" {
+				return nil, publicKeyError{public}
+			}
 			return nil, ErrKeyNotPEM
+		}
+		if public == "" && (block.Type == "PUBLIC KEY" || block.Type == "RSA PUBLIC KEY") {
+			public = block.Type
 		}
 		if block.Type == "RSA PRIVATE KEY" || block.Type == "PRIVATE KEY" || block.Type == "ENCRYPTED PRIVATE KEY" {
 			break

@@ -36,7 +36,8 @@ func TestLoadKey(t *testing.T) {
 		{"encrypted.pem", "", ErrKeyEncrypted},
 		{"encrypted-pkcs1.pem", "", ErrKeyEncrypted},
 		{"garbage.pem", "", ErrKeyNotPEM},
-		{"public-only.pem", "", ErrKeyNotPEM},
+		{"public-only.pem", "", ErrKeyPublic},
+		{"public-only-pkcs1.pem", "", ErrKeyPublic},
 		{"truncated.pem", "", ErrKeyMalformed},
 		{"does-not-exist.pem", "", os.ErrNotExist},
 	} {
@@ -135,5 +136,30 @@ func TestTXTRecord(t *testing.T) {
 	}
 	if _, err := TXTRecord("", "s", pub); !errors.Is(err, ErrBadSigner) {
 		t.Errorf("no domain: %v", err)
+	}
+}
+
+// TestParseKeyPublic: a public key where the private key is needed says so
+// (it used to be "no PEM block found"), and stays an ErrKeyType.
+func TestParseKeyPublic(t *testing.T) {
+	for _, f := range []string{"public-only.pem", "public-only-pkcs1.pem"} {
+		data, err := os.ReadFile(testdata + "keys/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := ParseKey(data)
+		if k != nil || !errors.Is(err, ErrKeyPublic) || !errors.Is(err, ErrKeyType) || errors.Is(err, ErrKeyNotPEM) {
+			t.Errorf("%s: %v, want ErrKeyPublic", f, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "public key") || !strings.Contains(msg, "private key") {
+			t.Errorf("%s: message %q does not say a private key is needed", f, msg)
+		}
+	}
+	// A private key after a public one in the same file still loads.
+	pub, _ := os.ReadFile(testdata + "keys/public-only.pem")
+	priv, _ := os.ReadFile(testdata + "keys/ed25519.pem")
+	if _, err := ParseKey(append(pub, priv...)); err != nil {
+		t.Errorf("public then private: %v", err)
 	}
 }
