@@ -32,8 +32,13 @@ type Handoff struct {
 	Deliver DeliverFunc
 	// MinBackoff and MaxBackoff bound the retry delay (defaults 1 s, 1 h).
 	MinBackoff, MaxBackoff time.Duration
-	Poll                   time.Duration
-	Logger                 *slog.Logger
+	// DeliverTimeout bounds one delivery attempt (default
+	// DefaultDeliverTimeout); an attempt that has started runs to the end
+	// or to this timeout even when the context given to Run or RunOnce
+	// ends.
+	DeliverTimeout time.Duration
+	Poll           time.Duration
+	Logger         *slog.Logger
 }
 
 // Run delivers until ctx ends, looking for due deliveries every Poll
@@ -61,35 +66,83 @@ func (h *Handoff) Run(ctx context.Context) error {
 	}
 }
 
+// claimLease is how long a claimed delivery is hidden from other workers;
+// a started delivery is bounded by DeliverTimeout, which is shorter.
+const claimLease = 5 * time.Minute
+
+// DefaultDeliverTimeout bounds one delivery attempt when
+// Handoff.DeliverTimeout is zero.
+const DefaultDeliverTimeout = 2 * time.Minute
+
 // RunOnce attempts every delivery due now and returns how many it tried.
+//
+// A delivery that has started is not interrupted when ctx ends: it runs to
+// completion (bounded by DeliverTimeout, and by the DeliverFunc's own
+// timeout) and its outcome is recorded, so shutting down never kills an
+// agent mid-message. Deliveries claimed but not yet started when ctx ends
+// are released, pending and due at once, for the next run.
 func (h *Handoff) RunOnce(ctx context.Context) (int, error) {
-	ds, err := h.Store.ClaimDeliveries(ctx, h.Target, time.Now(), 5*time.Minute, 32)
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	// The claim and the recording of outcomes must not be cut short by
+	// cancellation: a claim committed but reported as cancelled would hide
+	// its deliveries for the whole lease.
+	bg := context.WithoutCancel(ctx)
+	ds, err := h.Store.ClaimDeliveries(bg, h.Target, time.Now(), claimLease, 32)
 	if err != nil {
 		return 0, err
 	}
-	for _, d := range ds {
-		m, err := h.Store.Message(ctx, d.MessageID)
-		if err != nil {
-			return 0, err
+	tried := 0
+	for i, d := range ds {
+		if ctx.Err() != nil {
+			h.release(bg, ds[i:])
+			return tried, ctx.Err()
 		}
-		payload, err := View(m)
-		if err != nil {
-			return 0, err
-		}
-		eventID := fmt.Sprintf("evt_%d_%s", d.ID, h.Target)
-		if err := h.Deliver(ctx, eventID, payload); err != nil {
-			next := time.Now().Add(h.backoff(d.Attempts))
-			h.log().Warn("hand-off failed; will retry", "target", h.Target, "message", d.MessageID, "attempt", d.Attempts, "next", next, "err", err)
-			if err := h.Store.DeliveryRetry(ctx, d.ID, next, err.Error()); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		if err := h.Store.DeliveryDone(ctx, d.ID); err != nil {
-			return 0, err
+		tried++
+		if err := h.deliverOne(bg, d); err != nil {
+			h.release(bg, ds[i+1:])
+			return tried, err
 		}
 	}
-	return len(ds), nil
+	return tried, nil
+}
+
+// deliverOne hands one claimed delivery to the agent and records the
+// outcome: done, or pending with backoff (at least once).
+func (h *Handoff) deliverOne(ctx context.Context, d store.Delivery) error {
+	m, err := h.Store.Message(ctx, d.MessageID)
+	if err != nil {
+		return err
+	}
+	payload, err := View(m)
+	if err != nil {
+		return err
+	}
+	eventID := fmt.Sprintf("evt_%d_%s", d.ID, h.Target)
+	timeout := h.DeliverTimeout
+	if timeout <= 0 {
+		timeout = DefaultDeliverTimeout
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	err = h.Deliver(dctx, eventID, payload)
+	cancel()
+	if err != nil {
+		next := time.Now().Add(h.backoff(d.Attempts))
+		h.log().Warn("hand-off failed; will retry", "target", h.Target, "message", d.MessageID, "attempt", d.Attempts, "next", next, "err", err)
+		return h.Store.DeliveryRetry(ctx, d.ID, next, err.Error())
+	}
+	return h.Store.DeliveryDone(ctx, d.ID)
+}
+
+// release puts claimed but unattempted deliveries back, due now, so the
+// next run need not wait out the claim lease.
+func (h *Handoff) release(ctx context.Context, ds []store.Delivery) {
+	for _, d := range ds {
+		if err := h.Store.DeliveryRetry(ctx, d.ID, time.Now(), "not attempted: hand-off stopped"); err != nil {
+			h.log().Warn("hand-off release", "target", h.Target, "message", d.MessageID, "err", err)
+		}
+	}
 }
 
 func (h *Handoff) backoff(attempts int) time.Duration {

@@ -110,3 +110,102 @@ func TestPipelineHandlerCalledAfterCommit(t *testing.T) {
 		t.Errorf("handler calls %v, want an accepted PAY then a duplicate PAY", calls)
 	}
 }
+
+// TestHandoffStartedDeliveryOutlivesCancel: cancelling the worker context
+// (poll exiting, serve on SIGTERM) while an exec runs lets the exec finish
+// and records its outcome: done on success, pending for a retry on
+// failure (at least once). Nothing is killed.
+func TestHandoffStartedDeliveryOutlivesCancel(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		exit     string // shell statement ending the exec
+		wantDone bool
+	}{
+		{"succeeds", "exit 0", true},
+		{"fails", "exit 3", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, SMTPConfig{}, func(p *Pipeline) { p.Handoff = []string{"exec"} })
+			ts.deliver(t, "../testdata/flows/replay/01-pay.eml")
+			dir := t.TempDir()
+			started, finished := filepath.Join(dir, "started"), filepath.Join(dir, "finished")
+			cmd := `touch ` + started + `; sleep 0.5; cat > ` + finished + `; ` + tc.exit
+			h := &Handoff{Store: ts.store, Target: "exec", Deliver: ExecDeliver(cmd, 10*time.Second),
+				MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, Poll: time.Hour}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- h.Run(ctx) }()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if _, err := os.Stat(started); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					cancel()
+					t.Fatal("exec never started")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return after cancel")
+			}
+			b, err := os.ReadFile(finished)
+			if err != nil {
+				t.Fatalf("the exec was killed when the worker stopped: %v", err)
+			}
+			if !strings.Contains(string(b), `"type":"pay"`) {
+				t.Errorf("exec read %q, want the message JSON", b)
+			}
+			time.Sleep(10 * time.Millisecond) // past the retry backoff
+			again := &Handoff{Store: ts.store, Target: "exec", Deliver: func(context.Context, string, []byte) error { return nil }}
+			n, err := again.RunOnce(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]int{true: 0, false: 1}[tc.wantDone]; n != want {
+				t.Errorf("next run handed off %d, want %d (done=%v)", n, want, tc.wantDone)
+			}
+		})
+	}
+}
+
+// TestHandoffCancelledBeforeStartReleases: a delivery claimed but not yet
+// started when the context ends is not attempted and stays due at once,
+// not hidden for the claim lease.
+func TestHandoffCancelledBeforeStartReleases(t *testing.T) {
+	ts := startServer(t, SMTPConfig{}, func(p *Pipeline) { p.Handoff = []string{"exec"} })
+	ts.deliver(t, "../testdata/flows/replay/01-pay.eml")
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls atomic.Int32
+	h := &Handoff{Store: ts.store, Target: "exec", Deliver: func(context.Context, string, []byte) error {
+		calls.Add(1)
+		return nil
+	}}
+	// Cancelled after the claim: wrap the store so the claim succeeds and
+	// the context ends right after.
+	h.Store = cancelAfterClaim{Store: ts.store, cancel: cancel}
+	if n, err := h.RunOnce(ctx); n != 0 || err == nil {
+		t.Fatalf("cancelled run: %d tried, %v; want 0 and the context error", n, err)
+	}
+	if calls.Load() != 0 {
+		t.Fatal("a delivery started after the context ended")
+	}
+	h.Store = ts.store
+	if n, err := h.RunOnce(context.Background()); n != 1 || err != nil || calls.Load() != 1 {
+		t.Fatalf("next run: %d tried, %v, %d calls; want the released delivery at once", n, err, calls.Load())
+	}
+}
+
+type cancelAfterClaim struct {
+	store.Store
+	cancel func()
+}
+
+func (c cancelAfterClaim) ClaimDeliveries(ctx context.Context, target string, now time.Time, lease time.Duration, limit int) ([]store.Delivery, error) {
+	ds, err := c.Store.ClaimDeliveries(ctx, target, now, lease, limit)
+	c.cancel()
+	return ds, err
+}

@@ -67,7 +67,7 @@ func ParseIMAPURL(s string) (IMAPAccount, error) {
 		return a, fmt.Errorf("%w: no user (want %s://USER@HOST/MAILBOX)", ErrIMAPURL, u.Scheme)
 	}
 	if _, ok := u.User.Password(); ok {
-		return a, fmt.Errorf("%w: password in the URL; use --password-file or ENVELOPD_IMAP_PASSWORD", ErrIMAPURL)
+		return a, fmt.Errorf("%w: password in the URL; use --imap-password-file (password-file= in a --config line) or $%s", ErrIMAPURL, IMAPPasswordEnv)
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return a, fmt.Errorf("%w: query or fragment not supported", ErrIMAPURL)

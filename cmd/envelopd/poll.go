@@ -4,11 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/mailout"
 )
+
+// onceDrainTimeout bounds the hand-off and queue pass of `poll --once`
+// after polling; a delivery started before it runs to its own timeout.
+const onceDrainTimeout = 30 * time.Second
 
 // pollSummary is what `envelopd poll --once` prints on stdout.
 type pollSummary struct {
@@ -79,15 +86,23 @@ func runPoll(ctx context.Context, e *env) int {
 			Progress:     progress,
 		}
 	}
-	// Hand-off and queue workers run while polling; what they have not
+	// Hand-off and queue workers run while polling. Stopping them lets a
+	// started exec or webhook finish (mailin.Handoff.RunOnce); what is not
 	// delivered when poll exits stays in the store's delivery log and is
 	// delivered by the next serve or poll.
 	wctx, stopWorkers := context.WithCancel(context.Background())
 	wait := rt.start(wctx)
-	defer func() { stopWorkers(); wait() }()
+	stop := sync.OnceFunc(func() { stopWorkers(); wait() })
+	defer stop()
 	rt.log.Info("envelopd polling", "mailboxes", len(pollers), "once", once, "db", f.db)
 	st, err := mailin.PollAll(ctx, pollers, once)
 	if once {
+		// The workers may not have looked at what this run stored yet:
+		// stop them, then hand off and send the queue once, bounded.
+		stop()
+		if ctx.Err() == nil {
+			drainOnce(ctx, rt, &f, onceDrainTimeout)
+		}
 		sum := pollSummary{Mailboxes: len(pollers), Seen: st.Seen, Stored: st.Stored, Redelivery: st.Redelivery, Failed: st.Failed}
 		if err != nil {
 			sum.Error = err.Error()
@@ -100,6 +115,57 @@ func runPoll(ctx context.Context, e *env) int {
 		return 2
 	}
 	return 0
+}
+
+// drainOnce delivers, once, what is due now: the exec and webhook hand-offs
+// and the outbound queue (courtesy OOPS mails), with the same settings as
+// the workers build and outboundFlags.setup start. It stops starting new
+// deliveries after timeout; failures stay pending for the next run (at
+// least once).
+func drainOnce(ctx context.Context, rt *runtime, f *ingestFlags, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var hs []*mailin.Handoff
+	if f.execCmd != "" {
+		hs = append(hs, &mailin.Handoff{Store: rt.store, Target: "exec", Deliver: mailin.ExecDeliver(f.execCmd, time.Minute), Logger: rt.log})
+	}
+	if f.webhook != "" {
+		client := &http.Client{Timeout: 30 * time.Second}
+		hs = append(hs, &mailin.Handoff{Store: rt.store, Target: "webhook", Deliver: mailin.WebhookDeliver(client, f.webhook, f.webhookKey), Logger: rt.log})
+	}
+	for _, h := range hs {
+		// RunOnce takes a batch; failures are rescheduled into the
+		// future, so this ends when nothing more is due.
+		for ctx.Err() == nil {
+			n, err := h.RunOnce(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					rt.log.Error("hand-off", "target", h.Target, "err", err)
+				}
+				break
+			}
+			if n == 0 {
+				break
+			}
+		}
+	}
+	if f.out.smtpURL == "" || ctx.Err() != nil {
+		return
+	}
+	pw, err := mailout.LoadPassword(f.out.passwordFile, nil)
+	if err != nil {
+		rt.log.Error("outbound queue", "err", err)
+		return
+	}
+	sub, err := mailout.NewSubmitter(f.out.smtpURL, pw)
+	if err != nil {
+		rt.log.Error("outbound queue", "err", err)
+		return
+	}
+	w := &mailout.Worker{Store: rt.store, Sender: sub, Logger: rt.log}
+	if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		rt.log.Error("outbound queue", "err", err)
+	}
 }
 
 // pollAccounts collects the mailboxes from --imap and --config, with their
