@@ -1,7 +1,8 @@
 // Package pvp checks messages of the Pair Vibecoding Protocol (PVP,
 // pvp-v1.0.0-draft.md) as they arrive tunnelled in mail, without state, and
 // offers the pure rules the stateful layer needs: the primitive list (§4.3),
-// the role-permission table (§7.2) and gate quorum evaluation (§14.2–14.3).
+// the role-permission table (§7.2) and gate quorum evaluation (§14.2–14.3),
+// and emits the store-backed rules of roles, gates and interrupts.
 //
 // Validate checks:
 //
@@ -24,9 +25,41 @@
 //     interrupt.acknowledge with action_taken "ignored" needs an ignore_reason
 //     (§15.2); secret.share carries value_ref, never a value (§20.3).
 //
-// Whether an "ignored" acknowledgement answers a stop or emergency interrupt
-// needs the interrupt it refers to; AckAllowed gives the rule for the layer
-// that has it.
+// Stateful rules are handed to the store as Claims, StateChecks and
+// StateSets (applied in the ingest transaction, undone unless the message
+// is accepted; see state.go and gatestate.go):
+//
+//   - roles (§7.2, §7.3): session.create / session.join /
+//     participant.role_change grant permissions; a restricted type sent
+//     without its permission is unauthorized;
+//   - gates (§14): gate.request records the gate open and its quorum rule
+//     (Quorum.Rule, via ParseQuorum). gate.approve and gate.reject are votes
+//     by the envelope's sender: one vote per voter and gate (a second vote,
+//     either way, is replay_detected). A vote on a gate that was never
+//     requested in the session, or that is resolved, is invalid_field: §17
+//     calls this INVALID_STATE, which has no envelopd code of its own, and
+//     the problem is the value of payload.gate. A gate.reject resolves the
+//     gate rejected (§14.3: any rejection fails it at once); a gate.timeout
+//     with resolution rejected or auto_approved resolves it too;
+//   - interrupts (§15): interrupt.raise records its urgency (first value
+//     kept); interrupt.acknowledge with action_taken "ignored" is
+//     invalid_field unless that interrupt's urgency is pause (AckAllowed:
+//     stop and emergency may not be ignored), and also when the interrupt
+//     was never seen in the session, since nothing shows it was a pause.
+//
+// What is not tracked: the store's primitives (claim a key, check or set
+// a value) cannot count, so approvals are recorded but not counted. An
+// approval resolves a gate only when one approval meets its quorum, whoever
+// gives it ({"type":"any","count":1}, by GateResolved); a gate whose quorum
+// needs more ("any" N>1, "all", "majority", "role", "specific") stays open
+// through its approvals until a rejection or a timeout resolves it, so
+// late approvals of a gate that has in fact reached such a quorum are still
+// accepted, and approvals by participants outside a "role" or "specific"
+// quorum are not refused. The quorum rule and every vote are in the store,
+// for a layer that counts them with GateResolved. The resolution of an
+// approved gate shows as its pvp_gate_closed claim ("closed") while its
+// pvp_gate state stays "open" (see GateClosedKind). Votes are tied to the
+// envelope's sender, not to payload.approver / rejector.
 //
 // Timestamps (ts, last_active, expires_at) are ISO 8601 as the reference
 // writes them (JavaScript toISOString): RFC 3339, or the same form without a

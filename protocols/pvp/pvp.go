@@ -37,6 +37,10 @@ func Validate(doc []byte) protocols.Report {
 	r.Valid = len(r.Errors) == 0
 	if r.Valid {
 		r.Checks, r.Sets = sessionState(env)
+		claims, checks, sets := gateState(env)
+		r.Claims = append(r.Claims, claims...)
+		r.Checks = append(r.Checks, checks...)
+		r.Sets = append(r.Sets, sets...)
 	}
 	if t, _ := env["type"].(string); t == "secret.share" {
 		if p, _ := env["payload"].(map[string]any); p != nil {

@@ -113,6 +113,23 @@ def sumlines(m):
     if isinstance(s, int) and not isinstance(s, bool): out.append("summary.seq: %d" % s)
     return out
 
+def claimlines(m):
+    # the store claims of gate messages (protocols/pvp/gatestate.go)
+    if not isinstance(m, dict): return []
+    t, p = m.get("type"), m.get("payload") or {}
+    key = lambda *parts: '"' + "\\x00".join(parts) + '"'
+    if t == "gate.request":
+        q = p["quorum"]
+        rule = {"any": lambda: "any:%d" % q["count"], "role": lambda: "role:%s:%d" % (q["role"], q["count"])}.get(q["type"], lambda: q["type"])()
+        out = ["claim: pvp_gate_request %s %s - invalid_field" % (key(m["session"], m["id"]), rule)]
+        if rule != "any:1": out.append("claim: pvp_gate_closed %s counting - invalid_field" % key(m["session"], m["id"]))
+        return out
+    if t in ("gate.approve", "gate.reject"):
+        vote = "approve" if t == "gate.approve" else "reject"
+        return ["claim: pvp_gate_vote %s %s replay_detected replay_detected" % (key(m["session"], p["gate"], m["sender"]), vote),
+                "claim: pvp_gate_closed %s closed invalid_field -" % key(m["session"], p["gate"])]
+    return []
+
 def write(name, body, valid, errors=(), comment=None, env=None):
     mode = "wb" if isinstance(body, bytes) else "w"
     with open(os.path.join(D, name + ".json"), mode) as f: f.write(body)
@@ -121,6 +138,7 @@ def write(name, body, valid, errors=(), comment=None, env=None):
     lines += ["protocol: pvp", "valid: " + ("true" if valid else "false")]
     lines += ["error: " + e for e in errors]
     lines += sumlines(env)
+    if valid: lines += claimlines(env)
     with open(os.path.join(D, name + ".expect"), "w") as f: f.write("\n".join(lines) + "\n")
 
 for name, body in spec:
