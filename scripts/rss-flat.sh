@@ -12,7 +12,7 @@ trap 'kill $load 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' E
 go build -o "$dir/envelopd" ./cmd/envelopd
 go build -o "$dir/envelopd-load" ./cmd/envelopd-load
 mport=$((20000 + RANDOM % 20000))
-metric() { curl -sf "http://127.0.0.1:$mport/metrics" | awk -v m="$1" '$1 ~ "^"m {s+=$2} END {printf "%.0f\n", s}'; }
+metric() { { curl -sf "http://127.0.0.1:$mport/metrics" || true; } | awk -v m="$1" '$1 ~ "^"m {s+=$2} END {printf "%.0f\n", s}'; }
 # compare generates the signed mails first, starts envelopd serve with their
 # keys (and our --metrics address), and drives it; we sample its metrics.
 "$dir/envelopd-load" compare --messages "$total" --sessions 10 --envelopd-bin "$dir/envelopd" \
