@@ -37,8 +37,13 @@ type Handoff struct {
 	// or to this timeout even when the context given to Run or RunOnce
 	// ends.
 	DeliverTimeout time.Duration
-	Poll           time.Duration
-	Logger         *slog.Logger
+	// Lease is how long a claimed delivery is hidden from other workers
+	// (default 5 min, at least twice DeliverTimeout): a worker killed
+	// mid-delivery leaves its claim, and the delivery is retried when the
+	// lease ends (at least once).
+	Lease  time.Duration
+	Poll   time.Duration
+	Logger *slog.Logger
 }
 
 // Run delivers until ctx ends, looking for due deliveries every Poll
@@ -70,6 +75,23 @@ func (h *Handoff) Run(ctx context.Context) error {
 // a started delivery is bounded by DeliverTimeout, which is shorter.
 const claimLease = 5 * time.Minute
 
+// lease is Lease, or claimLease, and never less than twice the delivery
+// timeout, so that a claim outlives the attempt it covers.
+func (h *Handoff) lease() time.Duration {
+	l := h.Lease
+	if l <= 0 {
+		l = claimLease
+	}
+	return max(l, 2*h.deliverTimeout())
+}
+
+func (h *Handoff) deliverTimeout() time.Duration {
+	if h.DeliverTimeout > 0 {
+		return h.DeliverTimeout
+	}
+	return DefaultDeliverTimeout
+}
+
 // DefaultDeliverTimeout bounds one delivery attempt when
 // Handoff.DeliverTimeout is zero.
 const DefaultDeliverTimeout = 2 * time.Minute
@@ -89,7 +111,7 @@ func (h *Handoff) RunOnce(ctx context.Context) (int, error) {
 	// cancellation: a claim committed but reported as cancelled would hide
 	// its deliveries for the whole lease.
 	bg := context.WithoutCancel(ctx)
-	ds, err := h.Store.ClaimDeliveries(bg, h.Target, time.Now(), claimLease, 32)
+	ds, err := h.Store.ClaimDeliveries(bg, h.Target, time.Now(), h.lease(), 32)
 	if err != nil {
 		return 0, err
 	}
@@ -120,11 +142,7 @@ func (h *Handoff) deliverOne(ctx context.Context, d store.Delivery) error {
 		return err
 	}
 	eventID := fmt.Sprintf("evt_%d_%s", d.ID, h.Target)
-	timeout := h.DeliverTimeout
-	if timeout <= 0 {
-		timeout = DefaultDeliverTimeout
-	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
+	dctx, cancel := context.WithTimeout(ctx, h.deliverTimeout())
 	err = h.Deliver(dctx, eventID, payload)
 	cancel()
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -80,13 +81,23 @@ func TestInteropCrashSafety(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "envelopd.db")
+	// The hand-off log: every accepted message is handed to this command
+	// (one file per delivery, named by a counter-free mktemp) at least
+	// once, across the kills; a delivery cut off by a kill is retried when
+	// its claim lease (2 × --handoff-timeout) ends.
+	handed := filepath.Join(dir, "handed")
+	if err := os.Mkdir(handed, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	handoff := "cat > \"$(mktemp -p " + handed + ")\""
 	ctx := context.Background()
 	start := func(n int) (*server, string) {
 		addr, err := freeAddr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := startServer(ctx, bin, []string{"serve", "--smtp", addr, "--db", db, "--dkim-txt", txt},
+		s, err := startServer(ctx, bin, []string{"serve", "--smtp", addr, "--db", db, "--dkim-txt", txt,
+			"--exec", handoff, "--handoff-timeout", "2s"},
 			addr, filepath.Join(dir, fmt.Sprintf("serve-%d.log", n)))
 		if err != nil {
 			t.Fatal(err)
@@ -164,8 +175,71 @@ func TestInteropCrashSafety(t *testing.T) {
 		}
 		check(round)
 	}
+	// The hand-off log resumes: after the last restart every accepted
+	// message reaches the agent (at least once; a kill between the exec
+	// and its "done" may repeat one).
+	views, err := Inbox(ctx, bin, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]bool{}
+	for _, v := range views {
+		if v.Status == "accepted" {
+			want[v.ID] = true
+		}
+	}
+	var got map[int64]int
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		got = handedIDs(t, handed)
+		missing := 0
+		for id := range want {
+			if got[id] == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hand-off did not resume: %d of %d accepted messages never reached the agent", missing, len(want))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	repeats := 0
+	for id, n := range got {
+		if !want[id] {
+			t.Errorf("message %d was handed off but is not accepted", id)
+		}
+		repeats += n - 1
+	}
+	t.Logf("hand-off: %d accepted messages delivered, %d repeated deliveries", len(want), repeats)
 	if err := srv.stop(); err != nil {
 		t.Errorf("envelopd serve did not stop cleanly: %v", err)
 	}
 	check(rounds + 1)
+}
+
+// handedIDs reads the stored ids of the messages the hand-off command
+// wrote (one JSON document per file), with how often each was handed.
+func handedIDs(t *testing.T, dir string) map[int64]int {
+	t.Helper()
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]int{}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(dir, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			ID int64 `json:"id"`
+		}
+		if json.Unmarshal(b, &m) != nil {
+			continue // still being written
+		}
+		got[m.ID]++
+	}
+	return got
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -125,14 +124,7 @@ func runPoll(ctx context.Context, e *env) int {
 func drainOnce(ctx context.Context, rt *runtime, f *ingestFlags, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var hs []*mailin.Handoff
-	if f.execCmd != "" {
-		hs = append(hs, &mailin.Handoff{Store: rt.store, Target: "exec", Deliver: mailin.ExecDeliver(f.execCmd, time.Minute), Logger: rt.log})
-	}
-	if f.webhook != "" {
-		client := &http.Client{Timeout: 30 * time.Second}
-		hs = append(hs, &mailin.Handoff{Store: rt.store, Target: "webhook", Deliver: mailin.WebhookDeliver(client, f.webhook, f.webhookKey), Logger: rt.log})
-	}
+	hs := f.handoffs(rt.store, rt.log)
 	for _, h := range hs {
 		// RunOnce takes a batch; failures are rescheduled into the
 		// future, so this ends when nothing more is due.

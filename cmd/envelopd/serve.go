@@ -34,6 +34,7 @@ type ingestFlags struct {
 	db, dkimTXT                  string
 	lenient, oops, debug         bool
 	execCmd, webhook, webhookKey string
+	handoffTimeout               time.Duration
 	metrics, hostname            string
 	out                          outboundFlags
 }
@@ -46,10 +47,31 @@ func (f *ingestFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.execCmd, "exec", "", "run this shell command per accepted message, message JSON on stdin")
 	fs.StringVar(&f.webhook, "webhook", "", "POST each accepted message's JSON to this URL")
 	fs.StringVar(&f.webhookKey, "webhook-secret", "", "HMAC-SHA256 key for the Envelopd-Signature header")
+	fs.DurationVar(&f.handoffTimeout, "handoff-timeout", time.Minute, "bound on one --exec/--webhook delivery; a delivery cut off by a crash is retried after twice this (at least 5 min by default)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9125)")
 	fs.StringVar(&f.hostname, "hostname", "localhost", "this host's name (SMTP greeting, Authentication-Results)")
 	fs.BoolVar(&f.debug, "debug", false, "log every message")
 	f.out.register(fs)
+}
+
+// handoffs builds the hand-off workers the flags ask for (exec, webhook).
+func (f *ingestFlags) handoffs(st store.Store, log *slog.Logger) []*mailin.Handoff {
+	var hs []*mailin.Handoff
+	h := func(target string, d mailin.DeliverFunc) *mailin.Handoff {
+		lease := time.Duration(0) // the default, unless the timeout is set lower
+		if f.handoffTimeout < time.Minute {
+			lease = 2 * f.handoffTimeout
+		}
+		return &mailin.Handoff{Store: st, Target: target, Deliver: d, DeliverTimeout: f.handoffTimeout, Lease: lease, Logger: log}
+	}
+	if f.execCmd != "" {
+		hs = append(hs, h("exec", mailin.ExecDeliver(f.execCmd, f.handoffTimeout)))
+	}
+	if f.webhook != "" {
+		client := &http.Client{Timeout: f.handoffTimeout}
+		hs = append(hs, h("webhook", mailin.WebhookDeliver(client, f.webhook, f.webhookKey)))
+	}
+	return hs
 }
 
 // runtime is what serve and poll build from ingestFlags.
@@ -86,15 +108,8 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		Metrics:    mailin.NewMetrics(reg),
 	}
 	rt.pipeline = p
-	if f.execCmd != "" {
-		p.Handoff = append(p.Handoff, "exec")
-		h := &mailin.Handoff{Store: st, Target: "exec", Deliver: mailin.ExecDeliver(f.execCmd, time.Minute), Logger: log}
-		rt.workers = append(rt.workers, h.Run)
-	}
-	if f.webhook != "" {
-		p.Handoff = append(p.Handoff, "webhook")
-		client := &http.Client{Timeout: 30 * time.Second}
-		h := &mailin.Handoff{Store: st, Target: "webhook", Deliver: mailin.WebhookDeliver(client, f.webhook, f.webhookKey), Logger: log}
+	for _, h := range f.handoffs(st, log) {
+		p.Handoff = append(p.Handoff, h.Target)
 		rt.workers = append(rt.workers, h.Run)
 	}
 	if err := f.out.setup(ctx, rt, f.oops, reg); err != nil {
