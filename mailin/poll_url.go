@@ -77,6 +77,11 @@ func ParseIMAPURL(s string) (IMAPAccount, error) {
 	if a.Host == "" {
 		return a, fmt.Errorf("%w: no host", ErrIMAPURL)
 	}
+	// A host with a colon is an IPv6 literal, and must be one (RFC 3986
+	// section 3.2.2): "imap://u@::" would otherwise name the host ":".
+	if strings.Contains(a.Host, ":") && net.ParseIP(a.Host) == nil {
+		return a, fmt.Errorf("%w: host %q is neither a name nor an IP address", ErrIMAPURL, a.Host)
+	}
 	if p := u.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
