@@ -14,7 +14,9 @@ import (
 //   - §14.3: a gate with the session's default quorum ({"type":"any",
 //     "count":1}) resolves on its first approval; a later vote is refused
 //     (invalid_field: the gate is not open), as is a vote on a gate never
-//     requested; a rejection resolves an any:2 gate at once;
+//     requested; a rejection resolves an any:2 gate at once; an any:2
+//     gate stays open on its first approval, resolves on its second, and
+//     a third vote is refused (invalid_field);
 //   - §15.2: a stop interrupt acknowledged as "ignored" is refused
 //     (invalid_field); a pause interrupt may be ignored with a reason.
 func TestServePVPGatesAndInterrupts(t *testing.T) {
@@ -75,6 +77,11 @@ func TestServePVPGatesAndInterrupts(t *testing.T) {
 		{request("01HX7KGATEG2", 2), "accepted:"},
 		{vote("bob_01", "gate.reject", "01HX7KGATEG2"), "accepted:"},                    // rejected at once
 		{vote("carol_01", "gate.approve", "01HX7KGATEG2"), "quarantined:invalid_field"}, // late vote
+		{join("dave_01"), "accepted:"},
+		{request("01HX7KGATEG3", 2), "accepted:"},
+		{vote("bob_01", "gate.approve", "01HX7KGATEG3"), "accepted:"},                  // 1 of 2: open
+		{vote("carol_01", "gate.approve", "01HX7KGATEG3"), "accepted:"},                // 2 of 2: resolved
+		{vote("dave_01", "gate.approve", "01HX7KGATEG3"), "quarantined:invalid_field"}, // late third vote
 		{raise("01HX7KINTSTOP", "stop"), "accepted:"},
 		{raise("01HX7KINTPAUSE", "pause"), "accepted:"},
 		{ack("01HX7KINTSTOP", "ignored"), "quarantined:invalid_field"},

@@ -64,8 +64,29 @@ type StateCheck struct {
 
 // StateSet asks the store to set the state (Kind, Key) to Value when the
 // message is accepted — unless the current value is one of Keep (an AICP
-// handshake request does not undo an accept or a block).
+// handshake request does not undo an accept or a block), or If is set and
+// its tally is not resolved.
 type StateSet struct {
 	Kind, Key, Value string
 	Keep             []string
+	If               *Tally
+}
+
+// Tally lets a StateSet depend on what the store holds, read inside the
+// ingest transaction after the message's own claims are taken (so they
+// count): the claims of Kind whose key starts with Prefix and, when
+// StateKind is not "", the states of StateKind whose key starts with
+// StatePrefix. Rule gets each set as key (with its prefix removed) →
+// value and says whether the StateSet applies. Like the rest it is undone
+// when the message is not accepted. PVP gates count votes this way.
+type Tally struct {
+	Kind, Prefix           string
+	StateKind, StatePrefix string
+	Rule                   TallyRule
+}
+
+// TallyRule decides a Tally. An implementation is best a comparable value
+// (not a func), so that reports stay comparable with reflect.DeepEqual.
+type TallyRule interface {
+	Resolved(claims, states map[string]string) bool
 }

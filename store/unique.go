@@ -206,6 +206,12 @@ func checkState(tx *wtx, scope string, c protocols.StateCheck) (*protocols.Probl
 // setState writes (Kind, Key) = Value unless the current value is in Keep.
 // Like every uniqueness fact it is undone when the message is not accepted.
 func setState(tx *wtx, scope string, id int64, st protocols.StateSet) error {
+	if st.If != nil {
+		ok, err := tallyResolved(tx, scope, st.If)
+		if err != nil || !ok {
+			return err
+		}
+	}
 	var cur string
 	err := tx.QueryRow(`SELECT value FROM states WHERE scope = ? AND kind = ? AND key = ?`, scope, st.Kind, st.Key).Scan(&cur)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -223,6 +229,67 @@ func setState(tx *wtx, scope string, id int64, st protocols.StateSet) error {
 		return fmt.Errorf("store: set state %s: %w", st.Kind, err)
 	}
 	return nil
+}
+
+// tallyResolved reads the claims (and states) t names, by key range in
+// the scope, and asks t.Rule. It runs in the ingest transaction, after
+// the message's claims are taken.
+func tallyResolved(tx *wtx, scope string, t *protocols.Tally) (bool, error) {
+	claims, err := readRange(tx, "claims", scope, t.Kind, t.Prefix)
+	if err != nil {
+		return false, err
+	}
+	var states map[string]string
+	if t.StateKind != "" {
+		if states, err = readRange(tx, "states", scope, t.StateKind, t.StatePrefix); err != nil {
+			return false, err
+		}
+	}
+	return t.Rule != nil && t.Rule.Resolved(claims, states), nil
+}
+
+// readRange returns key (without prefix) → value of the rows of table
+// (claims or states) of kind whose key starts with prefix: a range on the
+// (scope, kind, key) key, not LIKE (keys hold any bytes).
+func readRange(tx *wtx, table, scope, kind, prefix string) (map[string]string, error) {
+	q := `SELECT key, value FROM ` + table + ` WHERE scope = ? AND kind = ? AND key >= ?`
+	args := []any{scope, kind, prefix}
+	if end, ok := prefixEnd(prefix); ok {
+		q += ` AND key < ?`
+		args = append(args, end)
+	}
+	rows, err := tx.Query(q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: read %s %s: %w", table, kind, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, fmt.Errorf("store: read %s %s: %w", table, kind, err)
+		}
+		if strings.HasPrefix(k, prefix) {
+			out[k[len(prefix):]] = v
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: read %s %s: %w", table, kind, err)
+	}
+	return out, nil
+}
+
+// prefixEnd is the least string greater than every string starting with
+// prefix (false: there is none, prefix being empty or all 0xff bytes).
+func prefixEnd(prefix string) (string, bool) {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1]), true
+		}
+	}
+	return "", false
 }
 
 // stateScope names where a message's protocol state lives: its direction

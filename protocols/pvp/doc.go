@@ -40,26 +40,31 @@
 //     calls this INVALID_STATE, which has no envelopd code of its own, and
 //     the problem is the value of payload.gate. A gate.reject resolves the
 //     gate rejected (§14.3: any rejection fails it at once); a gate.timeout
-//     with resolution rejected or auto_approved resolves it too;
+//     with resolution rejected or auto_approved resolves it too. Approvals
+//     are counted: each carries a StateSet "approved" conditional on a
+//     protocols.Tally, which the store evaluates in the ingest transaction
+//     over the gate's votes and quorum (and, for "all" and "majority", the
+//     session's approve permissions), so the approval that meets the
+//     quorum (GateResolved) resolves the gate approved, and later votes are
+//     refused;
 //   - interrupts (§15): interrupt.raise records its urgency (first value
 //     kept); interrupt.acknowledge with action_taken "ignored" is
 //     invalid_field unless that interrupt's urgency is pause (AckAllowed:
 //     stop and emergency may not be ignored), and also when the interrupt
 //     was never seen in the session, since nothing shows it was a pause.
 //
-// What is not tracked: the store's primitives (claim a key, check or set
-// a value) cannot count, so approvals are recorded but not counted. An
-// approval resolves a gate only when one approval meets its quorum, whoever
-// gives it ({"type":"any","count":1}, by GateResolved); a gate whose quorum
-// needs more ("any" N>1, "all", "majority", "role", "specific") stays open
-// through its approvals until a rejection or a timeout resolves it, so
-// late approvals of a gate that has in fact reached such a quorum are still
-// accepted, and approvals by participants outside a "role" or "specific"
-// quorum are not refused. The quorum rule and every vote are in the store,
-// for a layer that counts them with GateResolved. The resolution of an
-// approved gate shows as its pvp_gate_closed claim ("closed") while its
-// pvp_gate state stays "open" (see GateClosedKind). Votes are tied to the
-// envelope's sender, not to payload.approver / rejector.
+// How quorums are counted (gateTally): "any" counts every approval;
+// "specific" the approvals of the listed participants, against their
+// number; "all" and "majority" the approvals against the participants of
+// the session holding the approve permission when the approval arrives
+// (the creator, as admin, is one). Not enforced: voter eligibility beyond
+// the approve permission — an approval by a participant outside a "role"
+// or "specific" quorum is accepted (in "specific" it is not counted), and
+// a "role" quorum counts every approval, since the store keeps
+// permissions, not roles. Votes are tied to the envelope's sender, not to
+// payload.approver / rejector. Gates approved before approvals were
+// counted (then marked by a pvp_gate_closed claim, no longer read) still
+// show "open" and take further votes.
 //
 // Timestamps (ts, last_active, expires_at) are ISO 8601 as the reference
 // writes them (JavaScript toISOString): RFC 3339, or the same form without a

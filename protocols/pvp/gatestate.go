@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/envelopd/envelopd/protocols"
 )
@@ -13,29 +14,30 @@ import (
 // (gate.approve's "gate", interrupt.acknowledge's "interrupt"); votes add
 // "\x00" + the voter.
 const (
-	// GateKind (state): "open" after gate.request; "rejected" after a
-	// gate.reject (§14.3: any rejection fails the gate at once);
-	// "timed_out" after a gate.timeout resolving it ("rejected" or
-	// "auto_approved"; "escalated" leaves it open).
+	// GateKind (state): "open" after gate.request; "approved" once its
+	// approvals meet its quorum (counted by the approval that meets it);
+	// "rejected" after a gate.reject (§14.3: any rejection fails the gate
+	// at once); "timed_out" after a gate.timeout resolving it ("rejected"
+	// or "auto_approved"; "escalated" leaves it open). Votes need "open".
 	GateKind = "pvp_gate"
 	// GateRequestKind (claim): the gate's quorum rule (Quorum.Rule). The
 	// same gate.request again is a marked replay; the same gate id with
-	// another rule is invalid_field.
+	// another quorum is invalid_field (reported by its GateVoteKind
+	// quorum entry, which holds the whole rule).
 	GateRequestKind = "pvp_gate_request"
-	// GateClosedKind (claim): "counting" for a gate whose quorum needs more
-	// than one approval (claimed by its gate.request, so that approvals
-	// leave it alone); "closed" once a gate that one approval resolves
-	// ({"type":"any","count":1}) has had its approval, or has been
-	// rejected. Every vote claims "closed": on a closed gate that is
-	// invalid_field.
-	GateClosedKind = "pvp_gate_closed"
-	// GateVoteKind (claim): "approve" or "reject", one per voter and gate;
-	// a second vote by the same voter is replay_detected.
+	// GateVoteKind (claim): "approve" or "reject", one per voter and gate
+	// (key + "\x00" + voter); a second vote by the same voter is
+	// replay_detected. The gate.request also claims key + "\x00" (an empty
+	// voter, which no valid envelope has) with "quorum:" and the quorum's
+	// JSON, so that the approvals can be tallied against it.
 	GateVoteKind = "pvp_gate_vote"
 	// InterruptKind (state): the urgency of an interrupt.raise, fixed
 	// once recorded.
 	InterruptKind = "pvp_interrupt"
 )
+
+// quorumPrefix marks the quorum entry among a gate's votes.
+const quorumPrefix = "quorum:"
 
 // gateState turns gate and interrupt messages into store rules:
 //
@@ -43,7 +45,8 @@ const (
 //   - gate.approve / gate.reject (sender = voter) need the gate open
 //     (unknown or resolved: invalid_field) and record one vote per voter
 //     (a second: replay_detected); a reject resolves the gate rejected, an
-//     approval resolves a gate whose rule one approval meets;
+//     approval resolves it approved when, its own vote counted, the
+//     gate's votes meet the quorum (gateTally);
 //   - gate.timeout with resolution rejected / auto_approved resolves it;
 //   - interrupt.raise records its urgency; interrupt.acknowledge with
 //     action_taken "ignored" needs an interrupt that may be ignored
@@ -59,18 +62,19 @@ func gateState(env map[string]any) ([]protocols.Claim, []protocols.StateCheck, [
 	switch typ {
 	case "gate.request":
 		q, ok := quorumOf(payload["quorum"])
-		rule := "invalid"
+		rule, quorum := "invalid", quorumPrefix
 		if ok {
 			rule = q.Rule()
+			if b, err := json.Marshal(q); err == nil {
+				quorum += string(b)
+			}
 		}
-		claims := []protocols.Claim{{Kind: GateRequestKind, Key: key(id), Value: rule,
-			OnConflict: protocols.CodeInvalidField}}
-		if !ok || !closesOnFirstApproval(q) {
-			claims = append(claims, protocols.Claim{Kind: GateClosedKind, Key: key(id), Value: "counting",
-				OnConflict: protocols.CodeInvalidField})
+		claims := []protocols.Claim{
+			{Kind: GateRequestKind, Key: key(id), Value: rule},
+			{Kind: GateVoteKind, Key: key(id) + "\x00", Value: quorum, OnConflict: protocols.CodeInvalidField},
 		}
 		return claims, nil, []protocols.StateSet{{Kind: GateKind, Key: key(id), Value: "open",
-			Keep: []string{"open", "rejected", "timed_out"}}}
+			Keep: []string{"open", "approved", "rejected", "timed_out"}}}
 	case "gate.approve", "gate.reject":
 		gate, _ := payload["gate"].(string)
 		vote := "approve"
@@ -80,19 +84,20 @@ func gateState(env map[string]any) ([]protocols.Claim, []protocols.StateCheck, [
 		claims := []protocols.Claim{
 			{Kind: GateVoteKind, Key: key(gate) + "\x00" + sender, Value: vote,
 				OnSame: protocols.CodeReplayDetected, OnConflict: protocols.CodeReplayDetected},
-			{Kind: GateClosedKind, Key: key(gate), Value: "closed", OnSame: protocols.CodeInvalidField},
 		}
 		checks := []protocols.StateCheck{{Kind: GateKind, Key: key(gate), Want: "open", Default: protocols.CodeInvalidField}}
-		var sets []protocols.StateSet
-		if vote == "reject" {
-			sets = append(sets, protocols.StateSet{Kind: GateKind, Key: key(gate), Value: "rejected"})
+		set := protocols.StateSet{Kind: GateKind, Key: key(gate), Value: "rejected"}
+		if vote == "approve" {
+			set.Value = "approved"
+			set.If = &protocols.Tally{Kind: GateVoteKind, Prefix: key(gate) + "\x00",
+				StateKind: PermKind, StatePrefix: session + "\x00", Rule: gateTally{}}
 		}
-		return claims, checks, sets
+		return claims, checks, []protocols.StateSet{set}
 	case "gate.timeout":
 		gate, _ := payload["gate"].(string)
 		if r, _ := payload["resolution"].(string); r == "rejected" || r == "auto_approved" {
 			return nil, nil, []protocols.StateSet{{Kind: GateKind, Key: key(gate), Value: "timed_out",
-				Keep: []string{"", "rejected"}}}
+				Keep: []string{"", "approved", "rejected"}}}
 		}
 	case "interrupt.raise":
 		urgency, _ := payload["urgency"].(string)
@@ -114,15 +119,54 @@ func gateState(env map[string]any) ([]protocols.Claim, []protocols.StateCheck, [
 	return nil, nil, nil
 }
 
-// closesOnFirstApproval reports whether one approval meets q, whoever
-// gives it: GateResolved with one approval and no eligible count (so
-// "all", "specific" and "majority", which need the approvers the store does
-// not count, never qualify; nor does "role", which needs the voter's role).
-func closesOnFirstApproval(q Quorum) bool {
-	if q.Type == "role" {
+// gateTally is the rule of an approval's Tally: votes are the gate's
+// GateVoteKind claims (voter → "approve" / "reject", and "" → the quorum),
+// perms the session's PermKind states (participant + "\x00" + permission →
+// "granted" / "denied"). It counts with GateResolved:
+//
+//   - "any" and "role": every approval (the voter's role is not known to
+//     the store, only its permissions, so a "role" quorum counts approvals
+//     by anyone holding the approve permission);
+//   - "specific": approvals by the listed participants; eligible is the
+//     number listed;
+//   - "all" and "majority": eligible is the number of session participants
+//     holding the approve permission when the approval arrives.
+//
+// Rejections are left out: a reject resolves the gate itself.
+type gateTally struct{}
+
+// Resolved reports whether the approvals meet the gate's quorum.
+func (gateTally) Resolved(votes, perms map[string]string) bool {
+	raw, ok := votes[""]
+	if !ok || !strings.HasPrefix(raw, quorumPrefix) {
 		return false
 	}
-	resolved, approved := GateResolved(q.Rule(), 1, 0, 0)
+	q, err := ParseQuorum([]byte(raw[len(quorumPrefix):]))
+	if err != nil {
+		return false
+	}
+	listed := map[string]bool{}
+	for _, p := range q.Participants {
+		listed[p] = true
+	}
+	approvals := 0
+	for voter, v := range votes {
+		if voter != "" && v == "approve" && (q.Type != "specific" || listed[voter]) {
+			approvals++
+		}
+	}
+	eligible := 0
+	switch q.Type {
+	case "specific":
+		eligible = len(listed)
+	case "all", "majority":
+		for k, v := range perms {
+			if who, p, ok := strings.Cut(k, "\x00"); ok && who != "" && p == string(Approve) && v == "granted" {
+				eligible++
+			}
+		}
+	}
+	resolved, approved := GateResolved(q.Rule(), approvals, 0, eligible)
 	return resolved && approved
 }
 

@@ -59,6 +59,9 @@ func (s *ruleStore) apply(r protocols.Report) string {
 		ps = append(ps, protocols.New(code, "", "%s", c.Kind))
 	}
 	for _, st := range r.Sets {
+		if t := st.If; t != nil && !t.Rule.Resolved(prefixed(claims, t.Kind, t.Prefix), prefixed(states, t.StateKind, t.StatePrefix)) {
+			continue
+		}
 		k := [2]string{st.Kind, st.Key}
 		if !oneOf(states[k], st.Keep) {
 			states[k] = st.Value
@@ -72,6 +75,21 @@ func (s *ruleStore) apply(r protocols.Report) string {
 	}
 	s.claims, s.states = claims, states
 	return "accepted"
+}
+
+// prefixed is the store's range read of a Tally: key (prefix removed) →
+// value of the entries of kind whose key starts with prefix.
+func prefixed(m map[[2]string]string, kind, prefix string) map[string]string {
+	out := map[string]string{}
+	if kind == "" {
+		return out
+	}
+	for k, v := range m {
+		if k[0] == kind && strings.HasPrefix(k[1], prefix) {
+			out[k[1][len(prefix):]] = v
+		}
+	}
+	return out
 }
 
 func codeList(ps protocols.Problems) string {
@@ -159,7 +177,6 @@ func TestGateStateKeys(t *testing.T) {
 	}
 	want := []protocols.Claim{
 		{Kind: GateVoteKind, Key: "s1\x00G1\x00bob", Value: "approve", OnSame: protocols.CodeReplayDetected, OnConflict: protocols.CodeReplayDetected},
-		{Kind: GateClosedKind, Key: "s1\x00G1", Value: "closed", OnSame: protocols.CodeInvalidField},
 	}
 	if fmt.Sprint(r.Claims) != fmt.Sprint(want) {
 		t.Errorf("claims %+v, want %+v", r.Claims, want)
@@ -172,5 +189,23 @@ func TestGateStateKeys(t *testing.T) {
 	}
 	if !gateCheck {
 		t.Errorf("checks %+v: no open-gate check with invalid_field", r.Checks)
+	}
+	var tally *protocols.Tally
+	for _, st := range r.Sets {
+		if st.Kind == GateKind && st.Key == "s1\x00G1" && st.Value == "approved" {
+			tally = st.If
+		}
+	}
+	if tally == nil || tally.Kind != GateVoteKind || tally.Prefix != "s1\x00G1\x00" ||
+		tally.StateKind != PermKind || tally.StatePrefix != "s1\x00" {
+		t.Fatalf("sets %+v: no approved set with a vote tally", r.Sets)
+	}
+	votes := map[string]string{"": `quorum:{"type":"any","count":2}`, "bob": "approve"}
+	if tally.Rule.Resolved(votes, nil) {
+		t.Error("any:2 resolved by one approval")
+	}
+	votes["carol"] = "approve"
+	if !tally.Rule.Resolved(votes, nil) {
+		t.Error("any:2 not resolved by two approvals")
 	}
 }

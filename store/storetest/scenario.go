@@ -67,6 +67,8 @@ type input struct {
 	Errors      []protocols.Code  `json:"errors"` // stateless errors
 	Claims      []claim           `json:"claims"`
 	Links       []protocols.Link  `json:"links"`
+	Checks      []check           `json:"checks"`
+	Sets        []set             `json:"sets"`
 	Handoff     []string          `json:"handoff"`
 	// OOPS: install a callback that queues an OOPS (with a stored copy
 	// replying to this message) whenever the outcome has errors.
@@ -80,6 +82,45 @@ type claim struct {
 	Window     int64          `json:"window"`
 	OnSame     protocols.Code `json:"on_same"`
 	OnConflict protocols.Code `json:"on_conflict"`
+}
+
+type check struct {
+	Kind    string         `json:"kind"`
+	Key     string         `json:"key"`
+	Want    string         `json:"want"`
+	Default protocols.Code `json:"default"`
+}
+
+type set struct {
+	Kind  string   `json:"kind"`
+	Key   string   `json:"key"`
+	Value string   `json:"value"`
+	Keep  []string `json:"keep"`
+	If    *tally   `json:"if"`
+}
+
+// tally is a protocols.Tally over claims only whose rule is: at least
+// AtLeast of the claims read hold Value.
+type tally struct {
+	Kind    string `json:"kind"`
+	Prefix  string `json:"prefix"`
+	Value   string `json:"value"`
+	AtLeast int    `json:"at_least"`
+}
+
+type countRule struct {
+	value   string
+	atLeast int
+}
+
+func (r countRule) Resolved(claims, _ map[string]string) bool {
+	n := 0
+	for _, v := range claims {
+		if v == r.value {
+			n++
+		}
+	}
+	return n >= r.atLeast
 }
 
 type want struct {
@@ -119,6 +160,17 @@ func (in input) incoming(t *testing.T) *store.Incoming {
 	for _, c := range in.Claims {
 		x.Claims = append(x.Claims, protocols.Claim{Kind: c.Kind, Key: c.Key, Value: c.Value, Window: c.Window,
 			OnSame: c.OnSame, OnConflict: c.OnConflict})
+	}
+	for _, c := range in.Checks {
+		x.Checks = append(x.Checks, protocols.StateCheck{Kind: c.Kind, Key: c.Key, Want: c.Want, Default: c.Default})
+	}
+	for _, st := range in.Sets {
+		ps := protocols.StateSet{Kind: st.Kind, Key: st.Key, Value: st.Value, Keep: st.Keep}
+		if st.If != nil {
+			ps.If = &protocols.Tally{Kind: st.If.Kind, Prefix: st.If.Prefix,
+				Rule: countRule{value: st.If.Value, atLeast: st.If.AtLeast}}
+		}
+		x.Sets = append(x.Sets, ps)
 	}
 	if in.OOPS {
 		x.OOPS = oopsFor(x)

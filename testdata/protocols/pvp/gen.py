@@ -121,13 +121,16 @@ def claimlines(m):
     if t == "gate.request":
         q = p["quorum"]
         rule = {"any": lambda: "any:%d" % q["count"], "role": lambda: "role:%s:%d" % (q["role"], q["count"])}.get(q["type"], lambda: q["type"])()
-        out = ["claim: pvp_gate_request %s %s - invalid_field" % (key(m["session"], m["id"]), rule)]
-        if rule != "any:1": out.append("claim: pvp_gate_closed %s counting - invalid_field" % key(m["session"], m["id"]))
-        return out
+        # the quorum as Go marshals Quorum: type, count, role, participants (omitempty)
+        qj = {"type": q["type"]}
+        for f in ("count", "role", "participants"):
+            if q.get(f): qj[f] = q[f]
+        quorum = "quorum:" + json.dumps(qj, separators=(",", ":"))
+        return ["claim: pvp_gate_request %s %s - -" % (key(m["session"], m["id"]), rule),
+                "claim: pvp_gate_vote %s %s - invalid_field" % (key(m["session"], m["id"], ""), quorum)]
     if t in ("gate.approve", "gate.reject"):
         vote = "approve" if t == "gate.approve" else "reject"
-        return ["claim: pvp_gate_vote %s %s replay_detected replay_detected" % (key(m["session"], p["gate"], m["sender"]), vote),
-                "claim: pvp_gate_closed %s closed invalid_field -" % key(m["session"], p["gate"])]
+        return ["claim: pvp_gate_vote %s %s replay_detected replay_detected" % (key(m["session"], p["gate"], m["sender"]), vote)]
     return []
 
 def write(name, body, valid, errors=(), comment=None, env=None):
