@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/envelopd/envelopd/internal/testcorpus"
 )
 
 const dkimConfigData = "../testdata/dkimconfig/"
@@ -16,40 +18,14 @@ const dkimConfigData = "../testdata/dkimconfig/"
 // one line per signer ("LINE DOMAIN SELECTOR KEY"), or "error TEXT" where
 // TEXT must appear in the error.
 func TestParseDKIMConfig(t *testing.T) {
-	files, err := filepath.Glob(dkimConfigData + "*.conf")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no config cases: %v", err)
-	}
-	for _, file := range files {
-		name := strings.TrimSuffix(filepath.Base(file), ".conf")
-		t.Run(name, func(t *testing.T) {
-			in, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := os.ReadFile(strings.TrimSuffix(file, ".conf") + ".want")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := ParseDKIMConfig("", bytes.NewReader(in))
-			if w, ok := strings.CutPrefix(strings.TrimSpace(string(want)), "error "); ok {
-				if !errors.Is(err, ErrDKIMConfig) || !strings.Contains(err.Error(), w) {
-					t.Fatalf("error %v, want ErrDKIMConfig containing %q", err, w)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var b strings.Builder
-			for _, c := range got {
-				fmt.Fprintf(&b, "%d %s %s %s\n", c.Line, c.Domain, c.Selector, c.Key)
-			}
-			if b.String() != string(want) {
-				t.Errorf("got\n%s\nwant\n%s", b.String(), want)
-			}
-		})
-	}
+	testcorpus.Run(t, dkimConfigData+"*.conf", ErrDKIMConfig, func(in []byte) (string, error) {
+		got, err := ParseDKIMConfig("", bytes.NewReader(in))
+		var b strings.Builder
+		for _, c := range got {
+			fmt.Fprintf(&b, "%d %s %s %s\n", c.Line, c.Domain, c.Selector, c.Key)
+		}
+		return b.String(), err
+	})
 }
 
 // TestLoadDKIMConfig: relative key paths are resolved against the config
