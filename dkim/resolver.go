@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"unicode"
 )
 
 // Resolver looks up the TXT records of a DNS name, one string per record
@@ -139,7 +140,9 @@ func ParseStatic(rd io.Reader) (*StaticResolver, error) {
 		if line == "" {
 			continue
 		}
-		i := strings.IndexAny(line, " \t")
+		// The name ends at the first white space of any kind (a \v left
+		// in the name would make it unmatchable).
+		i := strings.IndexFunc(line, unicode.IsSpace)
 		if i < 0 {
 			return nil, &SyntaxError{Line: n, Msg: fmt.Sprintf("%q has no TXT value", line)}
 		}
