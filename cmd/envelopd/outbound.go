@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,18 +90,27 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 		}
 		return float64(len(q))
 	}))
+	w, err := o.worker(st, rt.log)
+	if err != nil || w == nil {
+		return err
+	}
+	rt.workers = append(rt.workers, w.Run)
+	return nil
+}
+
+// worker is the outbound queue worker submitting to --smtp-url, or nil
+// when no smarthost is set.
+func (o *outboundFlags) worker(st store.Store, log *slog.Logger) (*mailout.Worker, error) {
 	if o.smtpURL == "" {
-		return nil
+		return nil, nil
 	}
 	pw, err := mailout.LoadPassword(o.passwordFile, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sub, err := mailout.NewSubmitter(o.smtpURL, pw)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	w := &mailout.Worker{Store: st, Sender: sub, Logger: rt.log}
-	rt.workers = append(rt.workers, w.Run)
-	return nil
+	return &mailout.Worker{Store: st, Sender: sub, Logger: log}, nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/mailin"
-	"github.com/envelopd/envelopd/mailout"
 )
 
 // onceDrainTimeout bounds the hand-off and queue pass of `poll --once`
@@ -141,20 +140,16 @@ func drainOnce(ctx context.Context, rt *runtime, f *ingestFlags, timeout time.Du
 			}
 		}
 	}
-	if f.out.smtpURL == "" || ctx.Err() != nil {
+	if ctx.Err() != nil {
 		return
 	}
-	pw, err := mailout.LoadPassword(f.out.passwordFile, nil)
+	w, err := f.out.worker(rt.store, rt.log)
 	if err != nil {
 		rt.log.Error("outbound queue", "err", err)
+	}
+	if w == nil {
 		return
 	}
-	sub, err := mailout.NewSubmitter(f.out.smtpURL, pw)
-	if err != nil {
-		rt.log.Error("outbound queue", "err", err)
-		return
-	}
-	w := &mailout.Worker{Store: rt.store, Sender: sub, Logger: rt.log}
 	if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
 		rt.log.Error("outbound queue", "err", err)
 	}
