@@ -48,8 +48,16 @@ type Result struct {
 	P90ms     float64 `json:"p90_ms"`
 	P99ms     float64 `json:"p99_ms"`
 	MaxMs     float64 `json:"max_ms"`
+	// RejectCodes counts the rejections by reply code ("451": 12).
+	RejectCodes map[string]int `json:"reject_codes,omitempty"`
 	// FirstError is the first rejection or connection error seen.
 	FirstError string `json:"first_error,omitempty"`
+	// ServerCPUSeconds is the CPU time (user + system) the server process
+	// used during the run, ClientCPUSeconds the client's (envelopd-load
+	// itself, or smtp-source); 0 when not measured (`run` against a
+	// server it did not start).
+	ServerCPUSeconds float64 `json:"server_cpu_seconds,omitempty"`
+	ClientCPUSeconds float64 `json:"client_cpu_seconds,omitempty"`
 }
 
 // ErrReply is a reply with an unexpected code.
@@ -79,6 +87,8 @@ func Drive(ctx context.Context, mails []Mail, opts DriveOptions) *Result {
 	ok := make([]bool, len(mails))
 	var next atomic.Int64
 	var rejected, failed atomic.Int64
+	var codesMu sync.Mutex
+	codes := map[string]int{}
 	var firstErr atomic.Pointer[string]
 	noteErr := func(err error) {
 		s := err.Error()
@@ -120,6 +130,12 @@ func Drive(ctx context.Context, mails []Mail, opts DriveOptions) *Result {
 				case isReply(err):
 					rejected.Add(1)
 					noteErr(err)
+					var er *ErrReply
+					if errors.As(err, &er) {
+						codesMu.Lock()
+						codes[strconv.Itoa(er.Code)]++
+						codesMu.Unlock()
+					}
 				default:
 					failed.Add(1)
 					noteErr(err)
@@ -141,6 +157,9 @@ func Drive(ctx context.Context, mails []Mail, opts DriveOptions) *Result {
 		Seconds: elapsed.Seconds()}
 	if p := firstErr.Load(); p != nil {
 		r.FirstError = *p
+	}
+	if len(codes) > 0 {
+		r.RejectCodes = codes
 	}
 	var acc []time.Duration
 	for i, good := range ok {

@@ -168,7 +168,9 @@ func (s *serverSet) compare(ctx context.Context, mode string, drive func(addr st
 	if err != nil {
 		return nil, fmt.Errorf("no-op server: %w", err)
 	}
+	meter := startCPU(noop.cmd.Process.Pid)
 	cmp.Baseline, err = drive(addr)
+	meter.stop(cmp.Baseline)
 	noop.stop()
 	if err != nil {
 		return nil, fmt.Errorf("baseline: %w", err)
@@ -184,7 +186,9 @@ func (s *serverSet) compare(ctx context.Context, mode string, drive func(addr st
 	if err != nil {
 		return nil, fmt.Errorf("envelopd serve: %w", err)
 	}
+	meter = startCPU(srv.cmd.Process.Pid)
 	cmp.Envelopd, err = drive(addr)
+	meter.stop(cmp.Envelopd)
 	if stopErr := srv.stop(); stopErr != nil {
 		fmt.Fprintf(s.stderr, "[%s] envelopd serve: %v (log %s)\n", mode, stopErr, srv.log)
 	}

@@ -123,6 +123,11 @@ func printResult(w io.Writer, name string, r *Result) {
 	if r.MaxMs > 0 { // smtp-source runs have no latencies
 		fmt.Fprintf(w, "; latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms", r.P50ms, r.P90ms, r.P99ms, r.MaxMs)
 	}
+	if r.ServerCPUSeconds > 0 && r.Accepted > 0 {
+		n := float64(r.Accepted)
+		fmt.Fprintf(w, "; CPU per message: server %.0f µs, client %.0f µs",
+			r.ServerCPUSeconds/n*1e6, r.ClientCPUSeconds/n*1e6)
+	}
 	fmt.Fprintln(w)
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "%sfirst error: %s\n", name, r.FirstError)

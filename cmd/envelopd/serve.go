@@ -90,7 +90,12 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		return nil, fmt.Errorf("open %s: %w", f.db, err)
 	}
 	rt := &runtime{store: st, log: log}
-	rt.closers = append(rt.closers, func() { st.Close() })
+	rt.closers = append(rt.closers, func() {
+		// The group commit figures, for tuning (mean batch = writes/commits).
+		stats := st.Stats()
+		log.Info("store closed", "commits", stats.Commits, "writes", stats.Writes)
+		st.Close()
+	})
 	verifier, err := dkimVerifier(f.dkimTXT)
 	if err != nil {
 		rt.close()
@@ -98,6 +103,14 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "envelopd_store_commits_total",
+		Help: "Store transactions committed (one fsync each).",
+	}, func() float64 { return float64(st.Stats().Commits) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "envelopd_store_writes_total",
+		Help: "Store writes (ingests, enqueues, …) committed; writes/commits is the mean group commit size.",
+	}, func() float64 { return float64(st.Stats().Writes) }))
 	p := &mailin.Pipeline{
 		Store:      st,
 		Verifier:   verifier,
