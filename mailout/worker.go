@@ -38,8 +38,13 @@ type Worker struct {
 	// Max (default 1 h).
 	Initial, Max time.Duration
 	// Lease is how long a claimed recipient is hidden from other workers
-	// (default 15 min, longer than a submission can take).
+	// (default 15 min, longer than a submission can take): after a crash
+	// mid-attempt the recipient is tried again when it ends.
 	Lease time.Duration
+	// SubmitTimeout, when set, bounds one submission (the Sender's context
+	// ends then, and the attempt counts as a temporary failure); a Lease
+	// longer than it keeps a slow attempt from overlapping its retry.
+	SubmitTimeout time.Duration
 	// Batch is how many recipients one claim takes (default 100), and
 	// Parallel how many queue entries are sent at once (default 4).
 	Batch, Parallel int
@@ -178,7 +183,13 @@ func (w *Worker) deliverEntry(ctx context.Context, g []store.Due) error {
 	for i, d := range g {
 		rcpts[i] = d.Rcpt
 	}
-	res := w.Sender.Submit(ctx, g[0].From, rcpts, g[0].Raw)
+	sctx := ctx
+	if w.SubmitTimeout > 0 {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(ctx, w.SubmitTimeout)
+		defer cancel()
+	}
+	res := w.Sender.Submit(sctx, g[0].From, rcpts, g[0].Raw)
 	now := w.now()
 	// Record outcomes even when ctx was cancelled during the try: the
 	// attempt happened.

@@ -335,3 +335,54 @@ func TestWorkerRun(t *testing.T) {
 		t.Errorf("%d deliveries, want 1", n)
 	}
 }
+
+// blockingSender never answers by itself: it returns when its context
+// ends, as Submitter does when its connection is closed under it.
+type blockingSender struct{}
+
+func (blockingSender) Submit(ctx context.Context, _ string, rcpts []string, _ []byte) []RcptResult {
+	<-ctx.Done()
+	res := make([]RcptResult, len(rcpts))
+	for i, r := range rcpts {
+		res[i] = RcptResult{Rcpt: r, Err: &SendError{Stage: "data", Err: ctx.Err()}}
+	}
+	return res
+}
+
+// TestSubmitTimeout: a submission that hangs is cut off after
+// SubmitTimeout and recorded as a temporary failure, to be retried.
+func TestSubmitTimeout(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, filepath.Join(t.TempDir(), "q.db"))
+	defer st.Close()
+	if _, err := st.Enqueue(ctx, &store.Outgoing{From: "alice@x.test", Recipients: []string{"bob@y.test"},
+		Raw: []byte("Message-ID: <h@x.test>\r\nSubject: PAY\r\n\r\nbody\r\n"), MessageID: "h@x.test"}); err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{Store: st, Sender: blockingSender{}, SubmitTimeout: 50 * time.Millisecond, Lease: time.Second}
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.RunOnce(ctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunOnce still waiting on a hung submission 10 s after its 50 ms bound")
+	}
+	entries, err := st.Queue(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || len(entries[0].Recipients) != 1 {
+		t.Fatalf("queue %+v", entries)
+	}
+	r := entries[0].Recipients[0]
+	if r.State != store.QueuePending || r.Attempts != 1 || !strings.Contains(r.LastError, "deadline exceeded") {
+		t.Errorf("after a cut-off attempt: state %s, attempts %d, last error %q; want pending, 1, a deadline error",
+			r.State, r.Attempts, r.LastError)
+	}
+}

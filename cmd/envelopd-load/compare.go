@@ -226,6 +226,7 @@ type StoredView struct {
 	MessageID string `json:"message_id"`
 	Status    string `json:"status"`
 	Type      string `json:"type"`
+	Direction string `json:"direction"` // "in", or "out" for a stored copy of mail envelopd sent
 }
 
 // Inbox lists the messages stored in db with `envelopd inbox --json`.

@@ -1,19 +1,27 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
+	"maps"
 	"math/rand/v2"
+	"net"
+	"net/mail"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/emersion/go-smtp"
 	_ "modernc.org/sqlite"
 )
 
@@ -80,6 +88,15 @@ func TestInteropCrashSafety(t *testing.T) {
 	if err := writeTXT(txt, c); err != nil {
 		t.Fatal(err)
 	}
+	// The outbound queue: one mail in 25 is altered after signing, so it
+	// fails DKIM and envelopd queues a courtesy OOPS (dkim_failed) for its
+	// sender, delivered through a sink standing in for the smarthost.
+	for i := range c.Mails {
+		if i%25 == 7 {
+			c.Mails[i].Data = append(c.Mails[i].Data, "altered after signing\r\n"...)
+		}
+	}
+	sink := startSink(t)
 	db := filepath.Join(dir, "envelopd.db")
 	// The hand-off log: every accepted message is handed to this command
 	// (one file per delivery, named by a counter-free mktemp) at least
@@ -97,7 +114,8 @@ func TestInteropCrashSafety(t *testing.T) {
 			t.Fatal(err)
 		}
 		s, err := startServer(ctx, bin, []string{"serve", "--smtp", addr, "--db", db, "--dkim-txt", txt,
-			"--exec", handoff, "--handoff-timeout", "2s"},
+			"--exec", handoff, "--handoff-timeout", "2s",
+			"--smtp-url", "smtp://" + sink.addr, "--submit-timeout", "2s"},
 			addr, filepath.Join(dir, fmt.Sprintf("serve-%d.log", n)))
 		if err != nil {
 			t.Fatal(err)
@@ -184,7 +202,9 @@ func TestInteropCrashSafety(t *testing.T) {
 	}
 	want := map[int64]bool{}
 	for _, v := range views {
-		if v.Status == "accepted" {
+		// Hand-off is for received mail; the stored copies of the
+		// courtesy OOPS mails envelopd sent are not handed off.
+		if v.Status == "accepted" && v.Direction == "in" {
 			want[v.ID] = true
 		}
 	}
@@ -201,6 +221,7 @@ func TestInteropCrashSafety(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
+			logTail(t, filepath.Join(dir, fmt.Sprintf("serve-%d.log", rounds)))
 			t.Fatalf("hand-off did not resume: %d of %d accepted messages never reached the agent", missing, len(want))
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -213,6 +234,38 @@ func TestInteropCrashSafety(t *testing.T) {
 		repeats += n - 1
 	}
 	t.Logf("hand-off: %d accepted messages delivered, %d repeated deliveries", len(want), repeats)
+	// The outbound queue resumes: every queued OOPS is sent (a claim cut
+	// off by a kill is retried when its 4 s lease ends) and reached the
+	// sink at least once.
+	var entries []queueView
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		entries = queueEntries(t, bin, db)
+		unsent := 0
+		for _, e := range entries {
+			for _, r := range e.Recipients {
+				if r.State != "sent" {
+					unsent++
+				}
+			}
+		}
+		if unsent == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("outbound queue did not resume: %d of %d entries have unsent recipients", unsent, len(entries))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(entries) == 0 {
+		t.Fatal("no courtesy OOPS was queued for the altered mails")
+	}
+	seen := sink.received()
+	for _, e := range entries {
+		if seen[normID(e.MessageID)] == 0 {
+			t.Errorf("queue entry %d (%s) is sent but never reached the smarthost", e.ID, e.MessageID)
+		}
+	}
+	t.Logf("outbound queue: %d courtesy OOPS sent, %d submissions seen by the smarthost", len(entries), sink.total())
 	if err := srv.stop(); err != nil {
 		t.Errorf("envelopd serve did not stop cleanly: %v", err)
 	}
@@ -242,4 +295,101 @@ func handedIDs(t *testing.T, dir string) map[int64]int {
 		got[m.ID]++
 	}
 	return got
+}
+
+// logTail logs the last lines of a server log (on failure).
+func logTail(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("%s: %v", path, err)
+		return
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	t.Logf("last lines of %s:\n%s", path, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+}
+
+// queueView is the part of `envelopd queue --json` the crash test reads.
+type queueView struct {
+	ID         int64  `json:"id"`
+	MessageID  string `json:"message_id"`
+	Recipients []struct {
+		Rcpt  string `json:"rcpt"`
+		State string `json:"state"`
+	} `json:"recipients"`
+}
+
+func queueEntries(t *testing.T, bin, db string) []queueView {
+	t.Helper()
+	out, err := exec.Command(bin, "queue", "--db", db, "--json").Output()
+	if err != nil {
+		t.Fatalf("envelopd queue: %v", err)
+	}
+	var vs []queueView
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var v queueView
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("envelopd queue --json: %v", err)
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+// sink is the smarthost of the crash test: a go-smtp server that keeps the
+// Message-ID of every message it accepts.
+type sink struct {
+	addr string
+	mu   sync.Mutex
+	ids  map[string]int
+	n    int
+}
+
+func startSink(t *testing.T) *sink {
+	t.Helper()
+	k := &sink{ids: map[string]int{}}
+	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &sinkSession{k: k}, nil }))
+	srv.Domain = "smarthost.test"
+	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
+	srv.ErrorLog = log.New(io.Discard, "", 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.addr = ln.Addr().String()
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return k
+}
+
+func (k *sink) received() map[string]int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return maps.Clone(k.ids)
+}
+
+func (k *sink) total() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.n
+}
+
+type sinkSession struct{ k *sink }
+
+func (s *sinkSession) Mail(string, *smtp.MailOptions) error { return nil }
+func (s *sinkSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
+func (s *sinkSession) Reset()                               {}
+func (s *sinkSession) Logout() error                        { return nil }
+func (s *sinkSession) Data(r io.Reader) error {
+	m, err := mail.ReadMessage(r)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, m.Body)
+	s.k.mu.Lock()
+	s.k.ids[normID(m.Header.Get("Message-ID"))]++
+	s.k.n++
+	s.k.mu.Unlock()
+	return nil
 }

@@ -22,6 +22,7 @@ type outboundFlags struct {
 	dkimKeys, dkimSels    multiFlag
 	dkimDomain            string
 	dkimConfig            string
+	submitTimeout         time.Duration
 }
 
 func (o *outboundFlags) register(fs *flag.FlagSet) {
@@ -31,6 +32,7 @@ func (o *outboundFlags) register(fs *flag.FlagSet) {
 	fs.Var(&o.dkimSels, "dkim-selector", "DKIM selector for the --dkim-key at the same position")
 	fs.StringVar(&o.dkimDomain, "dkim-domain", "", "DKIM signing domain (d=)")
 	fs.StringVar(&o.dkimConfig, "dkim-config", "", dkimConfigUsage)
+	fs.DurationVar(&o.submitTimeout, "submit-timeout", 0, "bound on one smarthost submission; an attempt cut off by a crash is retried after twice this (0: the submitter's own timeouts, retried after 15 min)")
 }
 
 const dkimConfigUsage = "DKIM signer config `FILE`: one signer a line, domain=D selector=S key=PATH (relative to FILE); the --dkim-key flags add to it"
@@ -112,5 +114,12 @@ func (o *outboundFlags) worker(st store.Store, log *slog.Logger) (*mailout.Worke
 	if err != nil {
 		return nil, err
 	}
-	return &mailout.Worker{Store: st, Sender: sub, Logger: log}, nil
+	w := &mailout.Worker{Store: st, Sender: sub, Logger: log}
+	if o.submitTimeout < 0 {
+		return nil, fmt.Errorf("--submit-timeout must not be negative")
+	}
+	if o.submitTimeout > 0 {
+		w.SubmitTimeout, w.Lease = o.submitTimeout, 2*o.submitTimeout
+	}
+	return w, nil
 }
