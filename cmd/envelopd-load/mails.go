@@ -188,8 +188,11 @@ func buildMail(i int, o *GenOptions, ss *signerSet, overhead map[string]int, now
 	note, body := g.body(typ)
 	var attach []byte
 	var attachName string
-	if rng.Float64() < o.AttachShare {
-		if i%2 == 0 {
+	switch {
+	case i == pvpCreateMail:
+		attach, attachName = g.pvpCreate(now), "pvp-message.json"
+	case rng.Float64() < o.AttachShare:
+		if i%2 == 0 || i < pvpFirstPrompt {
 			attach, attachName = g.vcp(now), "vcp-envelope.json"
 		} else {
 			attach, attachName = g.pvp(now), "pvp-message.json"
@@ -367,7 +370,39 @@ func (g *gen) vcp(now time.Time) []byte {
 	return bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n"))
 }
 
-// pvp is a valid PVP prompt.submit message (PVP v1, Appendix A).
+// The run's PVP session: mail pvpCreateMail creates it (its sender
+// administers it, PVP v1 §6.1, §7.2), and the PVP attachments of the mails
+// from pvpFirstPrompt on submit prompts in it. The gap keeps a prompt from
+// reaching envelopd before the session exists when the mails are sent in
+// order over up to that many concurrent sessions (earlier mails carry VCP
+// envelopes instead); a prompt stored first would be quarantined
+// (unauthorized).
+const (
+	pvpCreateMail  = 1
+	pvpFirstPrompt = 64
+)
+
+// pvpCreate is the session.create of the run's PVP session.
+func (g *gen) pvpCreate(now time.Time) []byte {
+	o := map[string]any{
+		"v": 1, "id": fmt.Sprintf("01LOAD%s%010d", strings.ToUpper(g.run), g.i),
+		"ts":      now.UTC().Format("2006-01-02T15:04:05.000Z"),
+		"session": "ses_" + g.run, "sender": "alice_01", "type": "session.create",
+		"payload": map[string]any{"name": "Load run " + g.run, "config": map[string]any{
+			"require_approval_for": []string{"shell_execute"},
+			"default_gate_quorum":  map[string]any{"type": "any", "count": 1},
+			"allow_forks":          true, "max_participants": 5, "ordering_mode": "causal",
+			"on_participant_timeout": "skip", "heartbeat_interval_seconds": 30,
+			"idle_timeout_seconds": 120, "away_timeout_seconds": 300,
+		}},
+	}
+	// Compact, so that this mail too stays near the requested size.
+	b, _ := json.Marshal(o)
+	return append(b, '\r', '\n')
+}
+
+// pvp is a valid PVP prompt.submit message (PVP v1, Appendix A) in the
+// run's session, sent by its creator.
 func (g *gen) pvp(now time.Time) []byte {
 	o := map[string]any{
 		"v": 1, "id": fmt.Sprintf("01LOAD%s%010d", strings.ToUpper(g.run), g.i),
