@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 // and against the no-op baseline, in the same run.
 type Comparison struct {
 	Mode     string  `json:"mode"` // "envelopd-load" or "smtp-source"
+	Run      int     `json:"run"`  // 1…runs
 	Envelopd *Result `json:"envelopd"`
 	Baseline *Result `json:"baseline"`
 	Ratio    float64 `json:"ratio"` // envelopd msg/s ÷ baseline msg/s
@@ -30,10 +32,44 @@ type Comparison struct {
 	Stored map[string]int `json:"stored,omitempty"`
 }
 
+// Summary is the median of a mode's runs (compare --runs N).
+type Summary struct {
+	Mode     string    `json:"mode"`
+	Runs     int       `json:"runs"`
+	Ratios   []float64 `json:"ratios"`       // each run's, in run order
+	Median   float64   `json:"median_ratio"` // of Ratios
+	Envelopd float64   `json:"envelopd_msg_per_sec"`
+	Baseline float64   `json:"baseline_msg_per_sec"` // medians of the runs' rates
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func summarize(mode string, cmps []*Comparison) Summary {
+	sum := Summary{Mode: mode, Runs: len(cmps)}
+	var env, base []float64
+	for _, c := range cmps {
+		sum.Ratios = append(sum.Ratios, c.Ratio)
+		env = append(env, c.Envelopd.MsgPerSec)
+		base = append(base, c.Baseline.MsgPerSec)
+	}
+	sum.Median, sum.Envelopd, sum.Baseline = median(sum.Ratios), median(env), median(base)
+	return sum
+}
+
 type compareFlags struct {
 	loadFlags
 	envelopdBin, sourceBin, serveArgs, keepDir string
 	smtpSource                                 bool
+	runs                                       int
 }
 
 func runCompare(ctx context.Context, e *env) int {
@@ -46,7 +82,12 @@ func runCompare(ctx context.Context, e *env) int {
 	fs.StringVar(&f.sourceBin, "smtp-source-bin", "smtp-source", "smtp-source binary")
 	fs.StringVar(&f.serveArgs, "serve-args", "", "extra arguments for envelopd serve (space separated, e.g. --cpuprofile FILE)")
 	fs.StringVar(&f.keepDir, "dir", "", "work directory (databases, key file, server logs); default a temporary one, removed afterwards")
+	fs.IntVar(&f.runs, "runs", 1, "repeat each comparison this many times (baseline and envelopd alternating, a fresh database each time) and also print the medians")
 	if err := fs.Parse(e.args); err != nil {
+		return 2
+	}
+	if f.runs < 1 {
+		fmt.Fprintf(e.stderr, "envelopd-load compare: --runs must be at least 1\n")
 		return 2
 	}
 	bin, err := findEnvelopd(f.envelopdBin)
@@ -84,25 +125,32 @@ func runCompare(ctx context.Context, e *env) int {
 
 	opts := DriveOptions{Sessions: f.sessions, KeepOpen: f.keepOpen, NoPipelining: f.noPipelining}
 	var out []*Comparison
-	cmp, err := servers.compare(ctx, "envelopd-load", func(addr string) (*Result, error) {
-		o := opts
-		o.Addr = addr
-		return Drive(ctx, c.Mails, o), nil
-	})
-	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
-		return 2
-	}
-	out = append(out, cmp)
+	byMode := map[string][]*Comparison{}
+	modes := []string{"envelopd-load"}
 	if f.smtpSource {
-		cmp, err := servers.compare(ctx, "smtp-source", func(addr string) (*Result, error) {
-			return smtpSource(ctx, f.sourceBin, addr, f.sessions, f.messages, f.size)
-		})
-		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
-			return 2
+		modes = append(modes, "smtp-source")
+	}
+	for run := 1; run <= f.runs; run++ {
+		for _, mode := range modes {
+			drive := func(addr string) (*Result, error) {
+				o := opts
+				o.Addr = addr
+				return Drive(ctx, c.Mails, o), nil
+			}
+			if mode == "smtp-source" {
+				drive = func(addr string) (*Result, error) {
+					return smtpSource(ctx, f.sourceBin, addr, f.sessions, f.messages, f.size)
+				}
+			}
+			cmp, err := servers.compare(ctx, mode, drive)
+			if err != nil {
+				fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
+				return 2
+			}
+			cmp.Run = run
+			out = append(out, cmp)
+			byMode[mode] = append(byMode[mode], cmp)
 		}
-		out = append(out, cmp)
 	}
 	code := 0
 	for _, cmp := range out {
@@ -115,15 +163,35 @@ func runCompare(ctx context.Context, e *env) int {
 		for _, cmp := range out {
 			enc.Encode(cmp)
 		}
+		if f.runs > 1 {
+			for _, mode := range modes {
+				enc.Encode(summarize(mode, byMode[mode]))
+			}
+		}
 		return code
 	}
 	for _, cmp := range out {
-		fmt.Fprintf(e.stdout, "[%s] envelopd %.0f msg/s, baseline %.0f msg/s, ratio %.2f\n",
-			cmp.Mode, cmp.Envelopd.MsgPerSec, cmp.Baseline.MsgPerSec, cmp.Ratio)
+		run := ""
+		if f.runs > 1 {
+			run = fmt.Sprintf(" run %d/%d:", cmp.Run, f.runs)
+		}
+		fmt.Fprintf(e.stdout, "[%s]%s envelopd %.0f msg/s, baseline %.0f msg/s, ratio %.2f\n",
+			cmp.Mode, run, cmp.Envelopd.MsgPerSec, cmp.Baseline.MsgPerSec, cmp.Ratio)
 		printResult(e.stdout, "  envelopd", cmp.Envelopd)
 		printResult(e.stdout, "  baseline", cmp.Baseline)
 		if len(cmp.Stored) > 0 {
 			fmt.Fprintf(e.stdout, "  envelopd stored: %s\n", formatCounts(cmp.Stored))
+		}
+	}
+	if f.runs > 1 {
+		for _, mode := range modes {
+			sum := summarize(mode, byMode[mode])
+			rs := make([]string, len(sum.Ratios))
+			for i, r := range sum.Ratios {
+				rs[i] = fmt.Sprintf("%.2f", r)
+			}
+			fmt.Fprintf(e.stdout, "[%s] median of %d runs: envelopd %.0f msg/s, baseline %.0f msg/s, ratio %.2f (ratios %s)\n",
+				mode, sum.Runs, sum.Envelopd, sum.Baseline, sum.Median, strings.Join(rs, ", "))
 		}
 	}
 	return code
