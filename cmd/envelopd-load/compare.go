@@ -352,12 +352,19 @@ type server struct {
 // startServer starts bin with args, its output to logPath, and waits until
 // addr answers with an SMTP greeting (at most 20 s).
 func startServer(ctx context.Context, bin string, args []string, addr, logPath string) (*server, error) {
+	return startServerAttr(ctx, bin, args, addr, logPath, nil)
+}
+
+// startServerAttr is startServer with process attributes (e.g. another
+// user's credentials).
+func startServerAttr(ctx context.Context, bin string, args []string, addr, logPath string, attr *syscall.SysProcAttr) (*server, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, err
