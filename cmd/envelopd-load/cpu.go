@@ -21,21 +21,29 @@ func procCPU(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
+	d, err := parseStatCPU(string(b))
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return d, nil
+}
+
+// parseStatCPU reads utime + stime from a /proc/PID/stat line.
+func parseStatCPU(s string) (time.Duration, error) {
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return 0, fmt.Errorf("no command name")
 	}
 	f := strings.Fields(s[i+1:])
 	// f[0] is field 3 (state), so field n is f[n-3].
 	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+		return 0, fmt.Errorf("%d fields, want at least 15", len(f)+2)
 	}
 	var ticks int64
 	for _, v := range f[11:13] {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("bad time field %q", v)
 		}
 		ticks += n
 	}
