@@ -172,7 +172,10 @@ func Incoming(a *Analysis, raw []byte, dir string) *store.Incoming {
 	if len(r.Errors) > 0 {
 		in.Status = store.StatusQuarantined
 	}
-	if b, err := json.Marshal(r); err == nil {
+	// MarshalJSON itself, not json.Marshal: that re-validates and
+	// compacts the method's output, which more than doubled the cost
+	// (≈ 5.5 vs 2.7 µs for a PAY in isolation, more under load).
+	if b, err := r.MarshalJSON(); err == nil {
 		in.Result = b
 	}
 	if b, err := json.Marshal(a.DKIM); err == nil {
