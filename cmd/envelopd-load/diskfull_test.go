@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,7 +44,7 @@ func TestInteropDiskFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		s, err := startServer(ctx, bin, []string{"serve", "--smtp", addr, "--db", db, "--dkim-txt", txt},
-			addr, filepath.Join(dir, "serve-"+string(rune('0'+n))+".log"))
+			addr, filepath.Join(dir, fmt.Sprintf("serve-%d.log", n)))
 		if err != nil {
 			t.Fatal(err)
 		}
