@@ -344,9 +344,10 @@ func freeAddr() (string, error) {
 
 // server is a server child process.
 type server struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan error
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{} // closed when the process has ended; err is then set
+	err    error
 }
 
 // startServer starts bin with args, its output to logPath, and waits until
@@ -369,12 +370,13 @@ func startServerAttr(ctx context.Context, bin string, args []string, addr, logPa
 		logf.Close()
 		return nil, err
 	}
-	s := &server{cmd: cmd, log: logPath, done: make(chan error, 1)}
+	s := &server{cmd: cmd, log: logPath, exited: make(chan struct{})}
 	go func() {
-		s.done <- cmd.Wait()
+		s.err = cmd.Wait()
 		logf.Close()
+		close(s.exited)
 	}()
-	if err := WaitSMTP(ctx, addr, 20*time.Second, s.done); err != nil {
+	if err := WaitSMTP(ctx, addr, 20*time.Second, s.exited); err != nil {
 		s.kill()
 		return nil, fmt.Errorf("%w (log %s)", err, logPath)
 	}
@@ -382,8 +384,8 @@ func startServerAttr(ctx context.Context, bin string, args []string, addr, logPa
 }
 
 // WaitSMTP waits until addr answers with a 220 greeting. exited, when it
-// delivers, means the server process ended first.
-func WaitSMTP(ctx context.Context, addr string, limit time.Duration, exited <-chan error) error {
+// is closed, means the server process ended first.
+func WaitSMTP(ctx context.Context, addr string, limit time.Duration, exited <-chan struct{}) error {
 	deadline := time.Now().Add(limit)
 	for {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
@@ -396,8 +398,8 @@ func WaitSMTP(ctx context.Context, addr string, limit time.Duration, exited <-ch
 			}
 		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("server exited before listening: %v", err)
+		case <-exited:
+			return errors.New("server exited before listening")
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
@@ -408,21 +410,34 @@ func WaitSMTP(ctx context.Context, addr string, limit time.Duration, exited <-ch
 	}
 }
 
-// stop sends SIGTERM and waits (up to 30 s, then SIGKILL).
+// stop sends SIGTERM and waits (up to 30 s, then SIGKILL). Stopping a
+// server that has already ended returns how it ended.
 func (s *server) stop() error {
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-s.done:
-		return err
+	case <-s.exited:
+		return s.err
 	case <-time.After(30 * time.Second):
 		s.kill()
 		return errors.New("did not stop within 30 s of SIGTERM; killed")
 	}
 }
 
+// kill sends SIGKILL and waits for the process to end (at once if it
+// already has).
 func (s *server) kill() {
 	s.cmd.Process.Kill()
-	<-s.done
+	<-s.exited
+}
+
+// running reports whether the process has not ended yet.
+func (s *server) running() bool {
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // smtpSource drives addr with Postfix's smtp-source: sessions parallel

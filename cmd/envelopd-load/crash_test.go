@@ -120,6 +120,7 @@ func TestInteropCrashSafety(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(s.kill) // a failed test leaves no server behind
 		return s, addr
 	}
 	record := filepath.Join(dir, "accepted.txt")
