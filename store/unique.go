@@ -24,42 +24,30 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 	var ps protocols.Problems
 	replay := false
 	if in.EnvelopayID != "" {
-		res, err := tx.Exec(`INSERT INTO envelopay_ids (direction, mailbox, sender, envelopay_id, message_id)
+		prev, err := claimRow(tx, "id",
+			`INSERT INTO envelopay_ids (direction, mailbox, sender, envelopay_id, message_id)
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-			dir, in.Mailbox, in.Sender, in.EnvelopayID, id)
+			`SELECT message_id FROM envelopay_ids
+			WHERE direction = ? AND mailbox = ? AND sender = ? AND envelopay_id = ?`,
+			id, dir, in.Mailbox, in.Sender, in.EnvelopayID)
 		if err != nil {
-			return nil, false, fmt.Errorf("store: claim id: %w", err)
+			return nil, false, err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return nil, false, fmt.Errorf("store: claim id: %w", err)
-		} else if n == 0 {
-			var prev int64
-			err = tx.QueryRow(`SELECT message_id FROM envelopay_ids
-				WHERE direction = ? AND mailbox = ? AND sender = ? AND envelopay_id = ?`,
-				dir, in.Mailbox, in.Sender, in.EnvelopayID).Scan(&prev)
-			if err != nil {
-				return nil, false, fmt.Errorf("store: read id claim: %w", err)
-			}
+		if prev != 0 {
 			ps = append(ps, protocols.New(protocols.CodeDuplicateID, "id",
 				"id %q from %s was already used by stored message %d", in.EnvelopayID, in.Sender, prev))
 		}
 	}
 	if in.ProofFingerprint != "" {
-		res, err := tx.Exec(`INSERT INTO proofs (direction, mailbox, fingerprint, message_id)
+		prev, err := claimRow(tx, "proof",
+			`INSERT INTO proofs (direction, mailbox, fingerprint, message_id)
 			VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-			dir, in.Mailbox, in.ProofFingerprint, id)
+			`SELECT message_id FROM proofs WHERE direction = ? AND mailbox = ? AND fingerprint = ?`,
+			id, dir, in.Mailbox, in.ProofFingerprint)
 		if err != nil {
-			return nil, false, fmt.Errorf("store: claim proof: %w", err)
+			return nil, false, err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return nil, false, fmt.Errorf("store: claim proof: %w", err)
-		} else if n == 0 {
-			var prev int64
-			err = tx.QueryRow(`SELECT message_id FROM proofs WHERE direction = ? AND mailbox = ? AND fingerprint = ?`,
-				dir, in.Mailbox, in.ProofFingerprint).Scan(&prev)
-			if err != nil {
-				return nil, false, fmt.Errorf("store: read proof claim: %w", err)
-			}
+		if prev != 0 {
 			ps = append(ps, protocols.New(protocols.CodeDuplicateProof, "proof",
 				"this payment proof was already presented in stored message %d", prev))
 		}
@@ -102,6 +90,27 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 		}
 	}
 	return ps, replay, nil
+}
+
+// claimRow inserts message id's uniqueness row (insert takes key, then
+// id, and does nothing on conflict) and returns 0 when the row is new, or
+// the stored message that already holds the key (holder takes key). what
+// names the claim in errors.
+func claimRow(tx *wtx, what, insert, holder string, id int64, key ...any) (int64, error) {
+	res, err := tx.Exec(insert, append(key[:len(key):len(key)], id)...)
+	if err != nil {
+		return 0, fmt.Errorf("store: claim %s: %w", what, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return 0, fmt.Errorf("store: claim %s: %w", what, err)
+	} else if n == 1 {
+		return 0, nil
+	}
+	var prev int64
+	if err := tx.QueryRow(holder, key...).Scan(&prev); err != nil {
+		return 0, fmt.Errorf("store: read %s claim: %w", what, err)
+	}
+	return prev, nil
 }
 
 // takeClaim records c. A live claim with the same value is a replay (an
