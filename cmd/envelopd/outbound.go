@@ -103,6 +103,9 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 // worker is the outbound queue worker submitting to --smtp-url, or nil
 // when no smarthost is set.
 func (o *outboundFlags) worker(st store.Store, log *slog.Logger) (*mailout.Worker, error) {
+	if o.submitTimeout < 0 {
+		return nil, fmt.Errorf("--submit-timeout must not be negative")
+	}
 	if o.smtpURL == "" {
 		return nil, nil
 	}
@@ -115,9 +118,6 @@ func (o *outboundFlags) worker(st store.Store, log *slog.Logger) (*mailout.Worke
 		return nil, err
 	}
 	w := &mailout.Worker{Store: st, Sender: sub, Logger: log}
-	if o.submitTimeout < 0 {
-		return nil, fmt.Errorf("--submit-timeout must not be negative")
-	}
 	if o.submitTimeout > 0 {
 		w.SubmitTimeout, w.Lease = o.submitTimeout, 2*o.submitTimeout
 	}

@@ -225,6 +225,7 @@ func TestSendCommandErrors(t *testing.T) {
 		{"queue drop bad id", []string{"queue", "drop", "x", "--db", db}, 2, "bad id"},
 		{"reply missing", []string{"reply", "12345", "--type", "FULFILL", "--db", db}, 2, "not found"},
 		{"reply no id", []string{"reply", "--type", "FULFILL", "--db", db}, 2, "usage"},
+		{"negative submit timeout", []string{"serve", "--db", db, "--smtp", "127.0.0.1:0", "--submit-timeout", "-1s"}, 2, "--submit-timeout must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errs := runCmd(t, "", tc.args...)
