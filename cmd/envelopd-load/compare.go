@@ -228,24 +228,12 @@ type serverSet struct {
 func (s *serverSet) compare(ctx context.Context, mode string, drive func(addr string) (*Result, error)) (*Comparison, error) {
 	s.n++
 	cmp := &Comparison{Mode: mode}
-	addr, err := freeAddr()
-	if err != nil {
+	var err error
+	if cmp.Baseline, err = s.baseline(ctx, mode, drive); err != nil {
 		return nil, err
 	}
-	noop, err := startServer(ctx, s.self, []string{"noop", "--addr", addr}, addr, filepath.Join(s.dir, fmt.Sprintf("noop-%d.log", s.n)))
+	addr, err := freeAddr()
 	if err != nil {
-		return nil, fmt.Errorf("no-op server: %w", err)
-	}
-	meter := startCPU(noop.cmd.Process.Pid)
-	cmp.Baseline, err = drive(addr)
-	meter.stop(cmp.Baseline)
-	noop.stop()
-	if err != nil {
-		return nil, fmt.Errorf("baseline: %w", err)
-	}
-	fmt.Fprintf(s.stderr, "[%s] baseline: %.0f msg/s\n", mode, cmp.Baseline.MsgPerSec)
-
-	if addr, err = freeAddr(); err != nil {
 		return nil, err
 	}
 	db := filepath.Join(s.dir, fmt.Sprintf("envelopd-%d.db", s.n))
@@ -254,7 +242,7 @@ func (s *serverSet) compare(ctx context.Context, mode string, drive func(addr st
 	if err != nil {
 		return nil, fmt.Errorf("envelopd serve: %w", err)
 	}
-	meter = startCPU(srv.cmd.Process.Pid)
+	meter := startCPU(srv.cmd.Process.Pid)
 	cmp.Envelopd, err = drive(addr)
 	meter.stop(cmp.Envelopd)
 	if stopErr := srv.stop(); stopErr != nil {
@@ -273,6 +261,28 @@ func (s *serverSet) compare(ctx context.Context, mode string, drive func(addr st
 		fmt.Fprintf(s.stderr, "[%s] envelopd inbox: %v\n", mode, err)
 	}
 	return cmp, nil
+}
+
+// baseline runs drive against the no-op server (a child process on a free
+// loopback port) and measures the CPU both sides use.
+func (s *serverSet) baseline(ctx context.Context, mode string, drive func(addr string) (*Result, error)) (*Result, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	noop, err := startServer(ctx, s.self, []string{"noop", "--addr", addr}, addr, filepath.Join(s.dir, fmt.Sprintf("noop-%d.log", s.n)))
+	if err != nil {
+		return nil, fmt.Errorf("no-op server: %w", err)
+	}
+	meter := startCPU(noop.cmd.Process.Pid)
+	r, err := drive(addr)
+	meter.stop(r)
+	noop.stop()
+	if err != nil {
+		return nil, fmt.Errorf("baseline: %w", err)
+	}
+	fmt.Fprintf(s.stderr, "[%s] baseline: %.0f msg/s\n", mode, r.MsgPerSec)
+	return r, nil
 }
 
 // storedCounts runs `envelopd inbox --json` and counts messages by status.

@@ -4,12 +4,16 @@
 // concurrent sessions and reports msg/s and latency percentiles. It also
 // runs the no-op baseline server (go-smtp reading DATA into io.Discard) and
 // compares envelopd against it in the same run (issue 11, "Targets").
+// budget measures, in the same run, the CPU per message of the no-op pair
+// and of envelopd's own stages (DKIM, analysis, store) each alone, and
+// prints the highest ratio those costs leave room for (see Budget).
 //
 // Usage:
 //
 //	envelopd-load run --addr HOST:PORT --sessions N --messages M [flags]
 //	envelopd-load noop --addr HOST:PORT
 //	envelopd-load compare --sessions 10 --messages 20000 [--smtp-source] [flags]
+//	envelopd-load budget --sessions 10 --messages 20000 [--smtp-source] [flags]
 //
 // Exit status: 0 success, 1 the load ran but some messages were not
 // accepted (or a server failed), 2 usage or I/O error.
@@ -40,6 +44,7 @@ func commands() map[string]command {
 		"run":     {"drive an SMTP server with generated DKIM-signed Envelopay mail", runLoad},
 		"noop":    {"run the no-op baseline SMTP server (reads DATA, discards it)", runNoop},
 		"compare": {"run the same load against envelopd serve and the no-op server, print the ratio", runCompare},
+		"budget":  {"measure the CPU per message of the no-op pair and of envelopd's stages, print the ratio they allow", runBudget},
 	}
 }
 
@@ -72,7 +77,7 @@ func dispatch(ctx context.Context, e *env) int {
 
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: envelopd-load COMMAND [flags]\n\ncommands:")
-	for _, n := range []string{"run", "noop", "compare"} {
+	for _, n := range []string{"run", "noop", "compare", "budget"} {
 		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
 	}
 }
