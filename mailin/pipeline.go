@@ -92,7 +92,32 @@ var ErrStore = errors.New("mailin: store failed")
 // the context ended).
 func (p *Pipeline) Ingest(ctx context.Context, raw []byte, meta Meta) (store.Outcome, error) {
 	start := time.Now()
-	now := start
+	a, in := p.Prepare(ctx, raw, meta)
+	out, err := p.Store.Ingest(ctx, in)
+	if err != nil {
+		p.log().Error("store failed", "err", err, "message_id", in.MessageID, "source", meta.Source)
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		return out, errors.Join(ErrStore, err)
+	}
+	p.Metrics.observe(in, a, out, time.Since(start))
+	if p.Handler != nil && !out.Redelivery {
+		if err := p.Handler.HandleMessage(ctx, a, out); err != nil {
+			p.log().Warn("handler failed", "id", out.ID, "err", err)
+		}
+	}
+	p.log().Debug("stored", "id", out.ID, "status", out.Status, "type", in.Type,
+		"message_id", in.MessageID, "redelivery", out.Redelivery, "source", meta.Source)
+	return out, nil
+}
+
+// Prepare is Ingest up to the store: the stateless stages over raw and
+// the store record they yield (its mailbox, receipt time, hand-off
+// targets, Authentication-Results and courtesy OOPS). It touches no
+// store; envelopd-load's budget measures it alone.
+func (p *Pipeline) Prepare(ctx context.Context, raw []byte, meta Meta) (*Analysis, *store.Incoming) {
+	now := time.Now()
 	if p.Now != nil {
 		now = p.Now()
 	}
@@ -114,23 +139,7 @@ func (p *Pipeline) Ingest(ctx context.Context, raw []byte, meta Meta) (store.Out
 	if p.OOPS != nil && !isAutomated(raw, meta, a.Result) {
 		in.OOPS = p.oopsFunc(a.Result, meta, now)
 	}
-	out, err := p.Store.Ingest(ctx, in)
-	if err != nil {
-		p.log().Error("store failed", "err", err, "message_id", in.MessageID, "source", meta.Source)
-		if ctx.Err() != nil {
-			return out, ctx.Err()
-		}
-		return out, errors.Join(ErrStore, err)
-	}
-	p.Metrics.observe(in, a, out, time.Since(start))
-	if p.Handler != nil && !out.Redelivery {
-		if err := p.Handler.HandleMessage(ctx, a, out); err != nil {
-			p.log().Warn("handler failed", "id", out.ID, "err", err)
-		}
-	}
-	p.log().Debug("stored", "id", out.ID, "status", out.Status, "type", in.Type,
-		"message_id", in.MessageID, "redelivery", out.Redelivery, "source", meta.Source)
-	return out, nil
+	return a, in
 }
 
 func (p *Pipeline) log() *slog.Logger {

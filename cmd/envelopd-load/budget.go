@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -90,8 +89,7 @@ func (b *Budget) bound() {
 
 type budgetFlags struct {
 	loadFlags
-	sourceBin, keepDir string
-	smtpSource         bool
+	workFlags
 }
 
 func runBudget(ctx context.Context, e *env) int {
@@ -99,9 +97,7 @@ func runBudget(ctx context.Context, e *env) int {
 	fs.SetOutput(e.stderr)
 	var f budgetFlags
 	f.register(fs)
-	fs.BoolVar(&f.smtpSource, "smtp-source", false, "also bound the smtp-source comparison (its mails, its client)")
-	fs.StringVar(&f.sourceBin, "smtp-source-bin", "smtp-source", "smtp-source binary")
-	fs.StringVar(&f.keepDir, "dir", "", "work directory (databases, key file, server logs); default a temporary one, removed afterwards")
+	f.registerWork(fs, "also bound the smtp-source comparison (its mails, its client)")
 	if err := fs.Parse(e.args); err != nil {
 		return 2
 	}
@@ -112,28 +108,13 @@ func runBudget(ctx context.Context, e *env) int {
 	if fs.NArg() > 0 {
 		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	self, err := os.Executable()
+	w, err := setupWorkspace(&f.loadFlags, &f.workFlags, "envelopd-budget-", e.stderr)
 	if err != nil {
 		return fail(err)
 	}
-	dir := f.keepDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "envelopd-budget-"); err != nil {
-			return fail(err)
-		}
-		defer os.RemoveAll(dir)
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fail(err)
-	}
-	c, err := f.generate(e.stderr)
-	if err != nil {
-		return fail(err)
-	}
-	txt := filepath.Join(dir, "dkim.txt")
-	if err := writeTXT(txt, c); err != nil {
-		return fail(err)
-	}
-	servers := serverSet{self: self, dir: dir, txt: txt, stderr: e.stderr}
+	defer w.cleanup()
+	c := w.corpus
+	servers := serverSet{self: w.self, dir: w.dir, txt: w.txt, stderr: e.stderr}
 	v, err := staticVerifier(c)
 	if err != nil {
 		return fail(err)
@@ -153,7 +134,7 @@ func runBudget(ctx context.Context, e *env) int {
 	if err != nil {
 		return fail(err)
 	}
-	b, err := measureBudget(ctx, "envelopd-load", base, raws, v, f.sessions, filepath.Join(dir, "budget-1.db"))
+	b, err := measureBudget(ctx, "envelopd-load", base, raws, v, f.sessions, filepath.Join(w.dir, "budget-1.db"))
 	if err != nil {
 		return fail(err)
 	}
@@ -175,7 +156,7 @@ func runBudget(ctx context.Context, e *env) int {
 		if err != nil {
 			return fail(err)
 		}
-		b, err := measureBudget(ctx, "smtp-source", base, raws, v, f.sessions, filepath.Join(dir, "budget-2.db"))
+		b, err := measureBudget(ctx, "smtp-source", base, raws, v, f.sessions, filepath.Join(w.dir, "budget-2.db"))
 		if err != nil {
 			return fail(err)
 		}
@@ -246,11 +227,13 @@ func measureBudget(ctx context.Context, mode string, base *Result, raws [][]byte
 		return nil, fmt.Errorf("dkim: %w", err)
 	}
 
-	now := time.Now()
+	// What serve's pipeline does before the store, as serve sets it up
+	// for this load (no hand-off targets, no smarthost for OOPS).
+	p := &mailin.Pipeline{Verifier: v, AuthServID: "localhost"}
 	ins := make([]*store.Incoming, n)
 	b.AnalyzeCPU = cpuPerItem(n, func() {
 		parallel(n, workers, func(i int) {
-			ins[i] = analyzed(ctx, raws[i], v, now)
+			_, ins[i] = p.Prepare(ctx, raws[i], mailin.Meta{Source: "smtp"})
 		})
 	})
 
@@ -285,19 +268,6 @@ func measureBudget(ctx context.Context, mode string, base *Result, raws [][]byte
 	}
 	b.bound()
 	return b, nil
-}
-
-// analyzed is what serve's pipeline does before the store (mailin.Pipeline
-// Ingest without the transport): the stateless stages and the store record.
-func analyzed(ctx context.Context, raw []byte, v *dkim.Verifier, now time.Time) *store.Incoming {
-	a := mailin.Analyze(ctx, raw, mailin.AnalyzeOptions{Verifier: v, Now: now})
-	if a.Withhold != "" {
-		raw = mailin.Withheld(raw, a.Withhold)
-	}
-	in := mailin.Incoming(a, raw, store.DirIn)
-	in.ReceivedAt = now.UTC()
-	in.AuthResults = dkim.AuthResults("localhost", a.DKIM)
-	return in
 }
 
 // cpuPerItem runs fn and returns the CPU time (user + system, this

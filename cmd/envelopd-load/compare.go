@@ -67,9 +67,56 @@ func summarize(mode string, cmps []*Comparison) Summary {
 
 type compareFlags struct {
 	loadFlags
-	envelopdBin, sourceBin, serveArgs, keepDir string
-	smtpSource                                 bool
-	runs                                       int
+	workFlags
+	envelopdBin, serveArgs string
+	runs                   int
+}
+
+// workFlags are the flags compare and budget share besides loadFlags.
+type workFlags struct {
+	sourceBin, keepDir string
+	smtpSource         bool
+}
+
+func (f *workFlags) registerWork(fs *flag.FlagSet, smtpSourceHelp string) {
+	fs.BoolVar(&f.smtpSource, "smtp-source", false, smtpSourceHelp)
+	fs.StringVar(&f.sourceBin, "smtp-source-bin", "smtp-source", "smtp-source binary")
+	fs.StringVar(&f.keepDir, "dir", "", "work directory (databases, key file, server logs); default a temporary one, removed afterwards")
+}
+
+// workspace is what compare and budget set up before they measure: the
+// work directory (--dir, or a temporary one that cleanup removes), the
+// generated mails and their DKIM key file in it.
+type workspace struct {
+	self, dir, txt string
+	corpus         *Corpus
+	cleanup        func()
+}
+
+func setupWorkspace(lf *loadFlags, wf *workFlags, tempPrefix string, stderr io.Writer) (*workspace, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	w := &workspace{self: self, dir: wf.keepDir, cleanup: func() {}}
+	if w.dir == "" {
+		if w.dir, err = os.MkdirTemp("", tempPrefix); err != nil {
+			return nil, err
+		}
+		w.cleanup = func() { os.RemoveAll(w.dir) }
+	} else if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return nil, err
+	}
+	if w.corpus, err = lf.generate(stderr); err != nil {
+		w.cleanup()
+		return nil, err
+	}
+	w.txt = filepath.Join(w.dir, "dkim.txt")
+	if err := writeTXT(w.txt, w.corpus); err != nil {
+		w.cleanup()
+		return nil, err
+	}
+	return w, nil
 }
 
 func runCompare(ctx context.Context, e *env) int {
@@ -78,10 +125,8 @@ func runCompare(ctx context.Context, e *env) int {
 	var f compareFlags
 	f.register(fs)
 	fs.StringVar(&f.envelopdBin, "envelopd-bin", "", "envelopd binary (default: next to this one, then $PATH)")
-	fs.BoolVar(&f.smtpSource, "smtp-source", false, "also compare with Postfix's smtp-source (reconnects per message)")
-	fs.StringVar(&f.sourceBin, "smtp-source-bin", "smtp-source", "smtp-source binary")
+	f.registerWork(fs, "also compare with Postfix's smtp-source (reconnects per message)")
 	fs.StringVar(&f.serveArgs, "serve-args", "", "extra arguments for envelopd serve (space separated, e.g. --cpuprofile FILE)")
-	fs.StringVar(&f.keepDir, "dir", "", "work directory (databases, key file, server logs); default a temporary one, removed afterwards")
 	fs.IntVar(&f.runs, "runs", 1, "repeat each comparison this many times (baseline and envelopd alternating, a fresh database each time) and also print the medians")
 	if err := fs.Parse(e.args); err != nil {
 		return 2
@@ -95,33 +140,14 @@ func runCompare(ctx context.Context, e *env) int {
 		fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
 		return 2
 	}
-	self, err := os.Executable()
+	w, err := setupWorkspace(&f.loadFlags, &f.workFlags, "envelopd-compare-", e.stderr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
 		return 2
 	}
-	dir := f.keepDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "envelopd-compare-"); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
-			return 2
-		}
-		defer os.RemoveAll(dir)
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
-		return 2
-	}
-	c, err := f.generate(e.stderr)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
-		return 2
-	}
-	txt := filepath.Join(dir, "dkim.txt")
-	if err := writeTXT(txt, c); err != nil {
-		fmt.Fprintf(e.stderr, "envelopd-load compare: %v\n", err)
-		return 2
-	}
-	servers := serverSet{self: self, envelopd: bin, dir: dir, txt: txt, serveArgs: strings.Fields(f.serveArgs), stderr: e.stderr}
+	defer w.cleanup()
+	c := w.corpus
+	servers := serverSet{self: w.self, envelopd: bin, dir: w.dir, txt: w.txt, serveArgs: strings.Fields(f.serveArgs), stderr: e.stderr}
 
 	opts := DriveOptions{Sessions: f.sessions, KeepOpen: f.keepOpen, NoPipelining: f.noPipelining}
 	var out []*Comparison
@@ -226,7 +252,6 @@ type serverSet struct {
 // envelopd serve (its own empty database), each a separate process on a
 // free loopback port.
 func (s *serverSet) compare(ctx context.Context, mode string, drive func(addr string) (*Result, error)) (*Comparison, error) {
-	s.n++
 	cmp := &Comparison{Mode: mode}
 	var err error
 	if cmp.Baseline, err = s.baseline(ctx, mode, drive); err != nil {
@@ -264,8 +289,10 @@ func (s *serverSet) compare(ctx context.Context, mode string, drive func(addr st
 }
 
 // baseline runs drive against the no-op server (a child process on a free
-// loopback port) and measures the CPU both sides use.
+// loopback port) and measures the CPU both sides use. Each call starts a
+// new run number n for the log and database names.
 func (s *serverSet) baseline(ctx context.Context, mode string, drive func(addr string) (*Result, error)) (*Result, error) {
+	s.n++
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/store"
 )
@@ -21,7 +19,7 @@ func BenchmarkIngestSMTP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	res, err := dkim.ParseStatic(strings.NewReader(strings.Join(c.TXT, "\n")))
+	v, err := staticVerifier(c)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,7 +29,7 @@ func BenchmarkIngestSMTP(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	p := &mailin.Pipeline{Store: st, Verifier: &dkim.Verifier{Resolver: res}, AuthServID: "localhost"}
+	p := &mailin.Pipeline{Store: st, Verifier: v, AuthServID: "localhost"}
 	srv, err := mailin.NewSMTPServer(mailin.SMTPConfig{Addr: "127.0.0.1:0"}, p)
 	if err != nil {
 		b.Fatal(err)

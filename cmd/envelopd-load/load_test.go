@@ -31,11 +31,10 @@ func TestGenerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := dkim.ParseStatic(strings.NewReader(strings.Join(c.TXT, "\n")))
+	v, err := staticVerifier(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &dkim.Verifier{Resolver: res}
 	ids := map[string]bool{}
 	types := map[string]int{}
 	algos := map[string]int{}
