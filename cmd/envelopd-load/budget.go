@@ -134,6 +134,9 @@ func runBudget(ctx context.Context, e *env) int {
 	if err != nil {
 		return fail(err)
 	}
+	if base.Accepted != base.Messages {
+		return fail(fmt.Errorf("the no-op server accepted %d of %d mails: %s", base.Accepted, base.Messages, base.FirstError))
+	}
 	b, err := measureBudget(ctx, "envelopd-load", base, raws, v, f.sessions, filepath.Join(w.dir, "budget-1.db"))
 	if err != nil {
 		return fail(err)
