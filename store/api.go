@@ -181,12 +181,28 @@ type QueueEntry struct {
 }
 
 // QueueRecipient is the delivery state of one recipient of a queue entry.
+// NextAttempt is zero unless State is QueuePending (nothing more is tried),
+// and its JSON "next_attempt_at" is then null.
 type QueueRecipient struct {
 	Rcpt        string    `json:"rcpt"`
 	State       string    `json:"state"`
 	Attempts    int       `json:"attempts"`
 	NextAttempt time.Time `json:"next_attempt_at"`
 	LastError   string    `json:"last_error"`
+}
+
+// MarshalJSON writes next_attempt_at as null when there is no next
+// attempt (a zero NextAttempt: sent, failed or dropped).
+func (r QueueRecipient) MarshalJSON() ([]byte, error) {
+	type plain QueueRecipient
+	var next *time.Time
+	if !r.NextAttempt.IsZero() {
+		next = &r.NextAttempt
+	}
+	return json.Marshal(struct {
+		plain
+		NextAttempt *time.Time `json:"next_attempt_at"`
+	}{plain(r), next})
 }
 
 // Due is one recipient whose next attempt is due, with the bytes to send.

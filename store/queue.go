@@ -233,7 +233,9 @@ func (s *SQLite) Queue(ctx context.Context, state string) ([]QueueEntry, error) 
 		if err := rows.Scan(&qid, &r.Rcpt, &r.State, &r.Attempts, &next, &r.LastError); err != nil {
 			return nil, fmt.Errorf("store: queue: %w", err)
 		}
-		r.NextAttempt = time.Unix(0, next).UTC()
+		if r.State == QueuePending {
+			r.NextAttempt = time.Unix(0, next).UTC()
+		}
 		if i, ok := idx[qid]; ok {
 			es[i].Recipients = append(es[i].Recipients, r)
 		}

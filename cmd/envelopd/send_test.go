@@ -198,7 +198,8 @@ func TestSendOrderReplyFulfill(t *testing.T) {
 	code, out, _ = runCmd(t, "", "queue", "--json", "--db", workerDB)
 	var q store.QueueEntry
 	if code != 0 || strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &q) != nil ||
-		q.Kind != "send" || len(q.Recipients) != 1 || q.Recipients[0].State != "sent" || q.Recipients[0].Rcpt != "alice@alice.test" {
+		q.Kind != "send" || len(q.Recipients) != 1 || q.Recipients[0].State != "sent" || q.Recipients[0].Rcpt != "alice@alice.test" ||
+		!strings.Contains(out, `"next_attempt_at":null`) {
 		t.Fatalf("queue --json: %d %q", code, out)
 	}
 	code, out, _ = runCmd(t, "", "queue", "--db", workerDB)

@@ -2,8 +2,10 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +109,14 @@ func testQueue(t *testing.T, open func(t *testing.T) store.Store) {
 	if r[0].Rcpt != "a@a.test" || r[0].State != store.QueueSent || r[1].State != store.QueueFailed ||
 		r[1].LastError != "550 no such user" || r[1].Attempts != 2 {
 		t.Errorf("recipients %+v", r)
+	}
+	// Sent and failed recipients have no next attempt: zero, and null in
+	// JSON (not a zero time through UnixNano, year 1754).
+	for _, x := range r {
+		b, err := json.Marshal(x)
+		if !x.NextAttempt.IsZero() || err != nil || !strings.Contains(string(b), `"next_attempt_at":null`) {
+			t.Errorf("%s recipient: next attempt %v, JSON %s %v; want zero and null", x.State, x.NextAttempt, b, err)
+		}
 	}
 	if es, _ := s.Queue(ctx, store.QueuePending); len(es) != 0 {
 		t.Errorf("pending entries %+v, want none", es)
