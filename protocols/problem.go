@@ -34,6 +34,14 @@ const (
 	CodeTypeMismatch   Code = "type_mismatch"
 	CodeDuplicateID    Code = "duplicate_id"
 	CodeDuplicateProof Code = "duplicate_proof"
+	// CodeRetry marks a resend of a stored message (same sender, same
+	// Envelopay id, same canonical body) under a new Message-ID: stored
+	// as a duplicate, answered by no OOPS.
+	CodeRetry Code = "retry"
+	// CodeUnknownRef is a typed ref of an outgoing message that names no
+	// stored message of its type (store.Check; received mail may answer
+	// what predates the store, so Ingest does not report it).
+	CodeUnknownRef Code = "unknown_ref"
 )
 
 // Codes of the tunnelled protocols (VCP, AICP, Vacant/A2A, PVP).

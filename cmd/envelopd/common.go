@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -50,6 +52,21 @@ func openStore(ctx context.Context, e *env, path string) (*store.SQLite, bool) {
 		return nil, false
 	}
 	return st, true
+}
+
+// openExistingStore opens the SQLite store at path for a command that
+// only reads (or changes what is there): a missing file is an error naming
+// the path, never a new empty database.
+func openExistingStore(ctx context.Context, e *env, cmd, path string) (*store.SQLite, bool) {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(e.stderr, "envelopd %s: database %s does not exist (give --db with the path serve or poll write to)\n", cmd, path)
+		} else {
+			fmt.Fprintf(e.stderr, "envelopd %s: database %s: %v\n", cmd, path, err)
+		}
+		return nil, false
+	}
+	return openStore(ctx, e, path)
 }
 
 // dkimVerifier returns a verifier over the static key file, or real DNS

@@ -23,7 +23,7 @@ import (
 type draftFlags struct {
 	from, typ, note, jsonFile, text, html, inReplyTo, messageID string
 	to, cc, bcc, refs, attach                                   multiFlag
-	noJSON                                                      bool
+	noJSON, force                                               bool
 	dkim                                                        outboundFlags
 }
 
@@ -44,6 +44,7 @@ func (f *draftFlags) register(fs *flag.FlagSet, reply bool) {
 		fs.StringVar(&f.inReplyTo, "in-reply-to", "", "Message-ID this message answers")
 		fs.Var(&f.refs, "references", "Message-ID for References (repeatable)")
 	}
+	fs.BoolVar(&f.force, "force", false, "send even when the message breaks a rule of the thread's stored state (ACCEPT amount, unknown typed ref, duplicate id); the problems are still printed")
 	fs.Var(&f.dkim.dkimKeys, "dkim-key", "DKIM private key PEM (repeatable, paired with --dkim-selector)")
 	fs.Var(&f.dkim.dkimSels, "dkim-selector", "DKIM selector for the --dkim-key at the same position")
 	fs.StringVar(&f.dkim.dkimDomain, "dkim-domain", "", "DKIM signing domain (d=)")
@@ -147,6 +148,7 @@ func runCompose(ctx context.Context, e *env) int {
 	fs := newFlags(e, "compose")
 	var f draftFlags
 	f.register(fs, false)
+	db := fs.String("db", "", "also check the message against this store's threads (ACCEPT amount, typed refs, duplicate ids); the file must exist")
 	pos, err := parseArgs(fs, e.args)
 	if err != nil {
 		return 2
@@ -172,6 +174,17 @@ func runCompose(ctx context.Context, e *env) int {
 	if raw, err = mailout.Sign(raw, signers); err != nil {
 		fmt.Fprintf(e.stderr, "envelopd compose: dkim: %v\n", err)
 		return 2
+	}
+	if *db != "" {
+		st, ok := openExistingStore(ctx, e, "compose", *db)
+		if !ok {
+			return 2
+		}
+		ok = checkOutbound(ctx, e, "compose", st, recordSent(raw), f.force)
+		st.Close()
+		if !ok {
+			return 1
+		}
 	}
 	if _, err := e.stdout.Write(raw); err != nil {
 		return 2

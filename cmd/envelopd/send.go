@@ -94,6 +94,9 @@ func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draf
 		}
 		defer st.Close()
 	}
+	if out.Copy != nil && !checkOutbound(ctx, e, cmd, st, out.Copy, f.force) {
+		return 1
+	}
 	id, err := st.Enqueue(ctx, out)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd %s: queue: %v\n", cmd, err)
@@ -143,6 +146,31 @@ func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draf
 		return 1
 	}
 	return 0
+}
+
+// checkOutbound validates an outbound message's stored copy against the
+// rules inbound mail meets, with the thread's stored state (store.Check:
+// ACCEPT↔OFFER amounts, typed refs that exist, duplicate ids). It prints
+// each problem and reports whether to go on: not when there are problems,
+// unless force, which says it sends anyway.
+func checkOutbound(ctx context.Context, e *env, cmd string, st *store.SQLite, in *store.Incoming, force bool) bool {
+	oc, err := st.Check(ctx, in)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd %s: check: %v\n", cmd, err)
+		return false
+	}
+	if len(oc.Errors) == 0 {
+		return true
+	}
+	for _, p := range oc.Errors {
+		fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, p)
+	}
+	if force {
+		fmt.Fprintf(e.stderr, "envelopd %s: --force: sending anyway despite %d problem(s)\n", cmd, len(oc.Errors))
+		return true
+	}
+	fmt.Fprintf(e.stderr, "envelopd %s: not queued; fix the message, or give --force to send it anyway\n", cmd)
+	return false
 }
 
 // overallStatus is pending while any recipient is pending, sent when all
