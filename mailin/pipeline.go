@@ -190,6 +190,7 @@ func Incoming(a *Analysis, raw []byte, dir string) *store.Incoming {
 	if b, err := json.Marshal(a.DKIM); err == nil {
 		in.DKIM = b
 	}
+	in.BodyFingerprint = BodyFingerprint(r.Body)
 	f := r.Fields
 	if f == nil {
 		return in
@@ -278,6 +279,26 @@ func ProofFingerprint(chain string, proof json.RawMessage) string {
 	h.Write([]byte{0})
 	h.Write(c)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// BodyFingerprint identifies a message's content for retry detection
+// (store.Incoming.BodyFingerprint): the hex SHA-256 of its Envelopay JSON
+// body in canonical form, so that the same body re-serialised (another
+// client, another line wrapping) is still the same. No body → "".
+func BodyFingerprint(body json.RawMessage) string {
+	if len(body) == 0 {
+		return ""
+	}
+	v, err := canonjson.Parse(body)
+	if err != nil {
+		return ""
+	}
+	c, err := canonjson.JS(v)
+	if err != nil {
+		return ""
+	}
+	h := sha256.Sum256(c)
+	return hex.EncodeToString(h[:])
 }
 
 func str(raw json.RawMessage) string {

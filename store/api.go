@@ -65,8 +65,12 @@ type Incoming struct {
 	// ProofFingerprint identifies a payment proof (chain + canonical proof
 	// JSON, hashed); "" when the message carries none.
 	ProofFingerprint string
-	OfferWant        *Asset // OFFER: its want
-	AcceptPaid       *Asset // ACCEPT: its amount/token/chain, checked against the OFFER's want
+	// BodyFingerprint identifies the message's content (the canonical
+	// Envelopay JSON body, hashed); "" when it has none. The same sender,
+	// Envelopay id and BodyFingerprint as a stored message is a retry.
+	BodyFingerprint string
+	OfferWant       *Asset // OFFER: its want
+	AcceptPaid      *Asset // ACCEPT: its amount/token/chain, checked against the OFFER's want
 
 	// Status as decided by the stateless checks: StatusAccepted, or
 	// StatusQuarantined when Errors is not empty.

@@ -18,10 +18,12 @@ import (
 var ErrBadInput = errors.New("store: bad input")
 
 // duplicateFamily reports whether a code makes a message a duplicate rather
-// than quarantining it: the same id, the same proof, or a replayed claim or
-// chain link (Envelopay v0.2.0 "Verification"; Vacant P6 replay_protect).
+// than quarantining it: the same id, the same proof, a replayed claim or
+// chain link (Envelopay v0.2.0 "Verification"; Vacant P6 replay_protect),
+// or a retry (the same content resent under a new Message-ID).
 func duplicateFamily(c protocols.Code) bool {
-	return c == protocols.CodeDuplicateID || c == protocols.CodeDuplicateProof || c == protocols.CodeReplayDetected
+	return c == protocols.CodeDuplicateID || c == protocols.CodeDuplicateProof || c == protocols.CodeReplayDetected ||
+		c == protocols.CodeRetry
 }
 
 // finalStatus applies the status rule: any problem outside the duplicate

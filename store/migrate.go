@@ -221,11 +221,17 @@ INSERT INTO states_v6 SELECT 'in' || char(10), kind, key, value, message_id FROM
 DROP TABLE states;
 ALTER TABLE states_v6 RENAME TO states;
 `,
+	// 7: the canonical body hash of the message holding an Envelopay id,
+	// so that a resend of identical content under a new Message-ID (a
+	// naive retry after a lost 250) is told from a reused id (issue 18).
+	`
+ALTER TABLE envelopay_ids ADD COLUMN body_hash TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step.

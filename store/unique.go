@@ -24,16 +24,32 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 	var ps protocols.Problems
 	replay := false
 	if in.EnvelopayID != "" {
-		prev, err := claimRow(tx, "id",
-			`INSERT INTO envelopay_ids (direction, mailbox, sender, envelopay_id, message_id)
-			VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-			`SELECT message_id FROM envelopay_ids
-			WHERE direction = ? AND mailbox = ? AND sender = ? AND envelopay_id = ?`,
-			id, dir, in.Mailbox, in.Sender, in.EnvelopayID)
+		res, err := tx.Exec(`INSERT INTO envelopay_ids (direction, mailbox, sender, envelopay_id, body_hash, message_id)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, dir, in.Mailbox, in.Sender, in.EnvelopayID, in.BodyFingerprint, id)
 		if err != nil {
-			return nil, false, err
+			return nil, false, fmt.Errorf("store: claim id: %w", err)
 		}
-		if prev != 0 {
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, false, fmt.Errorf("store: claim id: %w", err)
+		} else if n == 0 {
+			var prev int64
+			var body, prevMID string
+			if err := tx.QueryRow(`SELECT e.message_id, e.body_hash, m.message_id FROM envelopay_ids e
+				JOIN messages m ON m.id = e.message_id
+				WHERE e.direction = ? AND e.mailbox = ? AND e.sender = ? AND e.envelopay_id = ?`,
+				dir, in.Mailbox, in.Sender, in.EnvelopayID).Scan(&prev, &body, &prevMID); err != nil {
+				return nil, false, fmt.Errorf("store: read id claim: %w", err)
+			}
+			if in.BodyFingerprint != "" && body == in.BodyFingerprint {
+				// A retry: the same content resent under a new
+				// Message-ID (a lost 250, a naive smtplib retry). Every
+				// other fact (proof, claims, links) is the earlier
+				// message's, so nothing more is checked: no
+				// duplicate_proof, no OOPS.
+				return protocols.Problems{protocols.New(protocols.CodeRetry, "id",
+					"the same content with id %q from %s was already received as <%s>; this resend is kept as a duplicate",
+					in.EnvelopayID, in.Sender, prevMID)}, false, nil
+			}
 			ps = append(ps, protocols.New(protocols.CodeDuplicateID, "id",
 				"id %q from %s was already used by stored message %d", in.EnvelopayID, in.Sender, prev))
 		}

@@ -62,6 +62,7 @@ type input struct {
 	EnvelopayID string            `json:"envelopay_id"`
 	Refs        map[string]string `json:"refs"`
 	Proof       string            `json:"proof"`
+	Body        string            `json:"body"` // BodyFingerprint
 	OfferWant   *store.Asset      `json:"offer_want"`
 	AcceptPaid  *store.Asset      `json:"accept_paid"`
 	Errors      []protocols.Code  `json:"errors"` // stateless errors
@@ -143,7 +144,7 @@ func (in input) incoming(t *testing.T) *store.Incoming {
 		Mailbox: in.Mailbox, Direction: in.Direction, Raw: []byte(raw), MessageID: in.MessageID,
 		InReplyTo: in.InReplyTo, References: in.References, Sender: in.Sender, Recipients: in.Recipients,
 		Subject: in.Subject, ReceivedAt: base.Add(time.Duration(in.At) * time.Second),
-		Type: in.Type, EnvelopayID: in.EnvelopayID, Refs: in.Refs, ProofFingerprint: in.Proof,
+		Type: in.Type, EnvelopayID: in.EnvelopayID, Refs: in.Refs, ProofFingerprint: in.Proof, BodyFingerprint: in.Body,
 		OfferWant: in.OfferWant, AcceptPaid: in.AcceptPaid, Links: in.Links, Handoff: in.Handoff,
 		Status: store.StatusAccepted, Result: json.RawMessage(`{"subject":` + quote(in.Subject) + `}`),
 		DKIM: json.RawMessage(`[]`),
