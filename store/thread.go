@@ -72,7 +72,7 @@ func threadFor(tx *wtx, in *Incoming, sum []byte) (string, error) {
 	if best.thread != "" {
 		return best.thread, nil
 	}
-	return newThreadID(in.Mailbox, in.MessageID, sum), nil
+	return newThreadID(in.MessageID, sum), nil
 }
 
 // refCandidate is a stored message named by a typed ref.
@@ -147,12 +147,16 @@ func placeholders(n int) string {
 }
 
 // newThreadID names a new thread: "t_" and 16 hex digits of a hash of the
-// mailbox and the root's Message-ID (or its content hash when it has none).
-func newThreadID(mailbox, mid string, sum []byte) string {
+// root's Message-ID (or its content hash when it has none). The mailbox is
+// not part of it: in relay mode one message sent is one thread, whatever
+// the number of local copies (the sender's Sent copy, one per recipient
+// mailbox). The hash input keeps the leading NUL that once followed the
+// mailbox, so thread ids of the default mailbox ("") are unchanged.
+func newThreadID(mid string, sum []byte) string {
 	key := "mid\x00" + mid
 	if mid == "" {
 		key = "sha256\x00" + string(sum)
 	}
-	h := sha256.Sum256([]byte(mailbox + "\x00" + key))
+	h := sha256.Sum256([]byte("\x00" + key))
 	return "t_" + hex.EncodeToString(h[:8])
 }
