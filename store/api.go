@@ -140,13 +140,14 @@ type Message struct {
 
 // Filter selects messages for listing; zero fields match everything.
 type Filter struct {
-	Mailbox  string
-	Type     string
-	Status   string
-	ThreadID string
-	AfterID  int64 // cursor: only messages with ID > AfterID
-	Limit    int   // 0: no limit
-	WithRaw  bool
+	Mailbox   string
+	Direction string // DirIn or DirOut; "" for both
+	Type      string
+	Status    string
+	ThreadID  string
+	AfterID   int64 // cursor: only messages with ID > AfterID
+	Limit     int   // 0: no limit
+	WithRaw   bool
 	// Newest lists newest first (default: oldest first).
 	Newest bool
 }

@@ -86,6 +86,9 @@ func (s *SQLite) Messages(ctx context.Context, f Filter) ([]Message, error) {
 	if f.Mailbox != "" {
 		add("m.mailbox = ?", f.Mailbox)
 	}
+	if f.Direction != "" {
+		add("m.direction = ?", f.Direction)
+	}
 	if f.Type != "" {
 		add("m.type = ?", f.Type)
 	}

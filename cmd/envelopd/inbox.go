@@ -17,17 +17,20 @@ func runInbox(ctx context.Context, e *env) int {
 	fs := newFlags(e, "inbox")
 	db := fs.String("db", defaultDB, "SQLite database file")
 	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
-	var f store.Filter
-	fs.StringVar(&f.Type, "type", "", "only this Envelopay type (lower case)")
-	fs.StringVar(&f.Status, "status", "", "only this status: accepted, quarantined, duplicate")
-	fs.StringVar(&f.ThreadID, "thread", "", "only this thread id")
-	fs.StringVar(&f.Mailbox, "mailbox", "", "only this mailbox (relay mode)")
-	fs.IntVar(&f.Limit, "limit", 0, "at most this many (0: all)")
-	if err := fs.Parse(e.args); err != nil || fs.NArg() > 0 {
+	var ff filterFlags
+	ff.register(fs)
+	fs.StringVar(&ff.f.ThreadID, "thread", "", "only this thread id")
+	fs.IntVar(&ff.f.Limit, "limit", 0, "at most this many (0: all)")
+	pos, err := parseArgs(fs, e.args)
+	if err != nil || !noArgs(e, "inbox", pos) || !ff.check(e, "inbox") {
 		return 2
 	}
-	f.Type = strings.ToLower(f.Type)
-	st, ok := openStore(ctx, e, *db)
+	if ff.f.Limit < 0 {
+		fmt.Fprintln(e.stderr, "envelopd inbox: --limit must not be negative")
+		return 2
+	}
+	f := ff.f
+	st, ok := openExistingStore(ctx, e, "inbox", *db)
 	if !ok {
 		return 2
 	}

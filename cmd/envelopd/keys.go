@@ -27,10 +27,10 @@ func runKeys(ctx context.Context, e *env) int {
 	fs := newFlags(e, "keys "+verb)
 	db := fs.String("db", defaultDB, "SQLite database file")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(e.args[1:]); err != nil {
+	args, err := parseArgs(fs, e.args[1:])
+	if err != nil {
 		return 2
 	}
-	args := fs.Args()
 	switch verb {
 	case "add":
 		if len(args) != 3 {
@@ -64,7 +64,7 @@ func runKeys(ctx context.Context, e *env) int {
 		} else if len(args) > 1 {
 			return 2
 		}
-		st, ok := openStore(ctx, e, *db)
+		st, ok := openExistingStore(ctx, e, "keys list", *db)
 		if !ok {
 			return 2
 		}

@@ -73,7 +73,7 @@ func runMailbox(ctx context.Context, e *env) int {
 			fmt.Fprintln(e.stderr, usage)
 			return 2
 		}
-		st, ok := openStore(ctx, e, *db)
+		st, ok := openExistingStore(ctx, e, "mailbox list", *db)
 		if !ok {
 			return 2
 		}

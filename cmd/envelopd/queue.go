@@ -24,6 +24,10 @@ func runQueue(ctx context.Context, e *env) int {
 	if err != nil {
 		return 2
 	}
+	var okState bool
+	if *state, okState = oneOf(e, "queue", "state", *state, queueStates); !okState {
+		return 2
+	}
 	if len(pos) > 0 && pos[0] != "retry" && pos[0] != "drop" {
 		fmt.Fprintf(e.stderr, "envelopd queue: unknown subcommand %q (retry ID, drop ID)\n", pos[0])
 		return 2
@@ -39,7 +43,7 @@ func runQueue(ctx context.Context, e *env) int {
 			return 2
 		}
 	}
-	st, ok := openStore(ctx, e, *db)
+	st, ok := openExistingStore(ctx, e, "queue", *db)
 	if !ok {
 		return 2
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/parse"
@@ -31,7 +32,7 @@ func runReply(ctx context.Context, e *env) int {
 		fmt.Fprintln(e.stderr, "usage: envelopd reply STORED_ID --type T [--json FILE] [flags]")
 		return 2
 	}
-	st, ok := openStore(ctx, e, s.db)
+	st, ok := openExistingStore(ctx, e, "reply", s.db)
 	if !ok {
 		return 2
 	}
@@ -92,10 +93,16 @@ func runReply(ctx context.Context, e *env) int {
 }
 
 // findStored finds a stored message by row id, Message-ID or Envelopay id
-// (the newest match).
+// (the newest match): every command that takes a message accepts these
+// three forms. A number is a row id when such a row exists, else it is
+// looked up as the other two.
 func findStored(ctx context.Context, st store.Store, ref string) (*store.Message, error) {
+	ref = strings.TrimSpace(ref)
 	if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
-		return st.Message(ctx, id)
+		m, err := st.Message(ctx, id)
+		if err == nil || !errors.Is(err, store.ErrNotFound) {
+			return m, err
+		}
 	}
 	msgs, err := st.Thread(ctx, ref)
 	if err != nil {
@@ -107,5 +114,5 @@ func findStored(ctx context.Context, st store.Store, ref string) (*store.Message
 			return st.Message(ctx, msgs[i].ID)
 		}
 	}
-	return nil, errors.New("no stored message with that id")
+	return nil, fmt.Errorf("no stored message with that id: %w", store.ErrNotFound)
 }

@@ -211,6 +211,11 @@ func TestSendOrderReplyFulfill(t *testing.T) {
 func TestSendCommandErrors(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "e.db")
+	if st, err := store.OpenSQLite(context.Background(), db); err != nil {
+		t.Fatal(err)
+	} else {
+		st.Close()
+	}
 	for _, tc := range []struct {
 		name   string
 		args   []string

@@ -10,23 +10,32 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// runThread prints the thread holding a thread id, Message-ID or Envelopay
-// id as one JSON object: {"thread_id": …, "messages": [View…]} oldest first.
+// runThread prints the thread holding a message as one JSON object:
+// {"thread_id": …, "messages": [View…]} oldest first. The message is named
+// as for reply (a row id, a Message-ID or an Envelopay id), or by its
+// thread id.
 func runThread(ctx context.Context, e *env) int {
 	fs := newFlags(e, "thread")
 	db := fs.String("db", defaultDB, "SQLite database file")
-	if err := fs.Parse(e.args); err != nil || fs.NArg() != 1 {
-		fmt.Fprintln(e.stderr, "usage: envelopd thread [--db FILE] ID")
+	pos, err := parseArgs(fs, e.args)
+	if err != nil || len(pos) != 1 {
+		fmt.Fprintln(e.stderr, "usage: envelopd thread ID [--db FILE]  (row id, Message-ID, Envelopay id or thread id)")
 		return 2
 	}
-	st, ok := openStore(ctx, e, *db)
+	st, ok := openExistingStore(ctx, e, "thread", *db)
 	if !ok {
 		return 2
 	}
 	defer st.Close()
-	msgs, err := st.Thread(ctx, fs.Arg(0))
+	ref := pos[0]
+	var msgs []store.Message
+	if m, ferr := findStored(ctx, st, ref); ferr == nil {
+		msgs, err = st.Messages(ctx, store.Filter{ThreadID: m.ThreadID})
+	} else {
+		msgs, err = st.Thread(ctx, ref)
+	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && len(msgs) == 0) {
-		fmt.Fprintf(e.stderr, "envelopd thread: %s: not found\n", fs.Arg(0))
+		fmt.Fprintf(e.stderr, "envelopd thread: %s: not found\n", ref)
 		return 1
 	}
 	if err != nil {

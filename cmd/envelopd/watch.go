@@ -10,19 +10,22 @@ import (
 
 // runWatch streams new stored messages as JSON lines, like tail -f. Each
 // line's "id" is the cursor: `--since ID` resumes after it. --once prints
-// what is there and exits.
+// what is there and exits. --type, --status, --direction and --mailbox
+// filter as for inbox.
 func runWatch(ctx context.Context, e *env) int {
 	fs := newFlags(e, "watch")
 	db := fs.String("db", defaultDB, "SQLite database file")
 	since := fs.String("since", "", "cursor: print messages after this id (default: only new ones)")
 	all := fs.Bool("all", false, "start from the first stored message")
 	once := fs.Bool("once", false, "print what is there and exit")
-	var f store.Filter
-	fs.StringVar(&f.Mailbox, "mailbox", "", "only this mailbox (relay mode)")
-	if err := fs.Parse(e.args); err != nil || fs.NArg() > 0 {
+	var ff filterFlags
+	ff.register(fs)
+	pos, err := parseArgs(fs, e.args)
+	if err != nil || !noArgs(e, "watch", pos) || !ff.check(e, "watch") {
 		return 2
 	}
-	st, ok := openStore(ctx, e, *db)
+	f := ff.f
+	st, ok := openExistingStore(ctx, e, "watch", *db)
 	if !ok {
 		return 2
 	}
@@ -36,18 +39,26 @@ func runWatch(ctx context.Context, e *env) int {
 		}
 		f.AfterID = n
 	case !*all && !*once:
-		last, err := st.Messages(ctx, store.Filter{Mailbox: f.Mailbox, Limit: 1, Newest: true})
+		// The cursor starts after the newest message of any kind: the
+		// filters select what is printed, not where "new" begins.
+		top, err := newestID(ctx, st)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "envelopd watch: %v\n", err)
 			return 2
 		}
-		if len(last) > 0 {
-			f.AfterID = last[0].ID
-		}
+		f.AfterID = top
 	}
 	f.Limit = 500
 	for {
-		msgs, err := st.Messages(ctx, f)
+		// The newest id before the filtered query: every message up to it
+		// is committed, so once the query has answered, the cursor may
+		// skip past the ones the filters left out (else WaitNew would
+		// wake at once, again and again, for a message never printed).
+		top, err := newestID(ctx, st)
+		var msgs []store.Message
+		if err == nil {
+			msgs, err = st.Messages(ctx, f)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return 0
@@ -60,8 +71,11 @@ func runWatch(ctx context.Context, e *env) int {
 		}
 		if len(msgs) > 0 {
 			f.AfterID = msgs[len(msgs)-1].ID
+		}
+		if len(msgs) == f.Limit {
 			continue
 		}
+		f.AfterID = max(f.AfterID, top)
 		if *once {
 			return 0
 		}
@@ -69,4 +83,13 @@ func runWatch(ctx context.Context, e *env) int {
 			return 0 // interrupted
 		}
 	}
+}
+
+// newestID is the id of the newest stored message, or 0.
+func newestID(ctx context.Context, st store.Store) (int64, error) {
+	last, err := st.Messages(ctx, store.Filter{Limit: 1, Newest: true})
+	if err != nil || len(last) == 0 {
+		return 0, err
+	}
+	return last[0].ID, nil
 }
