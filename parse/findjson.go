@@ -1,6 +1,7 @@
 package parse
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/envelopd/envelopd/protocols"
@@ -68,7 +69,27 @@ func findJSON(text []byte) ([]byte, map[string]json.RawMessage, error) {
 func notParsing(cand []byte) error {
 	var v any
 	err := json.Unmarshal(cand, &v)
-	return protocols.New(protocols.CodeInvalidJSON, "body", "the JSON in the body does not parse: %v", err)
+	return protocols.New(protocols.CodeInvalidJSON, "body", "the JSON in the body does not parse: %v%s", err, wrapHint(cand))
+}
+
+// wrapHint says what to change when the JSON is broken only by line
+// breaks inside a string or a number, as a mail client's line wrapping
+// (RFC 5322 §2.1.1 recommends 78 characters) leaves it: joined again, it
+// parses.
+func wrapHint(cand []byte) string {
+	if !bytes.ContainsAny(cand, "\r\n") {
+		return ""
+	}
+	for _, join := range []string{" ", ""} {
+		fixed := bytes.ReplaceAll(cand, []byte("\r\n"), []byte("\n"))
+		fixed = bytes.ReplaceAll(fixed, []byte("\n"), []byte(join))
+		if json.Valid(fixed) {
+			return "; a line break inside a string or number splits it, as a mail client's line wrapping does: " +
+				"send the JSON with wrapping off (one line of at most 998 characters, quoted-printable for longer ones, " +
+				"or as a .json attachment)"
+		}
+	}
+	return ""
 }
 
 func skipSpace(b []byte, i int) int {

@@ -1,6 +1,7 @@
 package envelopay
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/envelopd/envelopd/protocols"
@@ -40,7 +41,7 @@ func ParseSubject(subject string, lenient bool) (Subject, error) {
 	}
 	kw, rest := s[:n], s[n:]
 	if n == 0 || !barOrEnd(rest) {
-		return Subject{}, notEnvelopay(subject)
+		return Subject{}, notEnvelopay(subject, lenient)
 	}
 	note := ""
 	if rest != "" {
@@ -56,15 +57,84 @@ func ParseSubject(subject string, lenient bool) (Subject, error) {
 		return Subject{Keyword: kw, Note: note}, protocols.New(protocols.CodeUnknownType, "subject",
 			"unknown Envelopay type %q; supported: %s", kw, strings.Join(Keywords, ", "))
 	}
-	return Subject{}, notEnvelopay(subject)
+	return Subject{}, notEnvelopay(subject, lenient)
 }
 
-func notEnvelopay(subject string) error {
+func notEnvelopay(subject string, lenient bool) error {
 	if subject == "" {
 		return protocols.New(protocols.CodeNotEnvelopay, "subject", "empty subject; an Envelopay subject is TYPE or TYPE | note")
 	}
-	return protocols.New(protocols.CodeNotEnvelopay, "subject",
-		"subject %q is not TYPE or TYPE | note with one of the nine all-caps types", subject)
+	msg := fmt.Sprintf("subject %q is not TYPE or TYPE | note with one of the nine all-caps types", subject)
+	if hint := subjectHint(subject, lenient); hint != "" {
+		msg += "; " + hint
+	}
+	return protocols.New(protocols.CodeNotEnvelopay, "subject", "%s", msg)
+}
+
+// subjectHint says what to change when a subject fails only by a common
+// mistake: a lower-case keyword, a reply or forward prefix ("Re:",
+// "Fwd:"). It names the subject to write and, where the receiver's
+// lenient mode would accept the mail as it is, --lenient.
+func subjectHint(subject string, lenient bool) string {
+	s := strings.Trim(subject, " \t\r\n\f")
+	var prefixes []string
+	for {
+		p, rest, ok := replyPrefix(s)
+		if !ok {
+			break
+		}
+		prefixes, s = append(prefixes, p), rest
+	}
+	n := 0
+	for n < len(s) && isLetter(s[n]) {
+		n++
+	}
+	kw, rest := s[:n], s[n:]
+	if n == 0 || !barOrEnd(rest) {
+		return ""
+	}
+	idx := -1
+	for i, k := range Keywords {
+		if strings.EqualFold(kw, k) {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return ""
+	}
+	want := Keywords[idx] + rest
+	fwd := false
+	for _, p := range prefixes {
+		fwd = fwd || !strings.EqualFold(p, "re")
+	}
+	var what []string
+	if len(prefixes) > 0 {
+		what = append(what, fmt.Sprintf("drop the %q prefix", strings.Join(prefixes, ": ")+":"))
+	}
+	if kw != Keywords[idx] {
+		what = append(what, fmt.Sprintf("write the type in capitals (%s, not %s)", Keywords[idx], kw))
+	}
+	hint := strings.Join(what, " and ") + fmt.Sprintf(": Subject: %s", want)
+	if !lenient && !fwd {
+		hint += " (or receive with --lenient, which accepts this subject)"
+	}
+	return hint
+}
+
+// replyPrefix splits a leading "Re:", "Fwd:" or "Fw:" (any case, optional
+// space before the colon) off s.
+func replyPrefix(s string) (prefix, rest string, ok bool) {
+	for _, p := range []string{"re", "fwd", "fw"} {
+		if len(s) <= len(p) || !strings.EqualFold(s[:len(p)], p) {
+			continue
+		}
+		r := strings.TrimLeft(s[len(p):], " \t")
+		if r == "" || r[0] != ':' {
+			continue
+		}
+		return s[:len(p)], strings.TrimLeft(r[1:], " \t"), true
+	}
+	return "", s, false
 }
 
 // barOrEnd reports whether rest is empty or `\s*\|.*`.

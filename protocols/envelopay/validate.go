@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/envelopd/envelopd/protocols"
@@ -213,9 +216,42 @@ func (c *checker) amount(name string, required bool) bool {
 	}
 	if !digits(v) {
 		c.err(protocols.CodeInvalidField, name,
-			"%q must be a string of decimal digits in the smallest unit (e.g. \"30000000\"), got %s", c.prefix+name, clip(v))
+			"%q must be a string of decimal digits in the smallest unit (e.g. \"30000000\"), got %s%s", c.prefix+name, clip(v), amountHint(v))
 	}
 	return true
+}
+
+// amountHint says what to change for the common mistakes: money as a JSON
+// number (a float loses precision) or with a decimal point (amounts are in
+// the token's smallest unit: USDC has 6 decimals, so 30.5 USDC is
+// "30500000").
+func amountHint(v json.RawMessage) string {
+	s := string(v)
+	number := len(s) > 0 && (s[0] == '-' || s[0] >= '0' && s[0] <= '9')
+	if !number && (len(s) < 2 || s[0] != '"') {
+		return ""
+	}
+	if !number {
+		s = s[1 : len(s)-1]
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f > 1e15 {
+		return ""
+	}
+	switch {
+	case number && !strings.ContainsAny(s, ".eE"):
+		return fmt.Sprintf("; quote it: \"%s\" (a JSON number is not an amount)", s)
+	case number:
+		return fmt.Sprintf("; write a string in the token's smallest unit, never a float (USDC has 6 decimals: %s is \"%s\")", s, smallest(f, 6))
+	case strings.Contains(s, "."):
+		return fmt.Sprintf("; drop the decimal point and give the token's smallest unit (USDC has 6 decimals: %q is \"%s\")", s, smallest(f, 6))
+	}
+	return ""
+}
+
+// smallest writes f in units of 10^-decimals, rounded.
+func smallest(f float64, decimals int) string {
+	return strconv.FormatFloat(math.Round(f*math.Pow10(decimals)), 'f', 0, 64)
 }
 
 func digits(v json.RawMessage) bool {
