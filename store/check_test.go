@@ -64,3 +64,23 @@ func TestCheck(t *testing.T) {
 		t.Errorf("ingest after Check: %+v %v", oc, err)
 	}
 }
+
+func TestSettings(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, at, err := s.Setting(ctx, store.SettingOutbound); v != "" || !at.IsZero() || err != nil {
+		t.Errorf("unset: %q %v %v", v, at, err)
+	}
+	for _, want := range []string{store.OutboundNone, store.OutboundSmarthost} {
+		if err := s.SetSetting(ctx, store.SettingOutbound, want); err != nil {
+			t.Fatal(err)
+		}
+		if v, at, err := s.Setting(ctx, store.SettingOutbound); v != want || at.IsZero() || err != nil {
+			t.Errorf("after setting %q: %q %v %v", want, v, at, err)
+		}
+	}
+}

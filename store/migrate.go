@@ -227,11 +227,20 @@ ALTER TABLE states_v6 RENAME TO states;
 	`
 ALTER TABLE envelopay_ids ADD COLUMN body_hash TEXT NOT NULL DEFAULT '';
 `,
+	// 8: settings the running processes record for the others to read,
+	// e.g. how the outbound queue is delivered (SettingOutbound).
+	`
+CREATE TABLE settings (
+	key        TEXT PRIMARY KEY,
+	value      TEXT NOT NULL,
+	updated_at INTEGER NOT NULL -- Unix nanoseconds, UTC
+) WITHOUT ROWID;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step.

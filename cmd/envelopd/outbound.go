@@ -23,6 +23,9 @@ type outboundFlags struct {
 	dkimDomain            string
 	dkimConfig            string
 	submitTimeout         time.Duration
+	// relay is set by serve in relay mode, whose own worker delivers the
+	// queue (relayFlags.setup).
+	relay bool
 }
 
 func (o *outboundFlags) register(fs *flag.FlagSet) {
@@ -93,8 +96,27 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 		return float64(len(q))
 	}))
 	w, err := o.worker(st, rt.log)
-	if err != nil || w == nil {
+	if err != nil {
 		return err
+	}
+	// Record how the queue is delivered, so that `envelopd queue` can
+	// tell entries that wait for a smarthost nobody configured.
+	mode := store.OutboundSmarthost
+	switch {
+	case o.relay:
+		mode = store.OutboundRelay
+	case w == nil:
+		mode = store.OutboundNone
+		if oops {
+			rt.log.Warn("courtesy OOPS replies are enabled but there is no --smtp-url: they are queued and never sent " +
+				"(envelopd queue shows them as no_smarthost); give --smtp-url, or --oops=false")
+		}
+	}
+	if err := st.SetSetting(ctx, store.SettingOutbound, mode); err != nil {
+		return err
+	}
+	if w == nil {
+		return nil
 	}
 	rt.workers = append(rt.workers, w.Run)
 	return nil

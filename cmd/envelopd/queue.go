@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -68,24 +69,52 @@ func runQueue(ctx context.Context, e *env) int {
 		fmt.Fprintf(e.stderr, "envelopd queue: %v\n", err)
 		return 2
 	}
+	// Pending entries wait forever when the last serve/poll started with
+	// no smarthost (store.SettingOutbound).
+	mode, _, err := st.Setting(ctx, store.SettingOutbound)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd queue: %v\n", err)
+		return 2
+	}
+	stuck := func(q store.QueueEntry) bool {
+		return mode == store.OutboundNone && slices.ContainsFunc(q.Recipients, func(r store.QueueRecipient) bool {
+			return r.State == store.QueuePending
+		})
+	}
 	if *asJSON {
 		for _, q := range entries {
-			b, _ := json.Marshal(q)
+			b, _ := json.Marshal(struct {
+				store.QueueEntry
+				// NoSmarthost: pending, and the last serve/poll had
+				// no --smtp-url to deliver it through.
+				NoSmarthost bool `json:"no_smarthost"`
+			}{q, stuck(q)})
 			fmt.Fprintf(e.stdout, "%s\n", b)
 		}
 		return 0
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tRCPT\tSTATE\tATTEMPTS\tNEXT\tLAST ERROR")
+	nStuck := 0
 	for _, q := range entries {
+		if stuck(q) {
+			nStuck++
+		}
 		for _, r := range q.Recipients {
 			next := "-"
 			if r.State == store.QueuePending {
 				next = r.NextAttempt.Local().Format(time.DateTime)
+				if mode == store.OutboundNone {
+					next = "no_smarthost"
+				}
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", q.ID, q.Kind, r.Rcpt, r.State, r.Attempts, next, r.LastError)
 		}
 	}
 	tw.Flush()
+	if nStuck > 0 {
+		fmt.Fprintf(e.stderr, "envelopd queue: %d pending entr%s wait for a smarthost: the last serve/poll ran without --smtp-url\n",
+			nStuck, map[bool]string{true: "y", false: "ies"}[nStuck == 1])
+	}
 	return 0
 }

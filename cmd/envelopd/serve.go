@@ -247,6 +247,7 @@ func runServe(ctx context.Context, e *env) int {
 			pf.Close()
 		}()
 	}
+	f.out.relay = relay.on
 	rt, err := f.build(ctx, e)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
