@@ -247,7 +247,10 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 
 // ErrBareLineEnd is the reply to DATA holding a CR or LF that is not part
 // of a CRLF pair (RFC 5321 §2.3.8; SMTP smuggling).
-var ErrBareLineEnd = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message contains bare CR or LF line ends; use CRLF"}
+// The text names the line end expected: most senders that hit it write
+// "\n" line ends (Python's smtplib sends bytes unchanged).
+var ErrBareLineEnd = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0},
+	Message: `Message has a bare LF ("\n") or CR ("\r") line end: every line must end with CRLF ("\r\n"), RFC 5321 2.3.8`}
 
 // ErrLineTooLong is the reply to a DATA line longer than MaxLineLength
 // (RFC 5321 §4.5.3.1.6 and §4.2.2: 500 "line too long").

@@ -270,8 +270,8 @@ func TestSMTPBareLineEndsRejected(t *testing.T) {
 		var buf bytes.Buffer
 		buf.ReadFrom(c)
 		c.Close()
-		if !strings.Contains(buf.String(), "550 5.6.0") {
-			t.Errorf("body %q: server said %q, want a 550 5.6.0", body, buf.String())
+		if !strings.Contains(buf.String(), "550 5.6.0") || !strings.Contains(buf.String(), `every line must end with CRLF ("\r\n")`) {
+			t.Errorf("body %q: server said %q, want a 550 5.6.0 naming CRLF", body, buf.String())
 		}
 	}
 	if n := len(ts.all(t)); n != 0 {
