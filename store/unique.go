@@ -47,7 +47,7 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 				// message's, so nothing more is checked: no
 				// duplicate_proof, no OOPS.
 				return protocols.Problems{protocols.New(protocols.CodeRetry, "id",
-					"the same content with id %q from %s was already received as <%s>; this resend is kept as a duplicate",
+					"the same content with id %q from %s is already stored as <%s>; this resend is kept as a duplicate",
 					in.EnvelopayID, in.Sender, prevMID)}, false, nil
 			}
 			ps = append(ps, protocols.New(protocols.CodeDuplicateID, "id",
