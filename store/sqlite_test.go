@@ -85,8 +85,13 @@ func TestMigrate(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A chain link of the old global layout (migration 6 gives it a scope).
-			if _, err := db.Exec(`INSERT INTO chain_links (chain, seq, prev, hash, message_id)
-				SELECT 'a>b', 1, '00', 'abcd', id FROM messages`); err != nil {
+			link := `INSERT INTO chain_links (chain, seq, prev, hash, message_id)
+				SELECT 'a>b', 1, '00', 'abcd', id FROM messages`
+			if v >= 6 {
+				link = `INSERT INTO chain_links (scope, chain, seq, prev, hash, message_id)
+				SELECT 'in' || char(10), 'a>b', 1, '00', 'abcd', id FROM messages`
+			}
+			if _, err := db.Exec(link); err != nil {
 				t.Fatal(err)
 			}
 			db.Close()
