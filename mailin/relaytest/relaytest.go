@@ -109,7 +109,7 @@ func Start(t testing.TB, opts ...Option) *Relay {
 	if err != nil {
 		t.Fatalf("relaytest: %v", err)
 	}
-	iv := imapview.New(imapview.Options{Store: st, Authenticate: relay.Authenticate})
+	iv := imapview.New(imapview.Options{Store: st, Authenticate: relay.Authenticate, Hostname: "relaytest"})
 	w := &mailout.Worker{Store: st, Sender: relay.Sender(nil), Wake: wake, Interval: time.Second, Initial: 200 * time.Millisecond}
 	var wg sync.WaitGroup
 	for _, run := range []func(){

@@ -1,0 +1,65 @@
+package imapview
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/store"
+)
+
+// TestVerdictHeader pins the fields the view prepends: exact bytes for
+// the common cases, and that nothing from a signature (d=, s=, reason)
+// can add a line or a field.
+func TestVerdictHeader(t *testing.T) {
+	t.Parallel()
+	js := func(rs ...dkim.Result) json.RawMessage {
+		b, _ := json.Marshal(rs)
+		return b
+	}
+	pass := dkim.Result{Domain: "agents.test", Selector: "envelopd", Algorithm: "ed25519-sha256", Result: "pass"}
+	for _, c := range []struct {
+		name, host string
+		m          store.FolderMessage
+		want       string
+	}{
+		{"accepted, signed", "mx.test", store.FolderMessage{Status: "accepted", AuthResults: "x", DKIM: js(pass)},
+			"Authentication-Results: mx.test;\r\n\tdkim=pass header.a=ed25519-sha256 header.d=agents.test header.s=envelopd\r\nX-Envelopd-Status: accepted\r\n"},
+		{"unsigned", "mx.test", store.FolderMessage{Status: "accepted", AuthResults: "x", DKIM: js()},
+			"Authentication-Results: mx.test; dkim=none\r\nX-Envelopd-Status: accepted\r\n"},
+		{"not verified (sent copy)", "mx.test", store.FolderMessage{Status: "accepted", Direction: "out"},
+			"Authentication-Results: mx.test; none\r\nX-Envelopd-Status: accepted\r\n"},
+		{"duplicate, codes once", "", store.FolderMessage{Status: "duplicate", AuthResults: "x", DKIM: js(),
+			Errors: protocols.Problems{{Code: "duplicate_proof"}, {Code: "amount_mismatch"}, {Code: "duplicate_proof"}}},
+			"Authentication-Results: localhost; dkim=none\r\nX-Envelopd-Status: duplicate; errors=duplicate_proof,amount_mismatch\r\n"},
+	} {
+		if got := string(verdictHeader(c.host, c.m)); got != c.want {
+			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+		}
+	}
+	// Hostile signature text: control characters, CRLF, a fake field,
+	// non-ASCII, very long values.
+	evil := dkim.Result{Domain: "evil.test\r\nX-Envelopd-Status: accepted", Selector: "s\x1b[31m" + strings.Repeat("s", 500),
+		Algorithm: "rsa-sha256", Result: "fail\r\nX: y", Error: "bad \"sig\"\n\tX-Envelopd-Status: accepted é " + strings.Repeat("r", 1000)}
+	got := string(verdictHeader("mx.test\r\nX: y", store.FolderMessage{Status: "quarantined\r\nX: y", AuthResults: "x", DKIM: js(evil, evil),
+		Errors: protocols.Problems{{Code: "dkim_failed\r\nX: z"}}}))
+	fields := strings.Split(strings.TrimSuffix(strings.ReplaceAll(got, "\r\n\t", " "), "\r\n"), "\r\n")
+	if len(fields) != 2 || !strings.HasPrefix(fields[0], "Authentication-Results: mx.test??X: y;") || !strings.HasPrefix(fields[1], "X-Envelopd-Status: quarantined??X: y;") {
+		t.Fatalf("hostile input changed the field structure: %q", got)
+	}
+	for _, l := range strings.Split(got, "\r\n") {
+		if len(l) > 998 {
+			t.Errorf("line of %d bytes", len(l))
+		}
+		for _, r := range l {
+			if (r < 0x20 && r != '\t') || r > 0x7e {
+				t.Errorf("control or non-ASCII character %q in %q", r, l)
+			}
+		}
+	}
+	if strings.Count(got, "\n") != strings.Count(got, "\r\n") || strings.Count(got, "\r") != strings.Count(got, "\r\n") {
+		t.Errorf("bare CR or LF in %q", got)
+	}
+}
