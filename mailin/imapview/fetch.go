@@ -16,14 +16,18 @@ import (
 )
 
 // raw returns the bytes the view serves for a message: its verdict
-// header (entry.head) followed by the bytes as received and stored.
+// header (entry.head) followed by the bytes as received and stored, in
+// which an Authentication-Results field claiming the view's own
+// authserv-id is renamed (renameForged; same length).
 func (ss *session) raw(e *entry) ([]byte, error) {
 	m, err := ss.s.opts.Store.Message(ss.ctx(), e.id)
 	if err != nil {
 		return nil, fmt.Errorf("imap view: message %d: %w", e.id, err)
 	}
 	b := make([]byte, 0, len(e.head)+len(m.Raw))
-	return append(append(b, e.head...), m.Raw...), nil
+	b = append(append(b, e.head...), m.Raw...)
+	renameForged(b[len(e.head):], ss.s.host())
+	return b, nil
 }
 
 func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *imap.FetchOptions) error {

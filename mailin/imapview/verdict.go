@@ -1,6 +1,7 @@
 package imapview
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -32,10 +33,7 @@ import (
 // printable ASCII and bounded, so no sender text can add a field or a
 // line.
 func verdictHeader(host string, m store.FolderMessage) []byte {
-	host = clean(host, 253)
-	if host == "" {
-		host = "localhost"
-	}
+	host = authServ(host)
 	var b strings.Builder
 	var ar []string
 	var rs []dkim.Result
@@ -65,6 +63,17 @@ func verdictHeader(host string, m store.FolderMessage) []byte {
 	writeField(&b, "X-Envelopd-Status", clean(m.Status, 32), status, "; ")
 	return []byte(b.String())
 }
+
+// authServ is the authserv-id for a --hostname: printable ASCII,
+// "localhost" when empty (serve's default).
+func authServ(host string) string {
+	if host = clean(host, 253); host == "" {
+		return "localhost"
+	}
+	return host
+}
+
+func (s *Server) host() string { return authServ(s.opts.Hostname) }
 
 // writeField writes "name: first" and the parts after sep, folding
 // before a part that would take the line past 78 characters (RFC 5322
@@ -98,4 +107,63 @@ func clean(s string, max int) string {
 		}
 		return r
 	}, s)
+}
+
+// spoofedAR replaces the name of an Authentication-Results field that
+// claims the view's own authserv-id; it has the same length, so sizes and
+// offsets do not move.
+const spoofedAR = "X-Spoofed-Auth-Results"
+
+// renameForged renames, in b (a copy of the stored bytes being served),
+// every Authentication-Results field of the header section whose
+// authserv-id is host: only envelopd speaks for host, and the field it
+// prepends is the one to trust (RFC 8601 §5: a receiver MUST remove or
+// rename such fields from outside).
+func renameForged(b []byte, host string) {
+	const name = "Authentication-Results"
+	for i := 0; i < len(b); {
+		end := bytes.IndexByte(b[i:], '\n')
+		if end < 0 {
+			end = len(b)
+		} else {
+			end += i + 1
+		}
+		line := b[i:end]
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			return // end of the header section
+		}
+		if len(line) > len(name) && strings.EqualFold(string(line[:len(name)]), name) {
+			rest := bytes.TrimLeft(line[len(name):], " \t")
+			if len(rest) > 0 && rest[0] == ':' && authServID(b[i+len(name):], rest) == strings.ToLower(host) {
+				copy(b[i:], spoofedAR)
+			}
+		}
+		i = end
+	}
+}
+
+// authServID returns the lower-cased authserv-id of a field whose value
+// starts after the colon of rest, reading on over folded lines of field
+// (RFC 8601 §2.2: authserv-id is the first token, before ";").
+func authServID(field, rest []byte) string {
+	v := rest[1:]
+	// Unfold: the value may continue on lines starting with white space.
+	if j := bytes.IndexByte(field, '\n'); j >= 0 {
+		k := j + 1
+		for k < len(field) && (field[k] == ' ' || field[k] == '\t') {
+			e := bytes.IndexByte(field[k:], '\n')
+			if e < 0 {
+				e = len(field) - k
+			} else {
+				e++
+			}
+			v = append(append([]byte{}, v...), field[k:k+e]...)
+			k += e
+		}
+	}
+	id, _, _ := strings.Cut(strings.TrimSpace(string(v)), ";")
+	if f := strings.Fields(id); len(f) > 0 {
+		return strings.ToLower(f[0])
+	}
+	return ""
 }

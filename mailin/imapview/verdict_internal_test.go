@@ -63,3 +63,26 @@ func TestVerdictHeader(t *testing.T) {
 		t.Errorf("bare CR or LF in %q", got)
 	}
 }
+
+// TestRenameForged: only header fields named Authentication-Results (any
+// case, folded or not) with the view's authserv-id are renamed, in place
+// and with the same length; other hosts' fields and the body stay.
+func TestRenameForged(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want string }{
+		{"Authentication-Results: mx.test; dkim=pass\r\n\r\nx", "X-Spoofed-Auth-Results: mx.test; dkim=pass\r\n\r\nx"},
+		{"authentication-results :\r\n  MX.Test;\r\n dkim=pass\r\nTo: a\r\n\r\n", "X-Spoofed-Auth-Results :\r\n  MX.Test;\r\n dkim=pass\r\nTo: a\r\n\r\n"},
+		{"Authentication-Results: mx.test.evil; dkim=pass\n\n", "Authentication-Results: mx.test.evil; dkim=pass\n\n"},
+		{"Authentication-Results: other.test; dkim=pass\r\nAuthentication-Results: mx.test 1; none\r\n\r\n",
+			"Authentication-Results: other.test; dkim=pass\r\nX-Spoofed-Auth-Results: mx.test 1; none\r\n\r\n"},
+		{"To: a\r\n\r\nAuthentication-Results: mx.test; dkim=pass\r\n", "To: a\r\n\r\nAuthentication-Results: mx.test; dkim=pass\r\n"},
+		{"X-Authentication-Results: mx.test; dkim=pass\r\n\r\n", "X-Authentication-Results: mx.test; dkim=pass\r\n\r\n"},
+		{"Authentication-Results", "Authentication-Results"},
+	} {
+		b := []byte(c.in)
+		renameForged(b, "mx.test")
+		if string(b) != c.want {
+			t.Errorf("renameForged(%q) = %q, want %q", c.in, b, c.want)
+		}
+	}
+}
