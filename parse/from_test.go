@@ -2,6 +2,7 @@ package parse
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -22,4 +23,25 @@ func TestFromAddresses(t *testing.T) {
 			t.Errorf("FromAddresses(%q) = %q, want %q", c.raw, got, c.want)
 		}
 	}
+}
+
+// FuzzFromAddresses: never panics, and every address it returns has an @
+// (what relay mode's local-author check relies on) and is one Parse would
+// see: the first From field's addresses are Parse's From.
+func FuzzFromAddresses(f *testing.F) {
+	f.Add([]byte("From: Bob <bob@agents.test>\r\nFrom: eve@x.test\r\n\r\nbody"))
+	f.Add([]byte("From: =?utf-8?q?B=C3=B6b?= <bob@agents.test>, (c) x@y.test\r\n\r\n"))
+	f.Add([]byte("From bob@agents.test Mon\nfrom:\n bob@agents.test\n\n"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got := FromAddresses(raw)
+		for _, a := range got {
+			if !strings.Contains(a, "@") {
+				t.Fatalf("address %q without @", a)
+			}
+		}
+		r := Parse(raw, Options{})
+		if len(r.From) > len(got) || !slices.Equal(got[:len(r.From)], r.From) {
+			t.Fatalf("FromAddresses %q, Parse's From %q", got, r.From)
+		}
+	})
 }

@@ -144,22 +144,26 @@ func renameForged(b []byte, host string) {
 
 // authServID returns the lower-cased authserv-id of a field whose value
 // starts after the colon of rest, reading on over folded lines of field
-// (RFC 8601 §2.2: authserv-id is the first token, before ";").
+// (RFC 8601 §2.2: authserv-id is the first token, before ";"). It reads
+// at most 1 KiB of the value: an id is a host name, and a hostile field
+// of many short continuation lines must not cost more than that.
 func authServID(field, rest []byte) string {
-	v := rest[1:]
-	// Unfold: the value may continue on lines starting with white space.
+	const limit = 1024
+	v := append([]byte{}, rest[1:min(len(rest), limit+1)]...)
 	if j := bytes.IndexByte(field, '\n'); j >= 0 {
-		k := j + 1
-		for k < len(field) && (field[k] == ' ' || field[k] == '\t') {
+		for k := j + 1; k < len(field) && (field[k] == ' ' || field[k] == '\t') && len(v) < limit; {
 			e := bytes.IndexByte(field[k:], '\n')
 			if e < 0 {
 				e = len(field) - k
 			} else {
 				e++
 			}
-			v = append(append([]byte{}, v...), field[k:k+e]...)
+			v = append(v, field[k:k+e]...)
 			k += e
 		}
+	}
+	if len(v) > limit {
+		v = v[:limit]
 	}
 	id, _, _ := strings.Cut(strings.TrimSpace(string(v)), ";")
 	if f := strings.Fields(id); len(f) > 0 {

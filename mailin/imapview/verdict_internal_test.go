@@ -1,6 +1,7 @@
 package imapview
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -85,4 +86,63 @@ func TestRenameForged(t *testing.T) {
 			t.Errorf("renameForged(%q) = %q, want %q", c.in, b, c.want)
 		}
 	}
+}
+
+// FuzzRenameForged: the served copy keeps its length, and the only bytes
+// that change are field names Authentication-Results becoming
+// X-Spoofed-Auth-Results.
+func FuzzRenameForged(f *testing.F) {
+	f.Add([]byte("Authentication-Results: mx.test; dkim=pass\r\n\r\nx"), "mx.test")
+	f.Add([]byte("authentication-results :\r\n  MX.Test;\r\n dkim=pass\r\nTo: a\r\n\r\n"), "MX.test")
+	f.Add([]byte("Authentication-Results:mx.test\nAuthentication-Results: \n\tmx.test;\n\n"), "mx.test")
+	f.Fuzz(func(t *testing.T, raw []byte, host string) {
+		b := bytes.Clone(raw)
+		renameForged(b, host)
+		if len(b) != len(raw) {
+			t.Fatalf("length %d → %d", len(raw), len(b))
+		}
+		for i := 0; i < len(b); {
+			if b[i] == raw[i] {
+				i++
+				continue
+			}
+			if !bytes.HasPrefix(b[i:], []byte(spoofedAR)) || !strings.EqualFold(string(raw[i:i+len(spoofedAR)]), "Authentication-Results") {
+				t.Fatalf("byte %d changed outside a renamed field name: %q → %q", i, raw, b)
+			}
+			i += len(spoofedAR)
+		}
+	})
+}
+
+// FuzzVerdictHeader: whatever the stored verdict holds, the prepended
+// header is two fields of printable ASCII, CRLF-terminated, folded only
+// with CRLF TAB, no line over 998 bytes.
+func FuzzVerdictHeader(f *testing.F) {
+	f.Add("mx.test", "accepted", "duplicate_proof", "agents.test", "envelopd", "pass", "", true)
+	f.Add("h\r\nX: y", "quarantined\n", "x\r\ny", "d\r\nX-Envelopd-Status: accepted", "s\x1b", "fail", "r\"\\\n", true)
+	f.Fuzz(func(t *testing.T, host, status, code, domain, selector, result, reason string, verified bool) {
+		rs, _ := json.Marshal([]dkim.Result{{Domain: domain, Selector: selector, Algorithm: "rsa-sha256", Result: result, Error: reason}})
+		m := store.FolderMessage{Status: status, DKIM: rs, Errors: protocols.Problems{{Code: protocols.Code(code)}}}
+		if verified {
+			m.AuthResults = "x"
+		}
+		got := string(verdictHeader(host, m))
+		if !strings.HasSuffix(got, "\r\n") {
+			t.Fatalf("not CRLF-terminated: %q", got)
+		}
+		fields := strings.Split(strings.TrimSuffix(strings.ReplaceAll(got, "\r\n\t", " "), "\r\n"), "\r\n")
+		if len(fields) != 2 || !strings.HasPrefix(fields[0], "Authentication-Results: ") || !strings.HasPrefix(fields[1], "X-Envelopd-Status: ") {
+			t.Fatalf("field structure: %q", got)
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(got, "\r\n"), "\r\n") {
+			if len(l) > 998 {
+				t.Fatalf("line of %d bytes", len(l))
+			}
+			for _, r := range strings.TrimPrefix(l, "\t") {
+				if r < 0x20 || r > 0x7e {
+					t.Fatalf("character %q in %q", r, got)
+				}
+			}
+		}
+	})
 }
