@@ -66,6 +66,10 @@ var (
 	ErrNoSmarthost   = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Relaying denied: no smarthost configured, only local domains are served"}
 	ErrFromNotYours  = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "From must be the authenticated user's own address"}
 	ErrBadMailHeader = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message must have exactly one From address"}
+	// ErrLocalAuthor refuses, at the end of DATA, unauthenticated mail
+	// whose From is a local address (see Relay.checkLocalAuthor).
+	ErrLocalAuthor = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1},
+		Message: "From is an address at a local domain: submit it with AUTH as that address on the submission port"}
 )
 
 // Authenticate implements Router: the mailbox's password hash, set by
@@ -140,6 +144,8 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 		if err := r.storeSent(ctx, raw, user); err != nil {
 			return "", err
 		}
+	} else if err := r.checkLocalAuthor(ctx, raw, meta); err != nil {
+		return "", err
 	}
 	for _, rc := range local {
 		if _, err := r.DeliverLocal(ctx, raw, meta.MailFrom, rc, meta.Remote); err != nil {
@@ -160,6 +166,58 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 		r.wake()
 	}
 	return fmt.Sprintf("OK delivered to %d local mailbox(es), %d recipient(s) queued", len(local), len(remote)), nil
+}
+
+// checkLocalAuthor refuses mail that names a local address as its author
+// without proof (issue 17 §4): only the relay itself can vouch for a
+// local author, either because the mail came through submission with AUTH
+// as that address (Deliver checks From == user there) or because it
+// carries a passing DKIM signature aligned with the author's domain
+// (RFC 7489 §3.1.1 relaxed alignment, each local domain taken as its own
+// organizational domain: d= is the domain or a subdomain of it; the
+// relay's own keys are the only ones that verify for it). Every From
+// address counts, so a second From field or address cannot hide a local
+// one. The refusal is 550 5.7.1 at DATA, before any 250, so nothing
+// accepted is lost and no courtesy OOPS can be owed to a forged local
+// sender (DMARC's p=reject, RFC 7489 §6.3, for the relay's own domains).
+func (r *Relay) checkLocalAuthor(ctx context.Context, raw []byte, meta Meta) error {
+	var domains []string
+	for _, a := range parse.FromAddresses(raw) {
+		if r.Local(a) {
+			domains = append(domains, domainOf(a))
+		}
+	}
+	if len(domains) == 0 {
+		return nil
+	}
+	var results []dkim.Result
+	if r.Pipeline != nil && r.Pipeline.Verifier != nil {
+		// An error means the header cannot be read (dkim.ErrUnreadable):
+		// no signature vouches for the author, which is a refusal too.
+		results, _ = r.Pipeline.Verifier.Verify(ctx, raw)
+	}
+	for _, d := range domains {
+		if !alignedPass(results, d) {
+			if r.Logger != nil {
+				r.Logger.Info("relay: unauthenticated mail from a local address refused",
+					"from_domain", d, "remote", meta.Remote, "mail_from", meta.MailFrom)
+			}
+			return ErrLocalAuthor
+		}
+	}
+	return nil
+}
+
+// alignedPass reports whether some result passes for domain or one of
+// its subdomains.
+func alignedPass(results []dkim.Result, domain string) bool {
+	for _, res := range results {
+		d := strings.ToLower(strings.TrimSuffix(res.Domain, "."))
+		if res.Result == dkim.Pass && (d == domain || strings.HasSuffix(d, "."+domain)) {
+			return true
+		}
+	}
+	return false
 }
 
 // DeliverLocal ingests raw into the mailbox of the local address rcpt,

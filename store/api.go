@@ -300,20 +300,30 @@ type Folder struct {
 	Count       int    `json:"count"`
 }
 
-// FolderMessage is a stored message as filed in a folder.
+// FolderMessage is a stored message as filed in a folder, with the
+// stored verdict on it (for a view's own header fields).
 type FolderMessage struct {
 	UID        uint32
 	ID         int64 // stored message row id (Message returns its bytes)
 	Flags      []string
 	Size       int
 	ReceivedAt time.Time
+
+	Direction   string
+	Status      string
+	Errors      protocols.Problems
+	DKIM        json.RawMessage // JSON array of dkim results
+	AuthResults string          // "" when DKIM was not verified
 }
 
 // The folders every mailbox has. New received messages are filed in
-// FolderInbox, stored copies of sent ones in FolderSent.
+// FolderInbox when accepted and in FolderQuarantine otherwise (duplicates,
+// replays, quarantined mail: an agent reading INBOX sees only mail it may
+// act on); stored copies of sent ones go to FolderSent.
 const (
-	FolderInbox = "INBOX"
-	FolderSent  = "Sent"
+	FolderInbox      = "INBOX"
+	FolderSent       = "Sent"
+	FolderQuarantine = "Quarantine"
 )
 
 // Folder errors.
@@ -329,8 +339,9 @@ var (
 // folder (EXPUNGE, MOVE) never deletes the stored message or the
 // uniqueness facts it holds.
 type Mailboxes interface {
-	// EnsureMailbox creates the mailbox (no password, folders INBOX and
-	// Sent) unless it exists, and reports whether it created it.
+	// EnsureMailbox creates the mailbox (no password, folders INBOX,
+	// Quarantine and Sent) unless it exists, and reports whether it
+	// created it.
 	EnsureMailbox(ctx context.Context, address string) (created bool, err error)
 	// SetMailboxPassword creates the mailbox if needed and sets its
 	// password hash.
@@ -342,8 +353,9 @@ type Mailboxes interface {
 	ListMailboxes(ctx context.Context) ([]Mailbox, error)
 
 	// SyncFolders files the mailbox's messages stored since the last call:
-	// received ones in INBOX, sent copies in Sent (flagged \Seen), each
-	// with the folder's next UID. It returns how many it filed.
+	// received ones in INBOX when accepted and in Quarantine otherwise,
+	// sent copies in Sent (flagged \Seen), each with the folder's next
+	// UID. It returns how many it filed.
 	SyncFolders(ctx context.Context, mailbox string) (int, error)
 	// Folders lists the mailbox's folders by name (ErrNotFound for an
 	// unknown mailbox).

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -52,7 +53,7 @@ func ensureMailboxTx(tx *wtx, address string, now time.Time) (bool, error) {
 	if n == 0 {
 		return false, nil
 	}
-	for _, f := range []string{FolderInbox, FolderSent} {
+	for _, f := range []string{FolderInbox, FolderQuarantine, FolderSent} {
 		if err := createFolderTx(tx, address, f); err != nil {
 			return false, err
 		}
@@ -187,18 +188,18 @@ func (s *SQLite) SyncFolders(ctx context.Context, mailbox string) (int, error) {
 		if err := tx.QueryRow(`SELECT synced_id FROM mailboxes WHERE address = ?`, mailbox).Scan(&synced); err != nil {
 			return fmt.Errorf("store: sync folders: %w", err)
 		}
-		rows, err := tx.Query(`SELECT id, direction FROM messages WHERE mailbox = ? AND id > ? ORDER BY id`, mailbox, synced)
+		rows, err := tx.Query(`SELECT id, direction, status FROM messages WHERE mailbox = ? AND id > ? ORDER BY id`, mailbox, synced)
 		if err != nil {
 			return fmt.Errorf("store: sync folders: %w", err)
 		}
 		type item struct {
-			id  int64
-			dir string
+			id          int64
+			dir, status string
 		}
 		var items []item
 		for rows.Next() {
 			var it item
-			if err := rows.Scan(&it.id, &it.dir); err != nil {
+			if err := rows.Scan(&it.id, &it.dir, &it.status); err != nil {
 				rows.Close()
 				return fmt.Errorf("store: sync folders: %w", err)
 			}
@@ -209,9 +210,15 @@ func (s *SQLite) SyncFolders(ctx context.Context, mailbox string) (int, error) {
 			return fmt.Errorf("store: sync folders: %w", err)
 		}
 		for _, it := range items {
+			// A message's status is final when it is committed (Ingest
+			// decides it in the same transaction), so filing by it is
+			// safe.
 			folder, flags := FolderInbox, ""
-			if it.dir == DirOut {
+			switch {
+			case it.dir == DirOut:
 				folder, flags = FolderSent, `\Seen`
+			case it.status != StatusAccepted:
+				folder = FolderQuarantine
 			}
 			if _, err := fileTx(tx, mailbox, folder, it.id, flags, true); err != nil {
 				return err
@@ -341,7 +348,8 @@ func (s *SQLite) FolderMessages(ctx context.Context, mailbox, folder string, aft
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT x.uid, x.message_id, x.flags, m.size, m.received_at
+	rows, err := s.r.QueryContext(ctx, `SELECT x.uid, x.message_id, x.flags, m.size, m.received_at,
+		m.direction, m.status, m.errors, m.dkim, m.auth_results
 		FROM folder_messages x JOIN messages m ON m.id = x.message_id
 		WHERE x.mailbox = ? AND x.folder = ? AND x.uid > ? ORDER BY x.uid`, mailbox, canonFolder(folder), afterUID)
 	if err != nil {
@@ -351,10 +359,16 @@ func (s *SQLite) FolderMessages(ctx context.Context, mailbox, folder string, aft
 	out := []FolderMessage{}
 	for rows.Next() {
 		var fm FolderMessage
-		var flags string
+		var flags, errs string
 		var at int64
-		if err := rows.Scan(&fm.UID, &fm.ID, &flags, &fm.Size, &at); err != nil {
+		var dkim []byte
+		if err := rows.Scan(&fm.UID, &fm.ID, &flags, &fm.Size, &at,
+			&fm.Direction, &fm.Status, &errs, &dkim, &fm.AuthResults); err != nil {
 			return nil, fmt.Errorf("store: folder messages: %w", err)
+		}
+		fm.Errors = decodeProblems(errs)
+		if len(dkim) > 0 {
+			fm.DKIM = json.RawMessage(dkim)
 		}
 		fm.Flags = strings.Fields(flags)
 		fm.ReceivedAt = time.Unix(0, at).UTC()

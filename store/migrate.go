@@ -236,11 +236,32 @@ CREATE TABLE settings (
 	updated_at INTEGER NOT NULL -- Unix nanoseconds, UTC
 ) WITHOUT ROWID;
 `,
+	// 9: relay mailboxes get a Quarantine folder, and received mail that
+	// is not accepted (quarantined, duplicates) moves there from INBOX
+	// under new UIDs, so that INBOX holds only mail an agent may act on.
+	`
+INSERT INTO folders (mailbox, name, uid_validity, uid_next)
+	SELECT address, 'Quarantine', next_validity, 1 FROM mailboxes WHERE true
+	ON CONFLICT (mailbox, name) DO NOTHING;
+UPDATE mailboxes SET next_validity = next_validity + 1;
+INSERT INTO folder_messages (mailbox, folder, uid, message_id, flags)
+	SELECT x.mailbox, 'Quarantine', q.uid_next - 1 + row_number() OVER (PARTITION BY x.mailbox ORDER BY x.uid),
+		x.message_id, x.flags
+	FROM folder_messages x
+	JOIN messages m ON m.id = x.message_id
+	JOIN folders q ON q.mailbox = x.mailbox AND q.name = 'Quarantine'
+	WHERE x.folder = 'INBOX' AND m.status != 'accepted';
+UPDATE folders SET uid_next = max(uid_next, 1 + coalesce((SELECT max(x.uid) FROM folder_messages x
+	WHERE x.mailbox = folders.mailbox AND x.folder = folders.name), 0))
+	WHERE name = 'Quarantine';
+DELETE FROM folder_messages WHERE folder = 'INBOX'
+	AND message_id IN (SELECT id FROM messages WHERE status != 'accepted');
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step.

@@ -85,12 +85,14 @@ func TestMigrate(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A chain link of the old global layout (migration 6 gives it a scope).
-			oldLinks := v < 6
-			if oldLinks {
-				if _, err := db.Exec(`INSERT INTO chain_links (chain, seq, prev, hash, message_id)
-				SELECT 'a>b', 1, '00', 'abcd', id FROM messages`); err != nil {
-					t.Fatal(err)
-				}
+			link := `INSERT INTO chain_links (chain, seq, prev, hash, message_id)
+				SELECT 'a>b', 1, '00', 'abcd', id FROM messages`
+			if v >= 6 {
+				link = `INSERT INTO chain_links (scope, chain, seq, prev, hash, message_id)
+				SELECT 'in' || char(10), 'a>b', 1, '00', 'abcd', id FROM messages`
+			}
+			if _, err := db.Exec(link); err != nil {
+				t.Fatal(err)
 			}
 			db.Close()
 			s, err := store.OpenSQLite(ctx, path)
@@ -105,7 +107,7 @@ func TestMigrate(t *testing.T) {
 			if err != nil || len(th) != 1 || th[0].MessageID != "old@x.test" {
 				t.Fatalf("old message after migration: %+v %v", th, err)
 			}
-			if seq, hash, err := s.ChainTip(ctx, "a>b"); oldLinks && (err != nil || seq != 1 || hash != "abcd") {
+			if seq, hash, err := s.ChainTip(ctx, "a>b"); err != nil || seq != 1 || hash != "abcd" {
 				t.Errorf("old chain link after migration: %d %q %v", seq, hash, err)
 			}
 			// Tables of the later steps work.

@@ -128,7 +128,7 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 			stop()
 			return nil, fmt.Errorf("imap: %w", err)
 		}
-		iv := imapview.New(imapview.Options{Store: rt.store, Authenticate: relay.Authenticate, Logger: rt.log})
+		iv := imapview.New(imapview.Options{Store: rt.store, Authenticate: relay.Authenticate, Hostname: p.AuthServID, Logger: rt.log})
 		go iv.Serve(ln)
 		r.imapListening = ln.Addr().String()
 		stops = append(stops, func() { iv.Close() })

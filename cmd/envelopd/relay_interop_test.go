@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -46,6 +47,14 @@ assert typ == "OK", typ
 open(out, "wb").write(data[0][1])
 typ, data = m.fetch("1", "(FLAGS)")
 print("FLAGS", data[0].decode())
+typ, data = m.select("Quarantine", readonly=True)
+assert typ == "OK", (typ, data)
+print("QUARANTINE EXISTS", data[0].decode())
+if int(data[0]) > 0:
+    typ, data = m.fetch("1", "(RFC822.SIZE BODY.PEEK[])")
+    assert typ == "OK", typ
+    print("QUARANTINE FETCH", data[0][0].decode())
+    open(out + ".quarantine", "wb").write(data[0][1])
 m.logout()
 `
 
@@ -67,7 +76,8 @@ func TestInteropRelaySwaksImaplib(t *testing.T) {
 		}
 	}
 	sub, imapAddr := freeAddr(t), freeAddr(t)
-	mx := startServe(t, db, "--relay", "--domain", "agents.test", "--submission", sub, "--imap", imapAddr, "--sign-local")
+	mx := startServe(t, db, "--relay", "--domain", "agents.test", "--submission", sub, "--imap", imapAddr, "--sign-local",
+		"--hostname", "mx.agents.test")
 
 	order, err := os.ReadFile("../../testdata/flows/first-contact-unpaid/03-order.eml")
 	if err != nil {
@@ -107,23 +117,60 @@ func TestInteropRelaySwaksImaplib(t *testing.T) {
 		t.Errorf("wrong password accepted: %s", out)
 	}
 
+	// Issue 17 §4: the same mail From alice without AUTH on the MX port
+	// (a stranger writing as a local user) is refused at DATA.
+	if out, err := swaks("--server", mh, "--port", mp, "--from", "alice@agents.test", "--to", "bob@agents.test", "--data", "@"+eml); err == nil ||
+		!strings.Contains(out, "<** 550 5.7.1 From is an address at a local domain") {
+		t.Errorf("unauthenticated local From on the MX port: %v\n%s", err, out)
+	}
+	// A PAY, then a second PAY replaying its payment proof under a new id
+	// (testdata/flows/replay): the second is stored as a duplicate
+	// (duplicate_proof) and served in Quarantine, not in INBOX.
+	for _, f := range []string{"01-pay.eml", "02-pay-same-proof.eml"} {
+		b, err := os.ReadFile("../../testdata/flows/replay/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pay := replaceHeader(replaceHeader(string(b), "From", "alice@agents.test"), "To", "bob@agents.test")
+		pay = strings.ReplaceAll(pay, "\r\n", "\n")
+		pay = strings.ReplaceAll(pay, "\n", "\r\n")
+		pf := filepath.Join(dir, f)
+		os.WriteFile(pf, []byte(pay), 0o644)
+		if out, err := swaks("--server", host, "--port", port, "--auth", "PLAIN", "--auth-user", "alice@agents.test",
+			"--auth-password", "alice-secret", "--from", "alice@agents.test", "--to", "bob@agents.test", "--data", "@"+pf); err != nil {
+			t.Fatalf("swaks %s: %v\n%s", f, err, out)
+		}
+	}
+
 	st, err := store.OpenSQLite(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var got *store.Message
-	for deadline := time.Now().Add(5 * time.Second); got == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		ms, err := st.Messages(context.Background(), store.Filter{Mailbox: "bob@agents.test", WithRaw: true})
+	var got, dup *store.Message
+	for deadline := time.Now().Add(5 * time.Second); dup == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		all, err := st.Messages(context.Background(), store.Filter{Mailbox: "bob@agents.test", WithRaw: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ms) > 0 {
-			got = &ms[0]
+		var ms []store.Message // received; bob's relay also keeps the courtesy OOPS it sent
+		for _, m := range all {
+			if m.Direction == store.DirIn {
+				ms = append(ms, m)
+			}
+		}
+		if len(ms) > 3 {
+			t.Fatalf("%d messages received by bob@agents.test, want 3 (the forged one must not be stored)", len(ms))
+		}
+		if len(ms) == 3 {
+			got, dup = &ms[0], &ms[2]
 		}
 	}
-	if got == nil {
-		t.Fatal("no message stored for bob@agents.test")
+	if dup == nil {
+		t.Fatal("the ORDER and the two PAYs are not all stored for bob@agents.test")
+	}
+	if dup.Status != store.StatusDuplicate || len(dup.Errors) != 1 || dup.Errors[0].Code != "duplicate_proof" {
+		t.Errorf("replayed PAY: %s %v, want duplicate (duplicate_proof)", dup.Status, dup.Errors)
 	}
 	var dk []struct{ Domain, Result string }
 	json.Unmarshal(got.DKIM, &dk)
@@ -138,7 +185,8 @@ func TestInteropRelaySwaksImaplib(t *testing.T) {
 		t.Fatalf("imaplib: %v\n%s", err, py)
 	}
 	t.Logf("imaplib:\n%s", py)
-	for _, want := range []string{`LIST (\Subscribed) "/" INBOX`, `LIST (\Subscribed) "/" "Sent"`, "EXISTS 1", "UIDVALIDITY", `\Seen`} {
+	for _, want := range []string{`LIST (\Subscribed) "/" INBOX`, `LIST (\Subscribed) "/" "Quarantine"`, `LIST (\Subscribed) "/" "Sent"`,
+		"EXISTS 2", "UIDVALIDITY", `\Seen`, "QUARANTINE EXISTS 1", "RFC822.SIZE"} {
 		if !strings.Contains(string(py), want) {
 			t.Errorf("imaplib output lacks %q", want)
 		}
@@ -147,11 +195,26 @@ func TestInteropRelaySwaksImaplib(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(b) != string(got.Raw) {
-		t.Errorf("FETCH BODY[] returned %d bytes that differ from the %d stored bytes", len(b), len(got.Raw))
+	// BODY[] is the view's verdict fields followed by exactly the stored
+	// bytes (DKIM-signed by the relay); INBOX has the accepted ORDER.
+	wantHead := "Authentication-Results: mx.agents.test;\r\n\tdkim=pass header.a=ed25519-sha256 header.d=agents.test header.s=envelopd\r\n" +
+		"X-Envelopd-Status: accepted\r\n"
+	if string(b) != wantHead+string(got.Raw) {
+		t.Errorf("FETCH BODY[] returned %d bytes, want the verdict fields and the %d stored bytes:\n%.300s", len(b), len(got.Raw), b)
 	}
-	if !strings.HasPrefix(string(b), "DKIM-Signature:") || !strings.Contains(string(b), "\r\n\r\n") {
-		t.Errorf("fetched message is not the signed message as delivered:\n%.200s", b)
+	if !strings.HasPrefix(string(got.Raw), "DKIM-Signature:") || !strings.Contains(string(got.Raw), "\r\n\r\n") {
+		t.Errorf("stored message is not the signed message as delivered:\n%.200s", got.Raw)
+	}
+	q, err := os.ReadFile(fetched + ".quarantine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHead = strings.Replace(wantHead, "accepted", "duplicate; errors=duplicate_proof", 1)
+	if string(q) != wantHead+string(dup.Raw) {
+		t.Errorf("Quarantine BODY[]: %d bytes, want the verdict fields and the %d stored bytes:\n%.300s", len(q), len(dup.Raw), q)
+	}
+	if !strings.Contains(string(py), fmt.Sprintf("RFC822.SIZE %d", len(q))) {
+		t.Errorf("Quarantine RFC822.SIZE is not the %d bytes served", len(q))
 	}
 }
 

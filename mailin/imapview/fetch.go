@@ -15,13 +15,19 @@ import (
 	"github.com/emersion/go-message/textproto"
 )
 
-// raw reads a message's bytes from the store: the bytes as received.
+// raw returns the bytes the view serves for a message: its verdict
+// header (entry.head) followed by the bytes as received and stored, in
+// which an Authentication-Results field claiming the view's own
+// authserv-id is renamed (renameForged; same length).
 func (ss *session) raw(e *entry) ([]byte, error) {
 	m, err := ss.s.opts.Store.Message(ss.ctx(), e.id)
 	if err != nil {
 		return nil, fmt.Errorf("imap view: message %d: %w", e.id, err)
 	}
-	return m.Raw, nil
+	b := make([]byte, 0, len(e.head)+len(m.Raw))
+	b = append(append(b, e.head...), m.Raw...)
+	renameForged(b[len(e.head):], ss.s.host())
+	return b, nil
 }
 
 func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *imap.FetchOptions) error {
@@ -79,7 +85,8 @@ func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options 
 }
 
 // fetchOne writes one FETCH response. BODY[] (no part, no header filter)
-// is the stored bytes themselves, never a re-serialised header.
+// is the served bytes themselves (the verdict header, then the stored
+// bytes), never a re-serialised header.
 func fetchOne(w *imapserver.FetchResponseWriter, e *entry, raw []byte, options *imap.FetchOptions, seenChanged bool) error {
 	w.WriteUID(e.uid)
 	if options.Flags || seenChanged {

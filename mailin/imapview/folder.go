@@ -30,17 +30,20 @@ type folder struct {
 }
 
 // entry is one message of a folder: its UID, the stored message it
-// references, and its flags (canonical spelling).
+// references, and its flags (canonical spelling). The view serves head
+// (verdictHeader) followed by the stored bytes; size is of both.
 type entry struct {
 	uid   imap.UID
 	id    int64
 	flags []imap.Flag
 	size  int64
 	t     time.Time
+	head  []byte
 }
 
-func newEntry(m store.FolderMessage) *entry {
-	e := &entry{uid: imap.UID(m.UID), id: m.ID, size: int64(m.Size), t: m.ReceivedAt}
+func (s *Server) newEntry(m store.FolderMessage) *entry {
+	head := verdictHeader(s.opts.Hostname, m)
+	e := &entry{uid: imap.UID(m.UID), id: m.ID, size: int64(len(head) + m.Size), t: m.ReceivedAt, head: head}
 	for _, f := range m.Flags {
 		e.flags = append(e.flags, imap.Flag(f))
 	}
@@ -115,7 +118,7 @@ func (f *folder) refresh(ctx context.Context) error {
 		return err
 	}
 	for _, m := range ms {
-		f.msgs = append(f.msgs, newEntry(m))
+		f.msgs = append(f.msgs, f.s.newEntry(m))
 		f.uidNext = max(f.uidNext, m.UID+1)
 	}
 	f.tracker.QueueNumMessages(uint32(len(f.msgs)))

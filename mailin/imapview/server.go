@@ -5,6 +5,14 @@
 // stored — there is no second copy of the mail. An agent under test can
 // point `envelopd poll` or any IMAP client at it.
 //
+// The view is honest about what envelopd found (issue 17 §4): INBOX holds
+// accepted mail only, received mail that is quarantined or a duplicate
+// is in Quarantine (store.SyncFolders files it), and every message is
+// served with an Authentication-Results field (RFC 8601, authserv-id
+// Options.Hostname) and envelopd's X-Envelopd-Status field prepended to
+// the stored bytes (verdictHeader); sizes, offsets and SEARCH are of the
+// bytes served.
+//
 // Supported: LOGIN and AUTHENTICATE PLAIN (checked by Options.Authenticate),
 // LIST, STATUS, SELECT/EXAMINE, FETCH, SEARCH (flags, UID and sequence
 // sets, dates, size, header and text matches), STORE, EXPUNGE and UID
@@ -37,8 +45,10 @@ type Options struct {
 	Store store.Store
 	// Authenticate checks a mailbox's password (mailin.Relay.Authenticate).
 	Authenticate func(user, pass string) error
-	// Hostname is used in the greeting only.
-	Logger *slog.Logger
+	// Hostname is the authserv-id of the Authentication-Results field
+	// the view prepends to every message (serve --hostname).
+	Hostname string
+	Logger   *slog.Logger
 }
 
 // Server is the IMAP view of a store.
@@ -163,7 +173,7 @@ func (s *Server) open(ctx context.Context, mailbox, name string) (*folder, error
 	}
 	f := &folder{s: s, mailbox: mailbox, name: fs[i].Name, validity: fs[i].UIDValidity, uidNext: fs[i].UIDNext, refs: 1}
 	for _, m := range ms {
-		f.msgs = append(f.msgs, newEntry(m))
+		f.msgs = append(f.msgs, s.newEntry(m))
 	}
 	f.tracker = imapserver.NewMailboxTracker(uint32(len(f.msgs)))
 	s.folders[key] = f

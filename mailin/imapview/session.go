@@ -164,7 +164,7 @@ func (ss *session) status(f store.Folder, options *imap.StatusOptions) (*imap.St
 	}
 	n, unseen, deleted, size, recent := uint32(len(ms)), uint32(0), uint32(0), int64(0), uint32(0)
 	for _, m := range ms {
-		e := newEntry(m)
+		e := ss.s.newEntry(m)
 		if !e.has(imap.FlagSeen) {
 			unseen++
 		}

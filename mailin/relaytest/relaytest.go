@@ -1,6 +1,8 @@
 // Package relaytest runs envelopd's relay mode in-process for the tests of
 // an agent, in the spirit of net/http/httptest: Start gives an SMTP port
-// (the relay's MX: local domains only, no AUTH needed), a submission port
+// (the relay's MX: local domains only, no AUTH needed, but mail From a
+// local address is refused there unless its DKIM signature passes), a
+// submission port
 // (AUTH required, DKIM-signed for the local domains, RFC 6409) and an IMAP
 // port (the store's folder view), all on 127.0.0.1:0 with a temporary
 // database, closed by t.Cleanup. Every address at a local domain is a
@@ -56,7 +58,7 @@ func NoSigning() Option { return func(c *config) { c.sign = false } }
 
 // Relay is a running relay.
 type Relay struct {
-	SMTPAddr       string // MX: mail for local domains, no AUTH
+	SMTPAddr       string // MX: mail for local domains, no AUTH (and no local From)
 	SubmissionAddr string // AUTH PLAIN/LOGIN required
 	IMAPAddr       string
 	Store          *store.SQLite
@@ -107,7 +109,7 @@ func Start(t testing.TB, opts ...Option) *Relay {
 	if err != nil {
 		t.Fatalf("relaytest: %v", err)
 	}
-	iv := imapview.New(imapview.Options{Store: st, Authenticate: relay.Authenticate})
+	iv := imapview.New(imapview.Options{Store: st, Authenticate: relay.Authenticate, Hostname: "relaytest"})
 	w := &mailout.Worker{Store: st, Sender: relay.Sender(nil), Wake: wake, Interval: time.Second, Initial: 200 * time.Millisecond}
 	var wg sync.WaitGroup
 	for _, run := range []func(){

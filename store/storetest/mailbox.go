@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -72,8 +73,8 @@ func testMailboxes(t *testing.T, open func(t *testing.T) store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fs) != 2 || fs[0].Name != store.FolderInbox || fs[1].Name != store.FolderSent ||
-		fs[0].UIDNext != 1 || fs[0].UIDValidity == 0 || fs[0].UIDValidity == fs[1].UIDValidity {
+	if len(fs) != 3 || fs[0].Name != store.FolderInbox || fs[1].Name != store.FolderQuarantine || fs[2].Name != store.FolderSent ||
+		fs[0].UIDNext != 1 || fs[0].UIDValidity == 0 || fs[0].UIDValidity == fs[1].UIDValidity || fs[1].UIDValidity == fs[2].UIDValidity {
 		t.Fatalf("new mailbox folders %+v", fs)
 	}
 	validity := fs[0].UIDValidity
@@ -193,6 +194,38 @@ func testMailboxes(t *testing.T, open func(t *testing.T) store.Store) {
 	if len(mbs) != 2 || mbs[0].Address != bob || mbs[0].HasPassword || mbs[0].Messages != 4 ||
 		mbs[1].Address != "carol@agents.test" || !mbs[1].HasPassword || mbs[1].Messages != 1 {
 		t.Errorf("ListMailboxes %+v", mbs)
+	}
+
+	// Received mail that is not accepted goes to Quarantine, not INBOX
+	// (issue 17 §4): a quarantined message and a duplicate (e1 again from
+	// alice), each with its verdict for the view.
+	for _, m := range []*store.Incoming{
+		msg("q1@x", "alice@agents.test", "e6", func(in *store.Incoming) {
+			in.Mailbox, in.Status, in.AuthResults = bob, store.StatusQuarantined, "mx.test; dkim=none"
+			in.Errors = protocols.Problems{{Code: protocols.CodeDKIMFailed, Message: "bad"}}
+		}),
+		msg("q2@x", "alice@agents.test", "e1", func(in *store.Incoming) { in.Mailbox = bob }),
+	} {
+		if _, err := s.Ingest(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.SyncFolders(ctx, bob); err != nil || n != 2 {
+		t.Fatalf("SyncFolders: %d %v, want 2", n, err)
+	}
+	if got := uidsOf(folderUIDs(t, s, bob, store.FolderInbox)); !slices.Equal(got, []uint32{3}) {
+		t.Errorf("INBOX UIDs %v after quarantined mail, want [3]", got)
+	}
+	q := folderUIDs(t, s, bob, store.FolderQuarantine)
+	if !slices.Equal(uidsOf(q), []uint32{1, 2}) {
+		t.Fatalf("Quarantine %+v, want UIDs 1 2", q)
+	}
+	if q[0].Status != store.StatusQuarantined || q[0].Direction != store.DirIn || q[0].AuthResults != "mx.test; dkim=none" ||
+		len(q[0].Errors) != 1 || q[0].Errors[0].Code != protocols.CodeDKIMFailed {
+		t.Errorf("Quarantine 1: %+v", q[0])
+	}
+	if q[1].Status != store.StatusDuplicate || len(q[1].Errors) != 1 || q[1].Errors[0].Code != protocols.CodeDuplicateID {
+		t.Errorf("Quarantine 2: %+v", q[1])
 	}
 	s.Close()
 
