@@ -228,19 +228,38 @@ ALTER TABLE states_v6 RENAME TO states;
 const SchemaVersion = 6
 
 // migrate brings db from its user_version up to version target, one
-// transaction per step.
+// transaction per step. Several processes may open a fresh database at
+// once (two `serve`, `serve` and `send`): each step runs in a write
+// transaction (the writer DSN's _txlock=immediate makes BeginTx a BEGIN
+// IMMEDIATE, so two migrators never interleave) and re-reads user_version
+// inside it, so a step another process has applied meanwhile is skipped
+// instead of failing with "table … already exists". A database already at
+// target is never written to (a read-only file still opens).
 func migrate(ctx context.Context, db *sql.DB, target int) error {
-	var v int
-	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+	v, err := schemaVersion(ctx, db)
+	if err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	if v > len(migrations) {
 		return fmt.Errorf("%w: version %d, known up to %d", ErrSchemaTooNew, v, len(migrations))
 	}
-	for ; v < target; v++ {
+	for v < target {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+		// Under the write lock: another process may have migrated since.
+		if v, err = schemaVersion(ctx, tx); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if v >= target {
+			tx.Rollback()
+			break
+		}
+		if v > len(migrations) {
+			tx.Rollback()
+			return fmt.Errorf("%w: version %d, known up to %d", ErrSchemaTooNew, v, len(migrations))
 		}
 		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
 			tx.Rollback()
@@ -254,6 +273,16 @@ func migrate(ctx context.Context, db *sql.DB, target int) error {
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("migration %d: %w", v+1, err)
 		}
+		v++
 	}
 	return nil
+}
+
+// schemaVersion reads PRAGMA user_version through db or a transaction.
+func schemaVersion(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (int, error) {
+	var v int
+	err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	return v, err
 }
