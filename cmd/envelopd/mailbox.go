@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/mail"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -102,15 +101,8 @@ func runMailbox(ctx context.Context, e *env) int {
 	return 2
 }
 
+// readPasswordFile is readSecretLine: the group or others may not read
+// the file.
 func readPasswordFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	pw, _, _ := strings.Cut(string(b), "\n")
-	pw = strings.TrimSuffix(pw, "\r")
-	if pw == "" {
-		return "", fmt.Errorf("%s: empty password", path)
-	}
-	return pw, nil
+	return readSecretLine(path)
 }
