@@ -92,7 +92,7 @@ func runMailbox(ctx context.Context, e *env) int {
 		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ADDRESS\tPASSWORD\tMESSAGES\tCREATED")
 		for _, m := range mbs {
-			fmt.Fprintf(tw, "%s\t%v\t%d\t%s\n", m.Address, m.HasPassword, m.Messages, m.CreatedAt.Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%v\t%d\t%s\n", termSafe(m.Address), m.HasPassword, m.Messages, m.CreatedAt.Format(time.RFC3339))
 		}
 		tw.Flush()
 		return 0

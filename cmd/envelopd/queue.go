@@ -79,7 +79,7 @@ func runQueue(ctx context.Context, e *env) int {
 			if r.State == store.QueuePending {
 				next = r.NextAttempt.Local().Format(time.DateTime)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", q.ID, q.Kind, r.Rcpt, r.State, r.Attempts, next, r.LastError)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", q.ID, q.Kind, termSafe(r.Rcpt), r.State, r.Attempts, next, termSafe(r.LastError))
 		}
 	}
 	tw.Flush()
