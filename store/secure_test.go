@@ -77,3 +77,35 @@ func TestConcurrentMigrations(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckWritable: a writable database passes; a read-only one fails
+// (as root file modes do not apply: TestInteropReadOnlyDB in
+// cmd/envelopd-load runs serve as nobody for that case).
+func TestCheckWritable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "w.db")
+	s, err := store.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckWritable(ctx); err != nil {
+		t.Errorf("writable database: %v", err)
+	}
+	s.Close()
+	if os.Geteuid() == 0 {
+		t.Log("root ignores file modes: the read-only case is TestInteropReadOnlyDB")
+		return
+	}
+	if err := os.Chmod(path, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	s, err = store.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatalf("a read-only database at the current schema must still open: %v", err)
+	}
+	defer s.Close()
+	if err := s.CheckWritable(ctx); err == nil {
+		t.Errorf("read-only database: CheckWritable passed")
+	}
+}

@@ -185,6 +185,25 @@ func isBusy(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
+// CheckWritable writes the database header (PRAGMA user_version, set to
+// its own value) and commits, changing nothing. It fails when the file
+// cannot be written (SQLITE_READONLY: a read-only file, a read-only
+// mount) or another process holds the write lock beyond the busy timeout.
+// Taking the lock alone (BEGIN IMMEDIATE) is not enough: in WAL mode that
+// lock lives in the -shm file, which may be writable when the database is
+// not. A server uses it to warn at start rather than only refusing mail
+// (451) later.
+func (s *SQLite) CheckWritable(ctx context.Context) error {
+	return s.write(ctx, func(tx *wtx) error {
+		var v int
+		if err := tx.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+			return err
+		}
+		_, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", v))
+		return err
+	})
+}
+
 // DatabaseMode is the permission of a database file envelopd creates: it
 // holds relay DKIM private keys and mailbox password hashes (issue 17 §5).
 // SQLite gives the -wal and -shm files the mode of the database file

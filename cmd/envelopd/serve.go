@@ -129,6 +129,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		return nil, fmt.Errorf("open %s: %w", f.db, err)
 	}
 	rt := &runtime{store: st, log: log}
+	f.checkDatabase(ctx, st, log)
 	rt.closers = append(rt.closers, func() {
 		// The group commit figures, for tuning (mean batch = writes/commits).
 		stats := st.Stats()
@@ -335,4 +336,20 @@ func runServe(ctx context.Context, e *env) int {
 	stopWorkers()
 	wait()
 	return code
+}
+
+// checkDatabase warns at start (issue 17 §5) when the database cannot be
+// written — mail is then refused with 451 until it can, which a server
+// must survive (TestInteropReadOnlyDB), so it is a warning, not an exit —
+// and when the database file is readable by group or others (it holds
+// mailbox password hashes and relay DKIM private keys; envelopd creates it
+// 0600, an older one may be 0644).
+func (f *ingestFlags) checkDatabase(ctx context.Context, st *store.SQLite, log *slog.Logger) {
+	if err := st.CheckWritable(ctx); err != nil {
+		log.Warn("database is not writable: every mail will be refused with 451 until it is", "db", f.db, "err", err)
+	}
+	if fi, err := os.Stat(f.db); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn(fmt.Sprintf("database permissions %04o are too open: it holds password hashes and DKIM keys (chmod 600 %s and its -wal, -shm files)", fi.Mode().Perm(), f.db),
+			"db", f.db)
+	}
 }
