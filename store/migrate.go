@@ -221,11 +221,30 @@ INSERT INTO states_v6 SELECT 'in' || char(10), kind, key, value, message_id FROM
 DROP TABLE states;
 ALTER TABLE states_v6 RENAME TO states;
 `,
+	// 7: a hand-off can be dropped by the operator (`envelopd handoff
+	// drop`, issue 18): the deliveries state gains 'dropped'. Ids are kept
+	// (they are the event ids agents deduplicate on).
+	`
+CREATE TABLE deliveries_v7 (
+	id              INTEGER PRIMARY KEY AUTOINCREMENT,
+	message_id      INTEGER NOT NULL REFERENCES messages (id),
+	target          TEXT NOT NULL,
+	state           TEXT NOT NULL CHECK (state IN ('pending', 'done', 'dropped')),
+	attempts        INTEGER NOT NULL DEFAULT 0,
+	next_attempt_at INTEGER NOT NULL,
+	last_error      TEXT NOT NULL DEFAULT '',
+	UNIQUE (message_id, target)
+);
+INSERT INTO deliveries_v7 SELECT id, message_id, target, state, attempts, next_attempt_at, last_error FROM deliveries;
+DROP TABLE deliveries;
+ALTER TABLE deliveries_v7 RENAME TO deliveries;
+CREATE INDEX deliveries_due ON deliveries (target, state, next_attempt_at);
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at
