@@ -153,6 +153,8 @@ func TestSecretFileModes(t *testing.T) {
 		{"compose --dkim-key", append([]string{"compose", "--dkim-key", key, "--dkim-selector", "s", "--dkim-domain", "alice.test"}, pay...), key},
 		{"mailbox add --password-file", []string{"mailbox", "add", "a@a.test", "--db", db, "--password-file", pw}, pw},
 		{"dkim sign --key", []string{"dkim", "sign", "--domain", "d", "--selector", "s", "--key", key}, key},
+		{"aicp sign --key", []string{"aicp", "sign", "--key", key}, key},
+		{"vacant sign --key", []string{"vacant", "sign", "--key", key, "--to", strings.Repeat("ab", 32), "--seq", "1", "--text", "hi"}, key},
 	} {
 		code, _, stderr := runCmd(t, "", tc.args...)
 		want := `permissions 0644 for "` + tc.file + `" are too open`
