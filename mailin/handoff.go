@@ -198,7 +198,7 @@ func (h *Handoff) log() *slog.Logger {
 
 // ExecDeliver runs command with sh -c per message, the View JSON on stdin,
 // in the environment env (see ExecEnv: never envelopd's own, which holds
-// its secrets) plus ENVELOPD_EVENT_ID (stable across retries),
+// its secrets; nil is an empty one, sh then uses its default PATH) plus ENVELOPD_EVENT_ID (stable across retries),
 // ENVELOPD_MESSAGE_ID (the stored message's row id, "id" in the JSON, which
 // `envelopd thread`, `reply` and `handoff` take) and ENVELOPD_ATTEMPT. A
 // non-zero exit is a failure.
