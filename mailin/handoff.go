@@ -11,17 +11,26 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/envelopd/envelopd/store"
 )
 
-// DeliverFunc hands one message (View JSON) to the agent. eventID is stable
+// DeliverFunc hands one message (View JSON) to the agent. ev.ID is stable
 // across retries so the receiver can deduplicate (delivery is at least once).
-type DeliverFunc func(ctx context.Context, eventID string, payload []byte) error
+type DeliverFunc func(ctx context.Context, ev Event, payload []byte) error
+
+// Event names one hand-off attempt of a stored message.
+type Event struct {
+	ID        string // "evt_DELIVERY_TARGET", stable across retries
+	MessageID int64  // the stored message's row id ("id" in its View JSON)
+	Target    string // "exec", "webhook"
+	Attempt   int    // 1 for the first attempt
+}
 
 // Handoff delivers accepted messages to one target from the store's
 // delivery log: at least once, in order of arrival, retried with capped
@@ -141,9 +150,9 @@ func (h *Handoff) deliverOne(ctx context.Context, d store.Delivery) error {
 	if err != nil {
 		return err
 	}
-	eventID := fmt.Sprintf("evt_%d_%s", d.ID, h.Target)
+	ev := Event{ID: fmt.Sprintf("evt_%d_%s", d.ID, h.Target), MessageID: d.MessageID, Target: h.Target, Attempt: d.Attempts}
 	dctx, cancel := context.WithTimeout(ctx, h.deliverTimeout())
-	err = h.Deliver(dctx, eventID, payload)
+	err = h.Deliver(dctx, ev, payload)
 	cancel()
 	if err != nil {
 		next := time.Now().Add(h.backoff(d.Attempts))
@@ -187,15 +196,22 @@ func (h *Handoff) log() *slog.Logger {
 	return h.Logger
 }
 
-// ExecDeliver runs command with sh -c per message, the View JSON on stdin
-// and ENVELOPD_EVENT_ID in the environment; a non-zero exit is a failure.
-func ExecDeliver(command string, timeout time.Duration) DeliverFunc {
-	return func(ctx context.Context, eventID string, payload []byte) error {
+// ExecDeliver runs command with sh -c per message, the View JSON on stdin,
+// in the environment env (see ExecEnv: never envelopd's own, which holds
+// its secrets; nil is an empty one, sh then uses its default PATH) plus ENVELOPD_EVENT_ID (stable across retries),
+// ENVELOPD_MESSAGE_ID (the stored message's row id, "id" in the JSON, which
+// `envelopd thread`, `reply` and `handoff` take) and ENVELOPD_ATTEMPT. A
+// non-zero exit is a failure.
+func ExecDeliver(command string, timeout time.Duration, env []string) DeliverFunc {
+	return func(ctx context.Context, ev Event, payload []byte) error {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
 		cmd.Stdin = bytes.NewReader(payload)
-		cmd.Env = append(os.Environ(), "ENVELOPD_EVENT_ID="+eventID)
+		cmd.Env = append(slices.Clip(env),
+			"ENVELOPD_EVENT_ID="+ev.ID,
+			"ENVELOPD_MESSAGE_ID="+strconv.FormatInt(ev.MessageID, 10),
+			"ENVELOPD_ATTEMPT="+strconv.Itoa(ev.Attempt))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Run(); err != nil {
@@ -209,12 +225,53 @@ func ExecDeliver(command string, timeout time.Duration) DeliverFunc {
 	}
 }
 
+// ExecEnvAllowed are the variables of envelopd's own environment an --exec
+// command inherits: an allow-list, not a deny-list, because envelopd's
+// environment carries secrets (ENVELOPD_SMTP_PASSWORD,
+// ENVELOPD_IMAP_PASSWORD, and whatever the operator's shell holds) that
+// the agent must not see. LC_* (every locale category) is allowed too.
+var ExecEnvAllowed = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR"}
+
+// ExecSecretEnv are envelopd's own secret variables, which ExecEnv never
+// passes on, even when asked to.
+var ExecSecretEnv = []string{IMAPPasswordEnv, "ENVELOPD_SMTP_PASSWORD"}
+
+// ExecEnv builds the environment of an --exec command from envelopd's own
+// environ (os.Environ()): the ExecEnvAllowed variables, the variables
+// named in pass (the operator's --exec-env, e.g. an API key the agent
+// needs), and the fixed pairs in set (ENVELOPD_DB=…). Every other variable,
+// including envelopd's own ENVELOPD_* ones, is left out. Naming a secret
+// of ExecSecretEnv in pass is an error.
+func ExecEnv(environ, pass, set []string) ([]string, error) {
+	want := map[string]bool{}
+	for _, n := range ExecEnvAllowed {
+		want[n] = true
+	}
+	for _, n := range pass {
+		if n == "" || strings.ContainsAny(n, "= ") {
+			return nil, fmt.Errorf("mailin: --exec-env %q: want a variable name", n)
+		}
+		if slices.Contains(ExecSecretEnv, n) {
+			return nil, fmt.Errorf("mailin: --exec-env %s: envelopd's own secret is never passed to the agent", n)
+		}
+		want[n] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		k, _, ok := strings.Cut(kv, "=")
+		if ok && (want[k] || strings.HasPrefix(k, "LC_")) && !slices.Contains(ExecSecretEnv, k) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, set...), nil
+}
+
 // WebhookDeliver POSTs the View JSON to url. Headers: Envelopd-Event-Id
 // (stable across retries), Envelopd-Timestamp (Unix seconds) and, when
 // secret is set, Envelopd-Signature: "t=TIMESTAMP,v1=HEX" where HEX is
 // HMAC-SHA256(secret, TIMESTAMP + "." + body). Any 2xx is success.
 func WebhookDeliver(client *http.Client, url, secret string) DeliverFunc {
-	return func(ctx context.Context, eventID string, payload []byte) error {
+	return func(ctx context.Context, ev Event, payload []byte) error {
 		ts := strconv.FormatInt(time.Now().Unix(), 10)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
 		if err != nil {
@@ -222,7 +279,7 @@ func WebhookDeliver(client *http.Client, url, secret string) DeliverFunc {
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", "envelopd")
-		req.Header.Set("Envelopd-Event-Id", eventID)
+		req.Header.Set("Envelopd-Event-Id", ev.ID)
 		req.Header.Set("Envelopd-Timestamp", ts)
 		if secret != "" {
 			req.Header.Set("Envelopd-Signature", "t="+ts+",v1="+WebhookSignature(secret, ts, payload))

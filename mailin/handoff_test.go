@@ -21,7 +21,7 @@ func TestHandoffExecRetriedUntilItSucceeds(t *testing.T) {
 	dir := t.TempDir()
 	// Fails the first time, then writes the message JSON to out.json.
 	cmd := `test -f ` + dir + `/tried || { touch ` + dir + `/tried; exit 3; }; cat > ` + dir + `/out.json`
-	h := &Handoff{Store: ts.store, Target: "exec", Deliver: ExecDeliver(cmd, 10*time.Second),
+	h := &Handoff{Store: ts.store, Target: "exec", Deliver: ExecDeliver(cmd, 10*time.Second, nil),
 		MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
 	ctx := context.Background()
 	if n, err := h.RunOnce(ctx); n != 1 || err != nil {
@@ -130,7 +130,7 @@ func TestHandoffStartedDeliveryOutlivesCancel(t *testing.T) {
 			dir := t.TempDir()
 			started, finished := filepath.Join(dir, "started"), filepath.Join(dir, "finished")
 			cmd := `touch ` + started + `; sleep 0.5; cat > ` + finished + `; ` + tc.exit
-			h := &Handoff{Store: ts.store, Target: "exec", Deliver: ExecDeliver(cmd, 10*time.Second),
+			h := &Handoff{Store: ts.store, Target: "exec", Deliver: ExecDeliver(cmd, 10*time.Second, nil),
 				MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, Poll: time.Hour}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
@@ -160,7 +160,7 @@ func TestHandoffStartedDeliveryOutlivesCancel(t *testing.T) {
 				t.Errorf("exec read %q, want the message JSON", b)
 			}
 			time.Sleep(10 * time.Millisecond) // past the retry backoff
-			again := &Handoff{Store: ts.store, Target: "exec", Deliver: func(context.Context, string, []byte) error { return nil }}
+			again := &Handoff{Store: ts.store, Target: "exec", Deliver: func(context.Context, Event, []byte) error { return nil }}
 			n, err := again.RunOnce(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -180,7 +180,7 @@ func TestHandoffCancelledBeforeStartReleases(t *testing.T) {
 	ts.deliver(t, "../testdata/flows/replay/01-pay.eml")
 	ctx, cancel := context.WithCancel(context.Background())
 	var calls atomic.Int32
-	h := &Handoff{Store: ts.store, Target: "exec", Deliver: func(context.Context, string, []byte) error {
+	h := &Handoff{Store: ts.store, Target: "exec", Deliver: func(context.Context, Event, []byte) error {
 		calls.Add(1)
 		return nil
 	}}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/envelopd/envelopd/internal/secretfile"
 )
 
 // ErrPollConfig: a line of a poll config file is malformed.
@@ -92,12 +94,12 @@ var ErrIMAPPassword = errors.New("mailin: no IMAP password")
 func LoadIMAPPassword(file string, getenv func(string) string) (string, error) {
 	var pw string
 	if file != "" {
-		b, err := os.ReadFile(file)
+		// A file the group or others can read is refused (secretfile).
+		line, err := secretfile.FirstLine(file)
 		if err != nil {
-			return "", fmt.Errorf("%w: %v", ErrIMAPPassword, err)
+			return "", fmt.Errorf("%w: %w", ErrIMAPPassword, err)
 		}
-		line, _, _ := strings.Cut(string(b), "\n")
-		pw = strings.TrimSuffix(line, "\r")
+		pw = line
 		if pw == "" {
 			return "", fmt.Errorf("%w: %s: first line is empty", ErrIMAPPassword, file)
 		}

@@ -50,7 +50,15 @@ func TestLoadDKIMConfig(t *testing.T) {
 		}
 		return p
 	}
-	good := write("good.conf", "domain=Agents.Test selector=ed1 key=k/ed.pem\ndomain=agents.test selector=rsa1 key="+filepath.Join(keys, "rsa2048-pkcs8.pem")+"\n")
+	rsa, _ := os.ReadFile(filepath.Join(keys, "rsa2048-pkcs8.pem"))
+	if err := os.WriteFile(filepath.Join(dir, "k", "rsa.pem"), rsa, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	weak, _ := os.ReadFile(filepath.Join(keys, "rsa512.pem"))
+	if err := os.WriteFile(filepath.Join(dir, "k", "weak.pem"), weak, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := write("good.conf", "domain=Agents.Test selector=ed1 key=k/ed.pem\ndomain=agents.test selector=rsa1 key="+filepath.Join(dir, "k", "rsa.pem")+"\n")
 	ss, err := LoadDKIMConfig(good)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +68,8 @@ func TestLoadDKIMConfig(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, text, want string }{
 		{"missing-key-file", "# c\ndomain=a.test selector=s key=nope.pem\n", ":2: bad DKIM config: "},
-		{"bad-key", "domain=a.test selector=s key=" + filepath.Join(keys, "rsa512.pem") + "\n", ":1: bad DKIM config: "},
+		{"bad-key", "domain=a.test selector=s key=k/weak.pem\n", ":1: bad DKIM config: dkim: key " + filepath.Join(dir, "k", "weak.pem") + ": RSA key shorter than 1024 bits"},
+		{"world-readable-key", "domain=a.test selector=s key=" + filepath.Join(keys, "rsa512.pem") + "\n", ":1: bad DKIM config: dkim: key " + filepath.Join(keys, "rsa512.pem") + ": secret_file_too_open: permissions 0644"},
 		{"syntax", "\n\ndomain=a.test\n", ":3: bad DKIM config: missing selector=, key="},
 		{"no-signer", "# only a comment\n", "no signer"},
 	} {

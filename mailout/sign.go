@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
@@ -17,9 +18,14 @@ func LoadSigner(keyPath, selector, domain string) (dkim.Signer, error) {
 	if keyPath == "" || selector == "" || domain == "" {
 		return dkim.Signer{}, fmt.Errorf("mailout: DKIM signing needs a key file, a selector and a domain")
 	}
-	k, err := dkim.LoadKey(keyPath)
+	// A key file the group or others can read is refused (secretfile).
+	pemKey, err := secretfile.Read(keyPath)
 	if err != nil {
-		return dkim.Signer{}, err
+		return dkim.Signer{}, &dkim.KeyError{Path: keyPath, Err: err}
+	}
+	k, err := dkim.ParseKey(pemKey)
+	if err != nil {
+		return dkim.Signer{}, &dkim.KeyError{Path: keyPath, Err: err}
 	}
 	return dkim.Signer{Domain: strings.ToLower(domain), Selector: selector, Key: k}, nil
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+
+	"github.com/envelopd/envelopd/internal/secretfile"
 )
 
 // PasswordEnv is the environment variable a submission password is read
@@ -97,12 +99,12 @@ func NewSubmitter(rawURL, password string) (*Submitter, error) {
 // means os.Getenv). It returns "" without error when neither is set.
 func LoadPassword(file string, getenv func(string) string) (string, error) {
 	if file != "" {
-		b, err := os.ReadFile(file)
+		// A file the group or others can read is refused (secretfile).
+		line, err := secretfile.FirstLine(file)
 		if err != nil {
 			return "", fmt.Errorf("mailout: password file: %w", err)
 		}
-		line, _, _ := strings.Cut(string(b), "\n")
-		return strings.TrimSuffix(line, "\r"), nil
+		return line, nil
 	}
 	if getenv == nil {
 		getenv = os.Getenv

@@ -257,26 +257,64 @@ UPDATE folders SET uid_next = max(uid_next, 1 + coalesce((SELECT max(x.uid) FROM
 DELETE FROM folder_messages WHERE folder = 'INBOX'
 	AND message_id IN (SELECT id FROM messages WHERE status != 'accepted');
 `,
+	// 10: a hand-off can be dropped by the operator (`envelopd handoff
+	// drop`, issue 18): the deliveries state gains 'dropped'. Ids are kept
+	// (they are the event ids agents deduplicate on).
+	`
+CREATE TABLE deliveries_v7 (
+	id              INTEGER PRIMARY KEY AUTOINCREMENT,
+	message_id      INTEGER NOT NULL REFERENCES messages (id),
+	target          TEXT NOT NULL,
+	state           TEXT NOT NULL CHECK (state IN ('pending', 'done', 'dropped')),
+	attempts        INTEGER NOT NULL DEFAULT 0,
+	next_attempt_at INTEGER NOT NULL,
+	last_error      TEXT NOT NULL DEFAULT '',
+	UNIQUE (message_id, target)
+);
+INSERT INTO deliveries_v7 SELECT id, message_id, target, state, attempts, next_attempt_at, last_error FROM deliveries;
+DROP TABLE deliveries;
+ALTER TABLE deliveries_v7 RENAME TO deliveries;
+CREATE INDEX deliveries_due ON deliveries (target, state, next_attempt_at);
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 // migrate brings db from its user_version up to version target, one
-// transaction per step.
+// transaction per step. Several processes may open a fresh database at
+// once (two `serve`, `serve` and `send`): each step runs in a write
+// transaction (the writer DSN's _txlock=immediate makes BeginTx a BEGIN
+// IMMEDIATE, so two migrators never interleave) and re-reads user_version
+// inside it, so a step another process has applied meanwhile is skipped
+// instead of failing with "table … already exists". A database already at
+// target is never written to (a read-only file still opens).
 func migrate(ctx context.Context, db *sql.DB, target int) error {
-	var v int
-	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+	v, err := schemaVersion(ctx, db)
+	if err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	if v > len(migrations) {
 		return fmt.Errorf("%w: version %d, known up to %d", ErrSchemaTooNew, v, len(migrations))
 	}
-	for ; v < target; v++ {
+	for v < target {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+		// Under the write lock: another process may have migrated since.
+		if v, err = schemaVersion(ctx, tx); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if v >= target {
+			tx.Rollback()
+			break
+		}
+		if v > len(migrations) {
+			tx.Rollback()
+			return fmt.Errorf("%w: version %d, known up to %d", ErrSchemaTooNew, v, len(migrations))
 		}
 		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
 			tx.Rollback()
@@ -290,6 +328,16 @@ func migrate(ctx context.Context, db *sql.DB, target int) error {
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("migration %d: %w", v+1, err)
 		}
+		v++
 	}
 	return nil
+}
+
+// schemaVersion reads PRAGMA user_version through db or a transaction.
+func schemaVersion(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (int, error) {
+	var v int
+	err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	return v, err
 }

@@ -5,13 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ErrClosed is returned by every method of a closed SQLite store.
@@ -114,6 +117,9 @@ func OpenSQLiteOptions(ctx context.Context, path string, opts Options) (*SQLite,
 		return nil, errors.New("store: empty database path")
 	}
 	opts.defaults()
+	if err := createPrivate(path); err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
 	w, err := sql.Open("sqlite", dsn(path, opts.BusyTimeout, true))
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -122,7 +128,7 @@ func OpenSQLiteOptions(ctx context.Context, path string, opts Options) (*SQLite,
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, w, len(migrations)); err != nil {
+	if err := migrateRetry(ctx, w, len(migrations), opts.BusyTimeout); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: %s: %w", path, err)
 	}
@@ -152,6 +158,72 @@ func OpenSQLiteOptions(ctx context.Context, path string, opts Options) (*SQLite,
 	}
 	go s.writer()
 	return s, nil
+}
+
+// migrateRetry is migrate, tried again while SQLite answers SQLITE_BUSY
+// for up to busy. A fresh database opened by several processes at once
+// can be busy where SQLite does not call the busy handler: switching it to
+// WAL, or reading a WAL index another connection is creating.
+func migrateRetry(ctx context.Context, db *sql.DB, target int, busy time.Duration) error {
+	deadline := time.Now().Add(busy)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := migrate(ctx, db, target)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// isBusy reports whether err is SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// CheckWritable writes the database header (PRAGMA user_version, set to
+// its own value) and commits, changing nothing. It fails when the file
+// cannot be written (SQLITE_READONLY: a read-only file, a read-only
+// mount) or another process holds the write lock beyond the busy timeout.
+// Taking the lock alone (BEGIN IMMEDIATE) is not enough: in WAL mode that
+// lock lives in the -shm file, which may be writable when the database is
+// not. A server uses it to warn at start rather than only refusing mail
+// (451) later.
+func (s *SQLite) CheckWritable(ctx context.Context) error {
+	return s.write(ctx, func(tx *wtx) error {
+		var v int
+		if err := tx.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+			return err
+		}
+		_, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", v))
+		return err
+	})
+}
+
+// DatabaseMode is the permission of a database file envelopd creates: it
+// holds relay DKIM private keys and mailbox password hashes (issue 17 §5).
+// SQLite gives the -wal and -shm files the mode of the database file
+// (SQLite's unix VFS, findCreateFileMode), so they are 0600 too.
+const DatabaseMode os.FileMode = 0o600
+
+// createPrivate creates path with DatabaseMode, whatever the umask, when
+// it does not exist yet, so that SQLite never creates it with its default
+// 0644. An existing file is left as it is.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, DatabaseMode)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// The umask may have taken bits away; set exactly DatabaseMode.
+	err = f.Chmod(DatabaseMode)
+	return errors.Join(err, f.Close())
 }
 
 // Close stops the writer after the writes already submitted and closes

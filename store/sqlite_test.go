@@ -85,13 +85,27 @@ func TestMigrate(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A chain link of the old global layout (migration 6 gives it a scope).
-			link := `INSERT INTO chain_links (chain, seq, prev, hash, message_id)
+			chainLink := `INSERT INTO chain_links (chain, seq, prev, hash, message_id)
 				SELECT 'a>b', 1, '00', 'abcd', id FROM messages`
 			if v >= 6 {
-				link = `INSERT INTO chain_links (scope, chain, seq, prev, hash, message_id)
+				chainLink = `INSERT INTO chain_links (scope, chain, seq, prev, hash, message_id)
 				SELECT 'in' || char(10), 'a>b', 1, '00', 'abcd', id FROM messages`
 			}
-			if _, err := db.Exec(link); err != nil {
+			if _, err := db.Exec(chainLink); err != nil {
+				t.Fatal(err)
+			}
+			// A failed hand-off (migration 2 adds the delivery log, 10 rebuilds it).
+			if v < 2 {
+				db.Close()
+				if err := store.MigrateTo(ctx, path, 2); err != nil {
+					t.Fatal(err)
+				}
+				if db, err = sql.Open("sqlite", "file:"+path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := db.Exec(`INSERT INTO deliveries (id, message_id, target, state, attempts, next_attempt_at, last_error)
+				SELECT 5, id, 'exec', 'pending', 3, 0, 'exit status 1' FROM messages`); err != nil {
 				t.Fatal(err)
 			}
 			db.Close()
@@ -109,6 +123,14 @@ func TestMigrate(t *testing.T) {
 			}
 			if seq, hash, err := s.ChainTip(ctx, "a>b"); err != nil || seq != 1 || hash != "abcd" {
 				t.Errorf("old chain link after migration: %d %q %v", seq, hash, err)
+			}
+			// The hand-off keeps its id, attempts and error, and can be dropped.
+			hs, err := s.Handoffs(ctx, store.HandoffFilter{State: "all"})
+			if err != nil || len(hs) != 1 || hs[0].ID != 5 || hs[0].Attempts != 3 || !hs[0].Failed || hs[0].LastError != "exit status 1" {
+				t.Errorf("old hand-off after migration: %+v %v", hs, err)
+			}
+			if err := s.HandoffDrop(ctx, 5); err != nil {
+				t.Errorf("drop the old hand-off: %v", err)
 			}
 			// Tables of the later steps work.
 			if err := s.PutKey(ctx, "aicp", "alice", "k"); err != nil {

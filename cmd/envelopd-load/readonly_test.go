@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -82,6 +83,14 @@ func TestInteropReadOnlyDB(t *testing.T) {
 		t.Fatalf("writable database: %d of 200 accepted: %s", r.Accepted, r.FirstError)
 	}
 	stop(srv)
+	// Issue 17 §5: created 0600 (it holds password hashes and keys), and
+	// no warning about a database that is writable.
+	if fi, err := os.Stat(db); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("database created with mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	if log, _ := os.ReadFile(filepath.Join(dir, "serve-0.log")); strings.Contains(string(log), "not writable") {
+		t.Errorf("writable database, yet serve warned: %s", log)
+	}
 
 	// 2. Read-only: every mail is refused with 451, the server stays up.
 	if err := os.Chmod(db, 0o444); err != nil {
@@ -98,6 +107,11 @@ func TestInteropReadOnlyDB(t *testing.T) {
 		t.Fatalf("envelopd serve exited on a read-only database: %v (log %s)", srv.err, srv.log)
 	}
 	stop(srv)
+	// Issue 17 §5: the read-only database is named at start, not found out
+	// mail by mail.
+	if log, _ := os.ReadFile(filepath.Join(dir, "serve-1.log")); !strings.Contains(string(log), "database is not writable") {
+		t.Errorf("serve started on a read-only database without a warning: %s", log)
+	}
 	integrityCheck(t, db)
 	if got := storedIDs(t, bin, db); len(got) != 200 {
 		t.Errorf("after the read-only run %d messages are stored, want the 200 acknowledged before", len(got))

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/protocols/aicp"
 	"github.com/envelopd/envelopd/protocols/canonjson"
 )
@@ -138,8 +139,10 @@ var errKeyFile = errors.New("not an Ed25519 private key file")
 // KEY", as openssl genpkey -algorithm ed25519 writes it), or one line of
 // base64 (std or url, padded or not) or hex holding the 32-byte seed or the
 // 64-byte seed+public key.
+//
+// A file the group or others can read is refused (secretfile).
 func loadEd25519Key(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path)
 	if err != nil {
 		return nil, err
 	}

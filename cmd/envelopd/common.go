@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -13,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -82,15 +84,15 @@ func dkimVerifier(path string) (*dkim.Verifier, error) {
 	return &dkim.Verifier{Resolver: r}, nil
 }
 
-// readUsers reads a password file: one "user:password" per line, # comments.
+// readUsers reads a password file: one "user:password" per line, #
+// comments. A file the group or others can read is refused (secretfile).
 func readUsers(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+	b, err := secretfile.Read(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	users := map[string]string{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -103,6 +105,19 @@ func readUsers(path string) (map[string]string, error) {
 		users[u] = p
 	}
 	return users, sc.Err()
+}
+
+// readSecretLine returns the first line of a password or secret file,
+// refusing an empty one and one the group or others can read.
+func readSecretLine(path string) (string, error) {
+	s, err := secretfile.FirstLine(path)
+	if err != nil {
+		return "", err
+	}
+	if s == "" {
+		return "", fmt.Errorf("%s: first line is empty", path)
+	}
+	return s, nil
 }
 
 // readInput reads the named file, or standard input for "" and "-".

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/internal/secretfile"
 )
 
 const dkimUsage = `usage:
@@ -157,7 +159,7 @@ func dkimSign(e *env) int {
 	}
 	signers := make([]dkim.Signer, len(keys))
 	for i, path := range keys {
-		k, err := dkim.LoadKey(path)
+		k, err := loadSecretKey(path)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "envelopd dkim sign: %v\n", err)
 			return 2
@@ -223,4 +225,18 @@ func dkimVerify(ctx context.Context, e *env) int {
 		return 1
 	}
 	return 0
+}
+
+// loadSecretKey is dkim.LoadKey for a key file the group or others may not
+// read (secretfile).
+func loadSecretKey(path string) (crypto.Signer, error) {
+	b, err := secretfile.Read(path)
+	if err != nil {
+		return nil, &dkim.KeyError{Path: path, Err: err}
+	}
+	k, err := dkim.ParseKey(b)
+	if err != nil {
+		return nil, &dkim.KeyError{Path: path, Err: err}
+	}
+	return k, nil
 }

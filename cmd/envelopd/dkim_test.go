@@ -80,6 +80,7 @@ func TestDKIMVerifyOutput(t *testing.T) {
 
 func TestDKIMUsage(t *testing.T) {
 	dir := t.TempDir()
+	weak := privateCopy(t, dkimTestdata+"keys/rsa512.pem")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -99,7 +100,10 @@ func TestDKIMUsage(t *testing.T) {
 		{"sign no key", []string{"dkim", "sign", "--domain", "d", "--selector", "s"}, 2, "one --selector per --key"},
 		{"sign selectors mismatch", []string{"dkim", "sign", "--domain", "d", "--selector", "s", "--key", "k1", "--key", "k2"}, 2, "one --selector per --key"},
 		{"sign domains mismatch", []string{"dkim", "sign", "--domain", "d", "--domain", "d2", "--domain", "d3", "--selector", "s", "--key", "k1", "--selector", "s2", "--key", "k2"}, 2, "one --domain or one per --key"},
-		{"sign bad key", []string{"dkim", "sign", "--domain", "d", "--selector", "s", "--key", dkimTestdata + "keys/rsa512.pem"}, 2, "shorter than 1024 bits"},
+		{"sign bad key", []string{"dkim", "sign", "--domain", "d", "--selector", "s", "--key", weak}, 2, "shorter than 1024 bits"},
+		// testdata files are 0644 (git keeps no other mode): refused as ssh does.
+		{"sign world-readable key", []string{"dkim", "sign", "--domain", "d", "--selector", "s", "--key", dkimTestdata + "keys/ed25519.pem"}, 2,
+			`secret_file_too_open: permissions 0644 for "` + dkimTestdata + `keys/ed25519.pem" are too open`},
 	} {
 		code, _, stderr := dkimRun(t, nil, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.err) {
@@ -165,4 +169,19 @@ func TestDKIMKeygenSignVerify(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "no From") {
 		t.Errorf("sign without From: exit %d, %q", code, stderr)
 	}
+}
+
+// privateCopy copies a testdata key (0644: git keeps no other mode) to a
+// 0600 file, the mode envelopd requires of a key file.
+func privateCopy(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -71,12 +71,12 @@ func printTable(w io.Writer, msgs []store.Message) {
 		if typ == "" {
 			typ = "-"
 		}
-		subj := m.Subject
+		subj := termSafe(m.Subject)
 		if len(subj) > 40 {
 			subj = subj[:37] + "..."
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.ReceivedAt.Local().Format("2006-01-02 15:04:05"),
-			m.Status, typ, m.Sender, subj, m.ThreadID, strings.Join(codes, ","))
+			m.Status, termSafe(typ), termSafe(m.Sender), subj, termSafe(m.ThreadID), strings.Join(codes, ","))
 	}
 	tw.Flush()
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/mail"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -93,7 +92,7 @@ func runMailbox(ctx context.Context, e *env) int {
 		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ADDRESS\tPASSWORD\tMESSAGES\tCREATED")
 		for _, m := range mbs {
-			fmt.Fprintf(tw, "%s\t%v\t%d\t%s\n", m.Address, m.HasPassword, m.Messages, m.CreatedAt.Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%v\t%d\t%s\n", termSafe(m.Address), m.HasPassword, m.Messages, m.CreatedAt.Format(time.RFC3339))
 		}
 		tw.Flush()
 		return 0
@@ -102,15 +101,8 @@ func runMailbox(ctx context.Context, e *env) int {
 	return 2
 }
 
+// readPasswordFile is readSecretLine: the group or others may not read
+// the file.
 func readPasswordFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	pw, _, _ := strings.Cut(string(b), "\n")
-	pw = strings.TrimSuffix(pw, "\r")
-	if pw == "" {
-		return "", fmt.Errorf("%s: empty password", path)
-	}
-	return pw, nil
+	return readSecretLine(path)
 }

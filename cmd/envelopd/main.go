@@ -51,6 +51,7 @@ func commands() map[string]command {
 		"send":    {"compose, queue and deliver an Envelopay message", runSend},
 		"reply":   {"reply to a stored message", runReply},
 		"queue":   {"list, retry or drop outbound queue entries", runQueue},
+		"handoff": {"list, retry or drop --exec/--webhook hand-offs", runHandoff},
 		"keys":    {"manage tunnelled-protocol public keys (keys add, keys list)", runKeys},
 		"mailbox": {"relay-mode mailboxes (mailbox add ADDR --password-file F, mailbox list)", runMailbox},
 		"aicp":    {"AICP helpers (aicp sign)", runAICP},

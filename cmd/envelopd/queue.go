@@ -108,7 +108,7 @@ func runQueue(ctx context.Context, e *env) int {
 					next = "no_smarthost"
 				}
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", q.ID, q.Kind, r.Rcpt, r.State, r.Attempts, next, r.LastError)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", q.ID, q.Kind, termSafe(r.Rcpt), r.State, r.Attempts, next, termSafe(r.LastError))
 		}
 	}
 	tw.Flush()

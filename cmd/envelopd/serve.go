@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/store"
 )
@@ -37,6 +39,10 @@ type ingestFlags struct {
 	handoffTimeout               time.Duration
 	metrics, hostname            string
 	out                          outboundFlags
+	// Secrets and the --exec environment (issue 17 §5).
+	execEnv           multiFlag
+	execEnviron       []string // built by prepareSecrets
+	webhookSecretFile string
 }
 
 func (f *ingestFlags) register(fs *flag.FlagSet) {
@@ -51,7 +57,37 @@ func (f *ingestFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9125)")
 	fs.StringVar(&f.hostname, "hostname", "localhost", "this host's name (SMTP greeting, Authentication-Results)")
 	fs.BoolVar(&f.debug, "debug", false, "log every message")
+	fs.Var(&f.execEnv, "exec-env", "pass this variable of envelopd's environment to --exec (repeatable); the command otherwise gets only PATH, HOME, USER, LOGNAME, LANG, LANGUAGE, LC_*, TZ, TMPDIR and envelopd's ENVELOPD_DB, ENVELOPD_MESSAGE_ID, ENVELOPD_EVENT_ID, ENVELOPD_ATTEMPT")
+	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file whose first line is the --webhook-secret (mode 0600 or stricter)")
 	f.out.register(fs)
+}
+
+// prepareSecrets reads the --webhook-secret-file and builds the --exec
+// environment: a clean one (mailin.ExecEnv), never envelopd's own, which
+// holds its passwords, plus the database path.
+func (f *ingestFlags) prepareSecrets() error {
+	if f.webhookSecretFile != "" {
+		if f.webhookKey != "" {
+			return errors.New("give --webhook-secret or --webhook-secret-file, not both")
+		}
+		k, err := readSecretLine(f.webhookSecretFile)
+		if err != nil {
+			return fmt.Errorf("--webhook-secret-file: %w", err)
+		}
+		f.webhookKey = k
+	}
+	if len(f.execEnv) > 0 && f.execCmd == "" {
+		return errors.New("--exec-env needs --exec")
+	}
+	if f.execCmd == "" {
+		return nil
+	}
+	db, err := filepath.Abs(f.db)
+	if err != nil {
+		return err
+	}
+	f.execEnviron, err = mailin.ExecEnv(os.Environ(), f.execEnv, []string{"ENVELOPD_DB=" + db})
+	return err
 }
 
 // handoffs builds the hand-off workers the flags ask for (exec, webhook).
@@ -65,7 +101,7 @@ func (f *ingestFlags) handoffs(st store.Store, log *slog.Logger) []*mailin.Hando
 		return &mailin.Handoff{Store: st, Target: target, Deliver: d, DeliverTimeout: f.handoffTimeout, Lease: lease, Logger: log}
 	}
 	if f.execCmd != "" {
-		hs = append(hs, h("exec", mailin.ExecDeliver(f.execCmd, f.handoffTimeout)))
+		hs = append(hs, h("exec", mailin.ExecDeliver(f.execCmd, f.handoffTimeout, f.execEnviron)))
 	}
 	if f.webhook != "" {
 		client := &http.Client{Timeout: f.handoffTimeout}
@@ -85,11 +121,15 @@ type runtime struct {
 
 func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 	log := newLogger(e.stderr, f.debug)
+	if err := f.prepareSecrets(); err != nil {
+		return nil, err
+	}
 	st, err := store.OpenSQLite(ctx, f.db)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", f.db, err)
 	}
 	rt := &runtime{store: st, log: log}
+	f.checkDatabase(ctx, st, log)
 	rt.closers = append(rt.closers, func() {
 		// The group commit figures, for tuning (mean batch = writes/commits).
 		stats := st.Stats()
@@ -210,7 +250,7 @@ func runServe(ctx context.Context, e *env) int {
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", time.Minute, "SMTP write timeout")
 	fs.StringVar(&tlsCert, "tls-cert", "", "certificate PEM for STARTTLS")
 	fs.StringVar(&tlsKey, "tls-key", "", "key PEM for STARTTLS")
-	fs.StringVar(&authFile, "auth-file", "", "AUTH PLAIN/LOGIN users, one user:password per line")
+	fs.StringVar(&authFile, "auth-file", "", "AUTH PLAIN/LOGIN users, one user:password per line (mode 0600 or stricter)")
 	fs.Var(&acceptDomains, "accept-domain", "accept mail for this domain without AUTH (repeatable)")
 	var relay relayFlags
 	relay.register(fs)
@@ -219,6 +259,13 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	cfg.Hostname = f.hostname
 	cfg.AcceptDomains = acceptDomains
+	if tlsKey != "" {
+		// The private key: the group or others may not read it.
+		if err := secretfile.Check(tlsKey); err != nil {
+			fmt.Fprintf(e.stderr, "envelopd serve: --tls-key: %v\n", err)
+			return 2
+		}
+	}
 	if tlsCert != "" || tlsKey != "" {
 		cert, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
 		if err != nil {
@@ -290,4 +337,20 @@ func runServe(ctx context.Context, e *env) int {
 	stopWorkers()
 	wait()
 	return code
+}
+
+// checkDatabase warns at start (issue 17 §5) when the database cannot be
+// written — mail is then refused with 451 until it can, which a server
+// must survive (TestInteropReadOnlyDB), so it is a warning, not an exit —
+// and when the database file is readable by group or others (it holds
+// mailbox password hashes and relay DKIM private keys; envelopd creates it
+// 0600, an older one may be 0644).
+func (f *ingestFlags) checkDatabase(ctx context.Context, st *store.SQLite, log *slog.Logger) {
+	if err := st.CheckWritable(ctx); err != nil {
+		log.Warn("database is not writable: every mail will be refused with 451 until it is", "db", f.db, "err", err)
+	}
+	if fi, err := os.Stat(f.db); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn(fmt.Sprintf("database permissions %04o are too open: it holds password hashes and DKIM keys (chmod 600 %s and its -wal, -shm files)", fi.Mode().Perm(), f.db),
+			"db", f.db)
+	}
 }

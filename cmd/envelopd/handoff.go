@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/envelopd/envelopd/store"
+)
+
+const handoffUsage = "usage: envelopd handoff [list] [--json] [--state pending|failed|done|dropped|all] [--target T] [--limit N] | handoff retry ID | handoff drop ID"
+
+// runHandoff is `envelopd handoff` (issue 18): the --exec/--webhook
+// delivery log, like `envelopd queue` for the outbound queue.
+//
+//	envelopd handoff [list] [--json] [--state S] [--target T] [--limit N]
+//	envelopd handoff retry ID   # pending or dropped → due now, backoff reset
+//	envelopd handoff drop ID    # never attempted again (retry undoes it)
+//
+// list shows every hand-off not yet done by default; --state failed is the
+// pending ones whose last attempt failed. Exit status: 0; 1 when retry or
+// drop names an unknown or already delivered hand-off; 2 usage or I/O.
+func runHandoff(ctx context.Context, e *env) int {
+	fs := newFlags(e, "handoff")
+	db := fs.String("db", defaultDB, "SQLite database file")
+	asJSON := fs.Bool("json", false, "print one JSON object per hand-off")
+	var f store.HandoffFilter
+	fs.StringVar(&f.State, "state", "", "only hand-offs in this state: pending, failed (pending after a failed attempt), done, dropped, all (default: all but done)")
+	fs.StringVar(&f.Target, "target", "", "only this target: exec, webhook")
+	fs.IntVar(&f.Limit, "limit", 0, "at most this many (0: all)")
+	pos, err := parseArgs(fs, e.args)
+	if err != nil {
+		return 2
+	}
+	verb := "list"
+	if len(pos) > 0 {
+		verb, pos = pos[0], pos[1:]
+	}
+	f.State = strings.ToLower(f.State)
+	if f.State != "" && f.State != "all" && !slices.Contains(store.HandoffStates, f.State) {
+		fmt.Fprintf(e.stderr, "envelopd handoff: --state %q: want one of %s, all\n", f.State, strings.Join(store.HandoffStates, ", "))
+		return 2
+	}
+	if f.Limit < 0 {
+		fmt.Fprintln(e.stderr, "envelopd handoff: --limit must not be negative")
+		return 2
+	}
+	var id int64
+	switch verb {
+	case "list":
+		if len(pos) != 0 {
+			fmt.Fprintln(e.stderr, handoffUsage)
+			return 2
+		}
+	case "retry", "drop":
+		if len(pos) != 1 {
+			fmt.Fprintf(e.stderr, "usage: envelopd handoff %s ID\n", verb)
+			return 2
+		}
+		if id, err = strconv.ParseInt(pos[0], 10, 64); err != nil || id <= 0 {
+			fmt.Fprintf(e.stderr, "envelopd handoff: bad id %q (the ID column of `envelopd handoff list`)\n", pos[0])
+			return 2
+		}
+	default:
+		fmt.Fprintf(e.stderr, "envelopd handoff: unknown subcommand %q\n%s\n", verb, handoffUsage)
+		return 2
+	}
+	st, ok := openStore(ctx, e, *db)
+	if !ok {
+		return 2
+	}
+	defer st.Close()
+	if verb != "list" {
+		op, done := st.HandoffRetry, "due now"
+		if verb == "drop" {
+			op, done = st.HandoffDrop, "dropped"
+		}
+		if err := op(ctx, id); err != nil {
+			fmt.Fprintf(e.stderr, "envelopd handoff %s %d: %v\n", verb, id, err)
+			if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrHandoffDone) {
+				return 1
+			}
+			return 2
+		}
+		fmt.Fprintf(e.stdout, "handoff %d: %s\n", id, done)
+		return 0
+	}
+	hs, err := st.Handoffs(ctx, f)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd handoff: %v\n", err)
+		return 2
+	}
+	if *asJSON {
+		for _, h := range hs {
+			b, _ := json.Marshal(h)
+			fmt.Fprintf(e.stdout, "%s\n", b)
+		}
+		return 0
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTARGET\tSTATE\tATTEMPTS\tNEXT\tMESSAGE\tTYPE\tFROM\tLAST ERROR")
+	for _, h := range hs {
+		next, state := "-", h.State
+		if h.NextAttempt != nil {
+			next = h.NextAttempt.Local().Format(time.DateTime)
+		}
+		if h.Failed {
+			state = store.HandoffFailed
+		}
+		typ := h.Message.Type
+		if typ == "" {
+			typ = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", h.ID, termSafe(h.Target), state, h.Attempts, next,
+			h.Message.ID, termSafe(typ), termSafe(h.Message.From), termSafe(h.LastError))
+	}
+	tw.Flush()
+	return 0
+}

@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Hand-off (delivery log) states as `envelopd handoff` shows them.
+// HandoffFailed is not stored: it is a pending hand-off whose last attempt
+// failed (it has an error and waits for its retry).
+const (
+	HandoffPending = "pending"
+	HandoffFailed  = "failed"
+	HandoffDone    = "done"
+	HandoffDropped = "dropped"
+)
+
+// HandoffStates are the values HandoffFilter.State takes ("" and "all"
+// aside).
+var HandoffStates = []string{HandoffPending, HandoffFailed, HandoffDone, HandoffDropped}
+
+// ErrHandoffDone is returned by HandoffRetry and HandoffDrop for a
+// hand-off that was already delivered.
+var ErrHandoffDone = errors.New("store: hand-off already delivered")
+
+// HandoffFilter selects hand-offs. State "" is every hand-off not done
+// (what needs attention), "all" every one.
+type HandoffFilter struct {
+	State  string
+	Target string // "exec", "webhook"; "" for every target
+	Limit  int    // 0: no limit
+}
+
+// Handoff is one entry of the delivery log with its message, as
+// `envelopd handoff list --json` prints it (issue 18).
+type Handoff struct {
+	ID     int64  `json:"id"`
+	Event  string `json:"event_id"` // evt_ID_TARGET, what the agent saw
+	Target string `json:"target"`
+	State  string `json:"state"` // pending, done, dropped
+	// Failed: pending after a failed attempt (LastError is set).
+	Failed   bool `json:"failed"`
+	Attempts int  `json:"attempts"`
+	// NextAttempt is when a pending hand-off is tried next (or when the
+	// claim of one being delivered ends); null unless pending.
+	NextAttempt *time.Time     `json:"next_attempt_at"`
+	LastError   string         `json:"last_error"`
+	Message     HandoffMessage `json:"message"`
+}
+
+// HandoffMessage names the stored message of a hand-off with the keys of
+// its View JSON.
+type HandoffMessage struct {
+	ID          int64     `json:"id"` // row id: what thread, reply and ENVELOPD_MESSAGE_ID use
+	MessageID   string    `json:"message_id"`
+	EnvelopayID string    `json:"envelopay_id"`
+	Type        string    `json:"type"`
+	From        string    `json:"from"`
+	Subject     string    `json:"subject"`
+	ReceivedAt  time.Time `json:"received_at"`
+}
+
+// Handoffs lists the delivery log, oldest first.
+func (s *SQLite) Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	var where []string
+	var args []any
+	switch f.State {
+	case "":
+		where = append(where, "d.state != 'done'")
+	case "all":
+	case HandoffFailed:
+		where = append(where, "d.state = 'pending' AND d.last_error != ''")
+	case HandoffPending, HandoffDone, HandoffDropped:
+		where = append(where, "d.state = ?")
+		args = append(args, f.State)
+	default:
+		return nil, fmt.Errorf("store: hand-off state %q: want one of %s, all", f.State, strings.Join(HandoffStates, ", "))
+	}
+	if f.Target != "" {
+		where = append(where, "d.target = ?")
+		args = append(args, f.Target)
+	}
+	q := `SELECT d.id, d.target, d.state, d.attempts, d.next_attempt_at, d.last_error,
+		m.id, m.message_id, m.envelopay_id, m.type, m.sender, m.subject, m.received_at
+		FROM deliveries d JOIN messages m ON m.id = d.message_id`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY d.id"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: hand-offs: %w", err)
+	}
+	defer rows.Close()
+	hs := []Handoff{}
+	for rows.Next() {
+		var h Handoff
+		var next, recv int64
+		m := &h.Message
+		if err := rows.Scan(&h.ID, &h.Target, &h.State, &h.Attempts, &next, &h.LastError,
+			&m.ID, &m.MessageID, &m.EnvelopayID, &m.Type, &m.From, &m.Subject, &recv); err != nil {
+			return nil, fmt.Errorf("store: hand-offs: %w", err)
+		}
+		h.Event = fmt.Sprintf("evt_%d_%s", h.ID, h.Target)
+		if h.State == HandoffPending {
+			t := time.Unix(0, next).UTC()
+			h.NextAttempt = &t
+			h.Failed = h.LastError != ""
+		}
+		m.ReceivedAt = time.Unix(0, recv).UTC()
+		hs = append(hs, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: hand-offs: %w", err)
+	}
+	return hs, nil
+}
+
+// HandoffRetry makes a pending or dropped hand-off due now and starts its
+// backoff over (attempts 0); its last error is kept until the next
+// attempt. A delivered one is ErrHandoffDone, an unknown id ErrNotFound.
+func (s *SQLite) HandoffRetry(ctx context.Context, id int64) error {
+	return s.setHandoff(ctx, id, `UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = ?
+		WHERE id = ? AND state != 'done'`, time.Now().UTC().UnixNano(), id)
+}
+
+// HandoffDrop gives a pending hand-off up: it is never attempted again
+// (HandoffRetry brings it back). A delivered one is ErrHandoffDone, an
+// unknown id ErrNotFound.
+func (s *SQLite) HandoffDrop(ctx context.Context, id int64) error {
+	return s.setHandoff(ctx, id, `UPDATE deliveries SET state = 'dropped' WHERE id = ? AND state != 'done'`, id)
+}
+
+func (s *SQLite) setHandoff(ctx context.Context, id int64, update string, args ...any) error {
+	return s.write(ctx, func(tx *wtx) error {
+		var state string
+		err := tx.QueryRow(`SELECT state FROM deliveries WHERE id = ?`, id).Scan(&state)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("hand-off %d: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: hand-off %d: %w", id, err)
+		}
+		if state == HandoffDone {
+			return fmt.Errorf("hand-off %d: %w", id, ErrHandoffDone)
+		}
+		if _, err := tx.Exec(update, args...); err != nil {
+			return fmt.Errorf("store: hand-off %d: %w", id, err)
+		}
+		return nil
+	})
+}
