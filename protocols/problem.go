@@ -34,6 +34,9 @@ const (
 	CodeTypeMismatch   Code = "type_mismatch"
 	CodeDuplicateID    Code = "duplicate_id"
 	CodeDuplicateProof Code = "duplicate_proof"
+	// CodeOOPSSuppressed is a warning: a courtesy OOPS was owed but not
+	// sent (the stored oops_decision says why).
+	CodeOOPSSuppressed Code = "oops_suppressed"
 )
 
 // Codes of the tunnelled protocols (VCP, AICP, Vacant/A2A, PVP).

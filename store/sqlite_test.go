@@ -85,7 +85,13 @@ func TestMigrate(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A chain link of the old global layout (migration 6 gives it a scope).
-			if _, err := db.Exec(`INSERT INTO chain_links (chain, seq, prev, hash, message_id)
+			if v >= 6 {
+				// v6 has the scoped layout: a scoped link, as migration 6 leaves it.
+				if _, err := db.Exec(`INSERT INTO chain_links (scope, chain, seq, prev, hash, message_id)
+					SELECT 'in' || char(10), 'a>b', 1, '00', 'abcd', id FROM messages`); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := db.Exec(`INSERT INTO chain_links (chain, seq, prev, hash, message_id)
 				SELECT 'a>b', 1, '00', 'abcd', id FROM messages`); err != nil {
 				t.Fatal(err)
 			}
