@@ -64,6 +64,10 @@ func runPoll(ctx context.Context, e *env) int {
 		return 2
 	}
 	defer rt.close()
+	if err := checkOOPS(rt.pipeline, rt.log); err != nil {
+		fmt.Fprintf(e.stderr, "envelopd poll: %v\n", err)
+		return 2
+	}
 	var progress *mailin.Progress
 	if isTerminal(e.stderr) {
 		progress = &mailin.Progress{W: e.stderr}

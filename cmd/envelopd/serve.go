@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +39,9 @@ type ingestFlags struct {
 	handoffTimeout               time.Duration
 	metrics, hostname            string
 	out                          outboundFlags
+	// Courtesy OOPS limits and sender (issue 17).
+	oopsPerHour, oopsPerThread int
+	oopsFrom                   string
 }
 
 func (f *ingestFlags) register(fs *flag.FlagSet) {
@@ -44,6 +49,9 @@ func (f *ingestFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dkimTXT, "dkim-txt", "", "static DKIM key file (name TXT-value lines); real DNS when empty")
 	fs.BoolVar(&f.lenient, "lenient", false, "accept Re: prefixes and any-case keywords (reference implementation mode)")
 	fs.BoolVar(&f.oops, "oops", true, "queue courtesy OOPS replies for unknown_type, dkim_failed, duplicate_proof, amount_mismatch, missing_field")
+	fs.IntVar(&f.oopsPerHour, "oops-rate-per-hour", store.DefaultOOPSPerRecipientHour, "at most this many courtesy OOPS to one address per hour (0: no limit)")
+	fs.IntVar(&f.oopsPerThread, "oops-per-thread", store.DefaultOOPSPerThreadCode, "at most this many courtesy OOPS per thread and error code (0: no limit)")
+	fs.StringVar(&f.oopsFrom, "oops-from", "", "courtesy OOPS sender when the first recipient is not at a signing domain (default postmaster@ the first signing domain)")
 	fs.StringVar(&f.execCmd, "exec", "", "run this shell command per accepted message, message JSON on stdin")
 	fs.StringVar(&f.webhook, "webhook", "", "POST each accepted message's JSON to this URL")
 	fs.StringVar(&f.webhookKey, "webhook-secret", "", "HMAC-SHA256 key for the Envelopd-Signature header")
@@ -129,6 +137,12 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		rt.close()
 		return nil, err
 	}
+	if f.oopsPerHour < 0 || f.oopsPerThread < 0 {
+		rt.close()
+		return nil, fmt.Errorf("--oops-rate-per-hour and --oops-per-thread must not be negative")
+	}
+	p.OOPSLimits = store.OOPSLimits{PerRecipientHour: noLimit(f.oopsPerHour), PerThreadCode: noLimit(f.oopsPerThread)}
+	p.OOPSFrom = strings.ToLower(strings.TrimSpace(f.oopsFrom))
 	if f.metrics != "" {
 		ln, err := net.Listen("tcp", f.metrics)
 		if err != nil {
@@ -260,6 +274,10 @@ func runServe(ctx context.Context, e *env) int {
 		return 2
 	}
 	defer stopRelay()
+	if err := checkOOPS(rt.pipeline, rt.log); err != nil {
+		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
+		return 2
+	}
 	srv, err := mailin.NewSMTPServer(cfg, rt.pipeline)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
@@ -289,4 +307,29 @@ func runServe(ctx context.Context, e *env) int {
 	stopWorkers()
 	wait()
 	return code
+}
+
+// noLimit maps a flag's 0 ("no limit") to the store's negative value.
+func noLimit(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// checkOOPS refuses an --oops-from that is not at a signing domain (an
+// OOPS is sent only from a domain the operator signs for, issue 17) and
+// warns when courtesy OOPS are on but no domain can send them.
+func checkOOPS(p *mailin.Pipeline, log *slog.Logger) error {
+	if p.OOPS != nil && len(p.OOPSDomains) == 0 {
+		log.Warn("courtesy OOPS are on but no signing domain is configured (--dkim-domain, --dkim-config, relay --domain): none will be sent")
+	}
+	if p.OOPSFrom == "" {
+		return nil
+	}
+	at := strings.LastIndexByte(p.OOPSFrom, '@')
+	if at <= 0 || !slices.Contains(p.OOPSDomains, p.OOPSFrom[at+1:]) {
+		return fmt.Errorf("--oops-from %s is not at a signing domain (%s)", p.OOPSFrom, strings.Join(p.OOPSDomains, ", "))
+	}
+	return nil
 }
