@@ -78,19 +78,29 @@ func OOPSNote(p protocols.Problem) string {
 	if p.Code == protocols.CodeDKIMFailed {
 		return "A DKIM signature of your message did not verify, so it was not processed; send it again with a valid signature."
 	}
-	s := strings.Map(func(r rune) rune {
+	s := clean(p.Message)
+	if s == "" {
+		s = clean(string(p.Code))
+	}
+	if s == "" {
+		s = "error"
+	}
+	return s
+}
+
+// clean replaces control and format characters by spaces, collapses runs
+// of blanks and bounds s to MaxOOPSNote runes.
+func clean(s string) string {
+	s = strings.Map(func(r rune) rune {
 		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || !unicode.IsPrint(r) && !unicode.IsSpace(r) {
 			return ' '
 		}
 		return r
-	}, p.Message)
+	}, s)
 	s = strings.Join(strings.Fields(s), " ")
 	if utf8.RuneCountInString(s) > MaxOOPSNote {
 		rs := []rune(s)
 		s = strings.TrimSpace(string(rs[:MaxOOPSNote-1])) + "…"
-	}
-	if s == "" {
-		s = string(p.Code)
 	}
 	return s
 }
