@@ -42,7 +42,9 @@ func TestOOPSBody(t *testing.T) {
 // invalid_json or invalid_field (issue 18), none for an OOPS or a From in
 // doubt.
 func TestOOPSOwed(t *testing.T) {
-	pr := func(c protocols.Code, field string) protocols.Problem { return protocols.Problem{Code: c, Field: field} }
+	pr := func(c protocols.Code, field string) protocols.Problem {
+		return protocols.Problem{Code: c, Field: field}
+	}
 	for _, tc := range []struct {
 		typ  string
 		errs protocols.Problems
