@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +96,35 @@ func testOOPSLimits(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 	if n != 3 {
 		t.Errorf("%d OOPS queued, want 3", n)
+	}
+}
+
+// testProblemTexts: a duplicate's problem text (which a courtesy OOPS
+// carries to the peer) names the earlier message by its Envelopay id and
+// Message-ID, never by the store's internal row id (issue 18).
+func testProblemTexts(t *testing.T, open func(t *testing.T) store.Store) {
+	ctx := context.Background()
+	s := open(t)
+	defer s.Close()
+	first, err := s.Ingest(ctx, msg("first@a.test", "a@a.test", "pay_1", func(in *store.Incoming) { in.ProofFingerprint = "fp" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []*store.Incoming{
+		msg("again@a.test", "a@a.test", "pay_1", nil),                                                     // duplicate_id
+		msg("other@b.test", "b@b.test", "pay_2", func(in *store.Incoming) { in.ProofFingerprint = "fp" }), // duplicate_proof
+	} {
+		out, err := s.Ingest(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Errors) != 1 {
+			t.Fatalf("%s: errors %v, want one duplicate", in.MessageID, out.Errors)
+		}
+		m := out.Errors[0].Message
+		if !strings.Contains(m, "pay_1") || !strings.Contains(m, "<first@a.test>") || strings.Contains(m, "stored message") ||
+			strings.Contains(m, fmt.Sprintf("message %d", first.ID)) {
+			t.Errorf("%s: %q, want the earlier message named as pay_1 <first@a.test>, not by row id %d", in.MessageID, m, first.ID)
+		}
 	}
 }

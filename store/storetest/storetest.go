@@ -29,4 +29,5 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, open) })
 	t.Run("Mailboxes", func(t *testing.T) { testMailboxes(t, open) })
 	t.Run("OOPSLimits", func(t *testing.T) { testOOPSLimits(t, open) })
+	t.Run("ProblemTexts", func(t *testing.T) { testProblemTexts(t, open) })
 }
