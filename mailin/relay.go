@@ -188,12 +188,14 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 	return fmt.Sprintf("OK delivered to %d local mailbox(es), %d recipient(s) queued", len(local), len(remote)), nil
 }
 
-// DeliverLocal ingests raw into the mailbox of the local address rcpt
-// (the outbound queue's local deliveries: courtesy OOPS, relayed copies).
-// It creates no mailbox.
+// DeliverLocal ingests raw into the mailbox of the local address rcpt,
+// creating the mailbox on first delivery. It is the outbound queue's local
+// delivery: the queue holds only mail the operator sent (`envelopd send`,
+// `reply`) and courtesy OOPS to verified senders, never a stranger's mail,
+// which goes through Deliver and creates no mailbox.
 func (r *Relay) DeliverLocal(ctx context.Context, raw []byte, mailFrom, rcpt, remote string) (store.Outcome, error) {
 	rcpt = strings.ToLower(rcpt)
-	return r.deliverLocal(ctx, raw, Meta{Source: "smtp", MailFrom: mailFrom, Rcpts: []string{rcpt}, Mailbox: rcpt, Remote: remote}, false)
+	return r.deliverLocal(ctx, raw, Meta{Source: "smtp", MailFrom: mailFrom, Rcpts: []string{rcpt}, Mailbox: rcpt, Remote: remote}, true)
 }
 
 // deliverLocal ingests raw into the mailbox meta.Mailbox, creating it
