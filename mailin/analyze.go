@@ -48,7 +48,9 @@ func Analyze(ctx context.Context, raw []byte, opts AnalyzeOptions) *Analysis {
 	}
 	st := InspectAttachments(a.Result, tunnel.Options{AICPKeys: opts.AICPKeys, Now: opts.Now})
 	a.Claims, a.Links, a.Checks, a.Sets, a.Withhold = st.Claims, st.Links, st.Checks, st.Sets, st.Withhold
-	a.Result.Valid = len(a.Result.Errors) == 0
+	// Valid and the oops preview reflect the DKIM and attachment problems
+	// too (the preview is the body serve sends, parse.OOPSBody).
+	a.Result.Revalidate(opts.Lenient)
 	return a
 }
 

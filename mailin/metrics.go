@@ -16,6 +16,9 @@ type Metrics struct {
 	Errors    *prometheus.CounterVec // by code
 	Latency   prometheus.Histogram   // ingest latency, seconds
 	Redeliver prometheus.Counter
+	// OOPSSuppressed counts courtesy OOPS owed but not sent, by reason
+	// (store.OOPSSenderUnverified, …; issue 17).
+	OOPSSuppressed *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -39,7 +42,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "envelopd_redeliveries_total", Help: "Exact redeliveries of stored messages.",
 		}),
 	}
-	reg.MustRegister(m.Messages, m.DKIM, m.Errors, m.Latency, m.Redeliver)
+	m.OOPSSuppressed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "envelopd_oops_suppressed_total", Help: "Courtesy OOPS owed but not sent, by reason.",
+	}, []string{"reason"})
+	reg.MustRegister(m.Messages, m.DKIM, m.Errors, m.Latency, m.Redeliver, m.OOPSSuppressed)
 	return m
 }
 
@@ -62,5 +68,8 @@ func (m *Metrics) observe(in *store.Incoming, a *Analysis, out store.Outcome, d 
 	}
 	for _, e := range out.Errors {
 		m.Errors.WithLabelValues(string(e.Code)).Inc()
+	}
+	if out.OOPS != nil && !out.OOPS.Sent {
+		m.OOPSSuppressed.WithLabelValues(out.OOPS.Reason).Inc()
 	}
 }

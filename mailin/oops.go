@@ -3,68 +3,141 @@ package mailin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/parse"
-	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
 )
 
 // oopsFunc returns the store callback that decides, inside the ingest
-// transaction and with the final outcome, whether a courtesy OOPS is owed,
-// and composes it. The OOPS is queued atomically with the message: a crash
-// cannot store the one without the other.
-func (p *Pipeline) oopsFunc(r *parse.Result, meta Meta, now time.Time) func(store.Outcome) *store.Outgoing {
-	return func(out store.Outcome) *store.Outgoing {
+// transaction and with the final outcome, whether a courtesy OOPS is owed
+// and to whom, and composes it when the store's limits allow. The OOPS is
+// queued atomically with the message: a crash cannot store the one without
+// the other.
+//
+// Issue 17 ("Courtesy OOPS without backscatter"): an OOPS goes only to a
+// verified sender (senderVerified) and only from an address at a domain
+// the operator signs for (oopsFrom); otherwise the plan is recorded as
+// suppressed, with its reason, on the stored message. automated is the
+// RFC 3834 loop check of Prepare.
+func (p *Pipeline) oopsFunc(a *Analysis, meta Meta, now time.Time, automated bool) func(store.Outcome) *store.OOPSPlan {
+	r := a.Result
+	return func(out store.Outcome) *store.OOPSPlan {
 		if out.Redelivery {
 			return nil
 		}
-		var prob *protocols.Problem
-		for i := range out.Errors {
-			if slices.Contains(OOPSCodes, out.Errors[i].Code) {
-				prob = &out.Errors[i]
-				break
-			}
-		}
-		if prob == nil {
+		prob, ok := parse.OOPSOwed(r.Type, out.Errors)
+		if !ok {
 			return nil
 		}
 		to := ""
 		if len(r.From) > 0 {
 			to = strings.ToLower(r.From[0])
-		} else {
-			to = strings.ToLower(meta.MailFrom)
 		}
-		from := ""
-		if len(meta.Rcpts) > 0 {
-			from = strings.ToLower(meta.Rcpts[0])
-		} else if len(r.To) > 0 {
-			from = strings.ToLower(r.To[0])
+		plan := &store.OOPSPlan{Code: prob.Code, To: to}
+		from := p.oopsFrom(meta, r)
+		switch how := senderVerified(a.DKIM, to, meta.User); {
+		case automated:
+			plan.Suppressed, plan.Detail = store.OOPSAutomated, "the message is automated (RFC 3834: Auto-Submitted, List-*, Precedence, multipart/report or an empty MAIL FROM)"
+		case meta.NoOOPS != "":
+			plan.Suppressed, plan.Detail = meta.NoOOPS, "another copy of this mail was answered"
+		case how == "":
+			plan.Suppressed = store.OOPSSenderUnverified
+			plan.Detail = "the sender is not verified: no passing DKIM signature aligned with the From domain, no authenticated submission"
+			if to == "" {
+				plan.Detail = "the message has no From address to answer"
+			}
+		case from == "":
+			plan.Suppressed, plan.Detail = store.OOPSNoSigningDomain, "no domain to send it from: configure a DKIM signing domain (--dkim-domain, --dkim-config) or relay --domain"
 		}
-		if to == "" || from == "" {
-			return nil
+		if plan.Suppressed != "" {
+			return plan
 		}
-		raw, err := p.OOPS(r, prob.Code, prob.Message, from)
-		if err != nil {
-			p.log().Warn("courtesy OOPS not composed", "err", err, "message_id", r.MessageID)
-			return nil
+		plan.Compose = func() (*store.Outgoing, json.RawMessage, error) {
+			raw, err := p.OOPS(r, prob, from)
+			if err != nil {
+				p.log().Warn("courtesy OOPS not composed", "err", err, "message_id", r.MessageID)
+				return nil, nil, err
+			}
+			oa := Analyze(context.Background(), raw, AnalyzeOptions{Now: now})
+			cp := Incoming(oa, raw, store.DirOut)
+			cp.Mailbox = meta.Mailbox
+			cp.ReceivedAt = now.UTC()
+			return &store.Outgoing{
+				From:       from,
+				Recipients: []string{to},
+				Raw:        raw,
+				MessageID:  oa.Result.MessageID,
+				Kind:       "oops",
+				Copy:       cp,
+				Expires:    now.Add(24 * time.Hour),
+			}, oa.Result.Body, nil
 		}
-		a := Analyze(context.Background(), raw, AnalyzeOptions{Now: now})
-		cp := Incoming(a, raw, store.DirOut)
-		cp.Mailbox = meta.Mailbox
-		cp.ReceivedAt = now.UTC()
-		return &store.Outgoing{
-			From:       from,
-			Recipients: []string{to},
-			Raw:        raw,
-			MessageID:  a.Result.MessageID,
-			Kind:       "oops",
-			Copy:       cp,
-			Expires:    now.Add(24 * time.Hour),
+		return plan
+	}
+}
+
+// senderVerified says how the From address from is verified, or "" when it
+// is not (issue 17): "auth" when the authenticated submission user is that
+// address; "dkim" when a DKIM signature passed whose d= is aligned with
+// from's domain. Alignment is the part of DMARC relaxed alignment (RFC
+// 7489 §3.1.1) that needs no public-suffix list: the domains are equal,
+// or one is a subdomain of the other (d= of at least two labels). Two
+// sibling subdomains of one organisational domain are not taken as
+// aligned: the check errs towards sending no OOPS.
+func senderVerified(results []dkim.Result, from, user string) string {
+	if from == "" {
+		return ""
+	}
+	if user != "" && strings.EqualFold(user, from) {
+		return "auth"
+	}
+	fd := domainOf(from)
+	if fd == "" {
+		return ""
+	}
+	for _, r := range results {
+		if r.Result == dkim.Pass && aligned(strings.ToLower(strings.TrimSuffix(r.Domain, ".")), fd) {
+			return "dkim"
 		}
 	}
+	return ""
+}
+
+func aligned(d, from string) bool {
+	if d == "" || !strings.Contains(d, ".") {
+		return false
+	}
+	return d == from || strings.HasSuffix(from, "."+d) || strings.HasSuffix(d, "."+from) && strings.Contains(from, ".")
+}
+
+// oopsFrom is the address a courtesy OOPS is sent from: the first envelope
+// recipient (or, without one, the first To) when it is at a domain the
+// operator signs for (OOPSDomains), else OOPSFrom, else postmaster at the
+// first of OOPSDomains; "" when there is none — an OOPS is never sent
+// from an arbitrary recipient's domain (issue 17).
+func (p *Pipeline) oopsFrom(meta Meta, r *parse.Result) string {
+	first := ""
+	if len(meta.Rcpts) > 0 {
+		first = meta.Rcpts[0]
+	} else if len(r.To) > 0 {
+		first = r.To[0]
+	}
+	first = strings.ToLower(first)
+	if first != "" && slices.Contains(p.OOPSDomains, domainOf(first)) {
+		return first
+	}
+	if p.OOPSFrom != "" {
+		return strings.ToLower(p.OOPSFrom)
+	}
+	if len(p.OOPSDomains) > 0 {
+		return "postmaster@" + p.OOPSDomains[0]
+	}
+	return ""
 }
 
 // isAutomated reports whether a message must never get an automatic reply

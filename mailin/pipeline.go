@@ -26,22 +26,22 @@ type Meta struct {
 	Rcpts    []string // envelope recipients
 	Mailbox  string   // store mailbox ("" = default)
 	Remote   string   // peer address, for logs
+	// User is the authenticated submission user ("" when none): a From
+	// equal to it is a verified sender (courtesy OOPS, issue 17).
+	User string
+	// NoOOPS, when not "", is why this copy gets no courtesy OOPS
+	// whatever its errors (store.OOPSOnePerMail in relay mode).
+	NoOOPS string
 }
 
-// OOPSComposer builds a courtesy OOPS in reply to the parsed message r:
-// code for the agent, note for a human, from our address. It returns the
-// raw (signed) message and its Message-ID. Package mailout provides it.
-type OOPSComposer func(r *parse.Result, code protocols.Code, note, from string) (raw []byte, err error)
+// OOPSComposer builds a courtesy OOPS in reply to the parsed message r
+// for the problem p, from our address, and returns the raw (signed)
+// message. Package mailout provides it (mailout.ComposeOOPSFor, signed).
+type OOPSComposer func(r *parse.Result, p protocols.Problem, from string) (raw []byte, err error)
 
 // OOPSCodes are the errors a courtesy OOPS is sent for (issue: serve,
-// "Courtesy OOPS").
-var OOPSCodes = []protocols.Code{
-	protocols.CodeUnknownType,
-	protocols.CodeDKIMFailed,
-	protocols.CodeDuplicateProof,
-	protocols.CodeAmountMismatch,
-	protocols.CodeMissingField,
-}
+// "Courtesy OOPS"); parse.OOPSCodes.
+var OOPSCodes = parse.OOPSCodes
 
 // Pipeline processes one raw message from any transport: the stateless
 // stages (Analyze), then one store transaction. It is safe for concurrent
@@ -58,6 +58,16 @@ type Pipeline struct {
 	Handler Handler
 	// OOPS composes courtesy OOPS mails; nil disables them.
 	OOPS OOPSComposer
+	// OOPSDomains are the domains an OOPS may be sent from: those the
+	// operator signs for (DKIM signing domains, relay domains), lower
+	// case. None: no OOPS is sent (store.OOPSNoSigningDomain).
+	OOPSDomains []string
+	// OOPSFrom is the OOPS sender when the message's first recipient is
+	// not at one of OOPSDomains (default postmaster@ the first of them);
+	// it must be at one of them.
+	OOPSFrom string
+	// OOPSLimits are the store's OOPS rate limits (zero: the defaults).
+	OOPSLimits store.OOPSLimits
 	// AuthServID names this host in Authentication-Results headers.
 	AuthServID string
 	Now        func() time.Time
@@ -136,8 +146,9 @@ func (p *Pipeline) Prepare(ctx context.Context, raw []byte, meta Meta) (*Analysi
 	if p.Verifier != nil {
 		in.AuthResults = dkim.AuthResults(p.AuthServID, a.DKIM)
 	}
-	if p.OOPS != nil && !isAutomated(raw, meta, a.Result) {
-		in.OOPS = p.oopsFunc(a.Result, meta, now)
+	if p.OOPS != nil {
+		in.OOPS = p.oopsFunc(a, meta, now, isAutomated(raw, meta, a.Result))
+		in.OOPSLimits = p.OOPSLimits
 	}
 	return a, in
 }

@@ -102,9 +102,25 @@ func (r *Relay) Authenticate(user, pass string) error {
 	return nil
 }
 
-// Rcpt implements Router.
+// ErrNoMailbox refuses an unauthenticated recipient at a local domain that
+// has no mailbox (RFC 3463 5.1.1): mail from strangers never creates
+// mailboxes (issue 17); `envelopd mailbox add` does.
+var ErrNoMailbox = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "No such mailbox"}
+
+// Rcpt implements Router. A local recipient must have a mailbox unless the
+// session is authenticated (a local user's mail creates the mailboxes it
+// is delivered to).
 func (r *Relay) Rcpt(user, _, to string) error {
 	if r.Local(to) {
+		if user != "" {
+			return nil
+		}
+		if _, err := r.Store.MailboxPassword(context.Background(), strings.ToLower(to)); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return ErrNoMailbox
+			}
+			return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary local error; try again later"}
+		}
 		return nil
 	}
 	if user == "" {
@@ -147,10 +163,20 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 	} else if err := r.checkLocalAuthor(ctx, raw, meta); err != nil {
 		return "", err
 	}
+	// At most one courtesy OOPS per inbound mail, whatever its number of
+	// local recipients (issue 17): the copies after the first OOPS queued
+	// record one_per_mail instead.
+	oopsDone := false
 	for _, rc := range local {
-		if _, err := r.DeliverLocal(ctx, raw, meta.MailFrom, rc, meta.Remote); err != nil {
+		m := Meta{Source: "smtp", MailFrom: meta.MailFrom, Rcpts: []string{rc}, Mailbox: rc, Remote: meta.Remote, User: user}
+		if oopsDone {
+			m.NoOOPS = store.OOPSOnePerMail
+		}
+		out, err := r.deliverLocal(ctx, raw, m, user != "")
+		if err != nil {
 			return "", err
 		}
+		oopsDone = oopsDone || out.QueuedOOPS != 0
 	}
 	if len(remote) > 0 {
 		// Rcpt let these through only for an authenticated user with a
@@ -221,13 +247,26 @@ func alignedPass(results []dkim.Result, domain string) bool {
 }
 
 // DeliverLocal ingests raw into the mailbox of the local address rcpt,
-// creating the mailbox on first delivery.
+// creating the mailbox on first delivery. It is the outbound queue's local
+// delivery: the queue holds only mail the operator sent (`envelopd send`,
+// `reply`) and courtesy OOPS to verified senders, never a stranger's mail,
+// which goes through Deliver and creates no mailbox.
 func (r *Relay) DeliverLocal(ctx context.Context, raw []byte, mailFrom, rcpt, remote string) (store.Outcome, error) {
 	rcpt = strings.ToLower(rcpt)
-	if _, err := r.Store.EnsureMailbox(ctx, rcpt); err != nil {
-		return store.Outcome{}, errors.Join(ErrStore, err)
+	return r.deliverLocal(ctx, raw, Meta{Source: "smtp", MailFrom: mailFrom, Rcpts: []string{rcpt}, Mailbox: rcpt, Remote: remote}, true)
+}
+
+// deliverLocal ingests raw into the mailbox meta.Mailbox, creating it
+// first when create is set (mail of an authenticated local user; never
+// for a stranger's mail, issue 17).
+func (r *Relay) deliverLocal(ctx context.Context, raw []byte, meta Meta, create bool) (store.Outcome, error) {
+	meta.Mailbox = strings.ToLower(meta.Mailbox)
+	if create {
+		if _, err := r.Store.EnsureMailbox(ctx, meta.Mailbox); err != nil {
+			return store.Outcome{}, errors.Join(ErrStore, err)
+		}
 	}
-	out, err := r.Pipeline.Ingest(ctx, raw, Meta{Source: "smtp", MailFrom: mailFrom, Rcpts: []string{rcpt}, Mailbox: rcpt, Remote: remote})
+	out, err := r.Pipeline.Ingest(ctx, raw, meta)
 	if err == nil && out.QueuedOOPS != 0 {
 		r.wake() // the courtesy OOPS is for a local sender, most likely
 	}
@@ -263,8 +302,8 @@ func (r *Relay) wake() {
 
 // OOPS composes a courtesy OOPS from a local address and signs it with
 // that domain's key; it has the shape of OOPSComposer.
-func (r *Relay) OOPS(orig *parse.Result, code protocols.Code, note, from string) ([]byte, error) {
-	raw, err := mailout.ComposeOOPS(orig, code, note, from)
+func (r *Relay) OOPS(orig *parse.Result, p protocols.Problem, from string) ([]byte, error) {
+	raw, err := mailout.ComposeOOPSFor(orig, p, from)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,13 @@
 package mailin
 
 import (
+	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/envelopd/envelopd/store"
 )
 
 func TestPasswordHash(t *testing.T) {
@@ -60,7 +64,15 @@ func TestHeaderFrom(t *testing.T) {
 }
 
 func TestRelayLocal(t *testing.T) {
-	r := &Relay{Domains: []string{"agents.test", "b.test"}}
+	st, err := store.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "relay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.SetMailboxPassword(context.Background(), "bob@agents.test", ""); err != nil {
+		t.Fatal(err)
+	}
+	r := &Relay{Domains: []string{"agents.test", "b.test"}, Store: st}
 	for addr, want := range map[string]bool{
 		"bob@agents.test": true, "BOB@AGENTS.TEST": true, "x@b.test.": true,
 		"@agents.test": false, "bob@sub.agents.test": false, "bob@other.test": false, "agents.test": false,
@@ -74,6 +86,8 @@ func TestRelayLocal(t *testing.T) {
 		err      error
 	}{
 		{"", "bob@agents.test", nil},
+		{"", "carol@agents.test", ErrNoMailbox}, // no mailbox: a stranger's mail creates none
+		{"alice@agents.test", "carol@agents.test", nil},
 		{"", "x@remote.test", ErrRelayDenied},
 		{"alice@agents.test", "x@remote.test", ErrNoSmarthost},
 	} {

@@ -11,10 +11,10 @@ import (
 // duplicate with code retry and gets no OOPS; the same id with other
 // content stays duplicate_id.
 func TestNaiveRetry(t *testing.T) {
-	ts, rec := oopsServer(t, nil)
+	ts, rec, kit := oopsServer(t)
 	const dir = "../testdata/flows/replay/"
 	for _, f := range []string{"01-pay.eml", "04-pay-retry.eml", "03-pay-same-id.eml"} {
-		ts.deliver(t, dir+f)
+		ts.deliverSigned(t, kit, dir+f) // signed: a verified sender would be owed an OOPS
 	}
 	msgs := ts.all(t)
 	if len(msgs) != 3 {

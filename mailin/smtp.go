@@ -202,7 +202,7 @@ func (ss *session) Auth(mech string) (sasl.Server, error) {
 		if !ok || !constantTimeEqual(want, pass) {
 			return smtp.ErrAuthFailed
 		}
-		ss.authed = true
+		ss.authed, ss.user = true, user
 		return nil
 	}
 	switch mech {
@@ -291,7 +291,7 @@ func (ss *session) Data(r io.Reader) error {
 		}
 		return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: msg}
 	}
-	out, err := ss.s.p.Ingest(ss.s.ctx, raw, Meta{Source: "smtp", MailFrom: ss.from, Rcpts: ss.rcpts, Remote: ss.remote})
+	out, err := ss.s.p.Ingest(ss.s.ctx, raw, Meta{Source: "smtp", MailFrom: ss.from, Rcpts: ss.rcpts, Remote: ss.remote, User: ss.user})
 	if err != nil {
 		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary local error, message not stored; try again later"}
 	}

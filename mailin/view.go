@@ -11,7 +11,8 @@ import (
 // View is the JSON an agent receives for a stored message (hand-off, watch,
 // inbox --json, thread): the `envelopd parse` object with the store's final
 // word on it — errors and warnings including the stateful ones, valid,
-// plus id, received_at, status, thread_id, mailbox, direction and dkim.
+// the courtesy OOPS sent (oops) and its decision (oops_decision), plus id,
+// received_at, status, thread_id, mailbox, direction and dkim.
 func View(m *store.Message) ([]byte, error) {
 	obj := map[string]json.RawMessage{}
 	if len(m.Result) > 0 {
@@ -41,6 +42,14 @@ func View(m *store.Message) ([]byte, error) {
 	set("errors", errs)
 	set("warnings", warns)
 	set("valid", len(errs) == 0)
+	// One truth (issue 18): oops is the body of the courtesy OOPS actually
+	// queued for this message, or null when none was sent — never the
+	// parser's preview; oops_decision says what was decided and why.
+	obj["oops"] = json.RawMessage("null")
+	if m.OOPS != nil && m.OOPS.Sent && len(m.OOPS.Body) > 0 {
+		obj["oops"] = m.OOPS.Body
+	}
+	set("oops_decision", m.OOPS)
 	if len(m.DKIM) > 0 {
 		obj["dkim"] = m.DKIM
 	} else {

@@ -164,32 +164,47 @@ func ResultOf(m *store.Message) (*parse.Result, error) {
 	return r, nil
 }
 
-// ComposeOOPS composes a courtesy OOPS answering orig (envelopay-v0.2.0
-// "OOPS": the note tells a human, error.code tells an agent): ref is the
-// offending message's Envelopay id, the reply is threaded, addressed to
-// orig's sender from from, and marked Auto-Submitted: auto-replied
-// (RFC 3834 section 5) so that no peer answers it in turn. The result is
-// not signed (see Mailer.OOPS).
+// ComposeOOPS composes a courtesy OOPS answering orig for the error code
+// with the sentence note; it is ComposeOOPSFor with a problem of that code
+// and message.
 func ComposeOOPS(orig *parse.Result, code protocols.Code, note, from string) ([]byte, error) {
-	d, err := oopsDraft(orig, code, note, from)
+	return ComposeOOPSFor(orig, protocols.Problem{Code: code, Message: note}, from)
+}
+
+// ComposeOOPSFor composes a courtesy OOPS answering orig for the problem p
+// (envelopay-v0.2.0 "OOPS": the note tells a human, error.code tells an
+// agent). Its body is parse.OOPSBody — the body `envelopd parse` previews
+// — with ref the offending message's Envelopay id; the reply is threaded,
+// addressed to orig's sender from from, and marked Auto-Submitted:
+// auto-replied (RFC 3834 section 5) so that no peer answers it in turn.
+// Nothing the peer wrote reaches it unsanitised (issue 17): the note is
+// parse.OOPSNote (no control characters, bounded, no DKIM tags) and the
+// threading ids are kept only when short and printable. The result is not
+// signed (see Mailer.OOPS).
+func ComposeOOPSFor(orig *parse.Result, p protocols.Problem, from string) ([]byte, error) {
+	d, err := oopsDraft(orig, p, from)
 	if err != nil {
 		return nil, err
 	}
 	return Compose(d)
 }
 
-func oopsDraft(orig *parse.Result, code protocols.Code, note, from string) (Draft, error) {
+// Bounds on the threading ids a courtesy OOPS copies from the message it
+// answers (RFC 5322 §3.6.4 ids are short; these are generous).
+const (
+	maxOOPSMsgID = 250
+	maxOOPSRefs  = 20
+)
+
+func oopsDraft(orig *parse.Result, p protocols.Problem, from string) (Draft, error) {
 	if orig == nil {
 		return Draft{}, ErrNoSender
-	}
-	if strings.TrimSpace(note) == "" {
-		note = string(code)
 	}
 	id := orig.ID
 	if id == "" {
 		id, _ = envelopay.String(origFields(orig)["id"])
 	}
-	d, err := ReplyDraft(orig, "oops", envelopay.OOPSFor(code, id, note, nil))
+	d, err := ReplyDraft(orig, "oops", parse.OOPSBody(p, id))
 	if err != nil {
 		return d, err
 	}
@@ -198,9 +213,36 @@ func oopsDraft(orig *parse.Result, code protocols.Code, note, from string) (Draf
 		return d, refuse(protocols.CodeInvalidField, "from", "bad From address %q", from)
 	}
 	d.From = f
-	d.Note = note
+	d.Note = parse.OOPSNote(p)
 	d.AutoSubmitted = "auto-replied"
+	if !cleanMsgID(d.InReplyTo) {
+		d.InReplyTo = ""
+	}
+	var refs []string
+	for _, r := range d.References {
+		if cleanMsgID(r) {
+			refs = append(refs, r)
+		}
+	}
+	if len(refs) > maxOOPSRefs {
+		refs = refs[len(refs)-maxOOPSRefs:]
+	}
+	d.References = refs
 	return d, nil
+}
+
+// cleanMsgID reports whether id may be copied into a header: printable
+// ASCII, no blanks or angle brackets, bounded.
+func cleanMsgID(id string) bool {
+	if id == "" || len(id) > maxOOPSMsgID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c >= 0x7f || c == '<' || c == '>' {
+			return false
+		}
+	}
+	return true
 }
 
 // parseAddr accepts "Name <a@b>" and a bare a@b.

@@ -85,8 +85,8 @@ func (m *Mailer) Prepare(d Draft, kind string) (*store.Outgoing, error) {
 
 // OOPS composes and signs a courtesy OOPS; it has the shape of
 // mailin.OOPSComposer.
-func (m *Mailer) OOPS(orig *parse.Result, code protocols.Code, note, from string) ([]byte, error) {
-	raw, err := ComposeOOPS(orig, code, note, from)
+func (m *Mailer) OOPS(orig *parse.Result, p protocols.Problem, from string) ([]byte, error) {
+	raw, err := ComposeOOPSFor(orig, p, from)
 	if err != nil {
 		return nil, err
 	}

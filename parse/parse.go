@@ -249,28 +249,15 @@ func (r *Result) body(parts []part, idx []int) {
 	r.Warnings = append(r.Warnings, warns...)
 }
 
-// oops is the OOPS body a receiver would send back ("OOPS"): for an unknown
-// type, unknown_type with the supported types; for an invalid message of a
-// known type, its first error. None for a valid message, for mail that is
-// not Envelopay, for an OOPS (never answer an OOPS with one), or when the
-// From header is in doubt (no one to answer safely).
-func (r *Result) oops(s envelopay.Subject) json.RawMessage {
-	for _, p := range r.Errors {
-		if p.Field == "from" {
-			return nil
-		}
-	}
-	if r.Errors.Has(protocols.CodeUnknownType) {
-		return envelopay.OOPSFor(protocols.CodeUnknownType, "",
-			fmt.Sprintf("Unknown type %s. Supported: %s.", s.Keyword, strings.Join(envelopay.Keywords, ", ")), nil)
-	}
-	if r.Valid || r.Type == "" || r.Type == "oops" {
+// oops is the courtesy OOPS envelopd would send back for this message
+// ("OOPS"; OOPSOwed, OOPSBody): the very body serve sends when the sender
+// is verified, or nil when none is owed (a valid message, an error that
+// gets no OOPS such as invalid_json, mail that is not Envelopay, an OOPS,
+// a From header in doubt).
+func (r *Result) oops(_ envelopay.Subject) json.RawMessage {
+	p, ok := OOPSOwed(r.Type, r.Errors)
+	if !ok {
 		return nil
 	}
-	p := r.Errors[0]
-	var extra map[string]any
-	if p.Field != "" {
-		extra = map[string]any{"field": p.Field}
-	}
-	return envelopay.OOPSFor(p.Code, r.ID, p.Message, extra)
+	return OOPSBody(p, r.ID)
 }

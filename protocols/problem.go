@@ -42,6 +42,9 @@ const (
 	// stored message of its type (store.Check; received mail may answer
 	// what predates the store, so Ingest does not report it).
 	CodeUnknownRef Code = "unknown_ref"
+	// CodeOOPSSuppressed is a warning: a courtesy OOPS was owed but not
+	// sent (the stored oops_decision says why).
+	CodeOOPSSuppressed Code = "oops_suppressed"
 )
 
 // Codes of the tunnelled protocols (VCP, AICP, Vacant/A2A, PVP).

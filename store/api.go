@@ -90,9 +90,68 @@ type Incoming struct {
 	// pending delivery for when the message is new and accepted.
 	Handoff []string
 	// OOPS, when set, is called inside the same transaction with the final
-	// outcome; a non-nil Outgoing it returns is enqueued atomically with the
-	// message (courtesy OOPS for stateful errors too).
-	OOPS func(Outcome) *Outgoing
+	// outcome. A non-nil plan is a courtesy OOPS owed (or, with
+	// Suppressed, one the caller decided not to send): the store applies
+	// OOPSLimits, composes the allowed one and enqueues it atomically with
+	// the message, and records the decision on the message (Message.OOPS,
+	// and a warning oops_suppressed when none is sent).
+	OOPS func(Outcome) *OOPSPlan
+	// OOPSLimits bound the courtesy OOPS (zero fields: the defaults).
+	OOPSLimits OOPSLimits
+}
+
+// OOPSPlan is a courtesy OOPS a message is owed (issue 17, "Courtesy OOPS
+// without backscatter").
+type OOPSPlan struct {
+	Code protocols.Code // the error the OOPS answers
+	To   string         // its recipient, lower case
+	// Suppressed, when not "", is why the caller sends none (e.g.
+	// OOPSSenderUnverified); the store records it and checks no limit.
+	Suppressed string
+	// Detail is a sentence on Suppressed for the stored warning.
+	Detail string
+	// Compose builds the OOPS once the limits allow it: the queue entry
+	// and the OOPS's Envelopay JSON body. An error records
+	// OOPSComposeFailed.
+	Compose func() (*Outgoing, json.RawMessage, error)
+}
+
+// OOPSLimits are the courtesy OOPS rate limits, counted in the store so
+// that a restart does not reset them. Zero means the default; a negative
+// value means no limit.
+type OOPSLimits struct {
+	PerRecipientHour int // OOPS to one address in any hour (default 10)
+	PerThreadCode    int // OOPS per thread and error code (default 1)
+}
+
+// Default OOPS limits.
+const (
+	DefaultOOPSPerRecipientHour = 10
+	DefaultOOPSPerThreadCode    = 1
+)
+
+// Why no courtesy OOPS was sent (OOPSRecord.Reason; stable strings).
+const (
+	OOPSSenderUnverified = "sender_unverified"      // no passing aligned DKIM signature, no authenticated submission
+	OOPSNoSigningDomain  = "no_signing_domain"      // no domain to send it from
+	OOPSAutomated        = "automated"              // RFC 3834 loop safety
+	OOPSOnePerMail       = "one_per_mail"           // relay: another copy of the mail got it
+	OOPSRateRecipient    = "rate_limited_recipient" // OOPSLimits.PerRecipientHour reached
+	OOPSRateThread       = "rate_limited_thread"    // OOPSLimits.PerThreadCode reached
+	OOPSComposeFailed    = "compose_failed"
+)
+
+// OOPSRecord is the courtesy OOPS decision stored with a message: the
+// code answered, and either the OOPS queued (its queue id, Message-ID and
+// body: the stored OOPS is the sent OOPS) or why none was sent.
+type OOPSRecord struct {
+	Code      protocols.Code  `json:"code"`
+	To        string          `json:"to"`
+	Sent      bool            `json:"sent"`
+	Reason    string          `json:"reason,omitempty"`
+	QueueID   int64           `json:"queue_id,omitempty"`
+	MessageID string          `json:"message_id,omitempty"`
+	Body      json.RawMessage `json:"body,omitempty"`
 }
 
 // Outcome is what Ingest decided.
@@ -113,6 +172,8 @@ type Outcome struct {
 	Replay bool
 	// QueuedOOPS is the queue id of an enqueued courtesy OOPS, or 0.
 	QueuedOOPS int64
+	// OOPS is the courtesy OOPS decision, or nil when none was owed.
+	OOPS *OOPSRecord
 }
 
 // Message is a stored message as read back.
@@ -135,7 +196,9 @@ type Message struct {
 	DKIM        json.RawMessage    `json:"dkim"`
 	AuthResults string             `json:"authentication_results"`
 	Size        int                `json:"size"`
-	Raw         []byte             `json:"-"`
+	// OOPS is the courtesy OOPS decision (nil: none was owed).
+	OOPS *OOPSRecord `json:"oops_decision"`
+	Raw  []byte      `json:"-"`
 }
 
 // Filter selects messages for listing; zero fields match everything.

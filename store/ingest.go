@@ -193,15 +193,99 @@ func ingestTx(tx *wtx, in *Incoming, callOOPS bool) (Outcome, error) {
 	}
 	out := Outcome{ID: id, Status: status, ThreadID: thread, Errors: errs, Warnings: warns, Replay: replay}
 	if callOOPS && in.OOPS != nil {
-		if o := in.OOPS(out); o != nil {
-			qid, err := enqueueTx(tx, o, now)
-			if err != nil {
-				return Outcome{}, fmt.Errorf("store: courtesy OOPS: %w", err)
-			}
-			out.QueuedOOPS = qid
+		if err := courtesyOOPS(tx, in, &out, now); err != nil {
+			return Outcome{}, err
 		}
 	}
 	return out, nil
+}
+
+// courtesyOOPS asks in.OOPS whether the stored message out is owed a
+// courtesy OOPS and applies the rules (issue 17): the caller may suppress
+// it (unverified sender, no signing domain, …); otherwise at most
+// PerRecipientHour OOPS to one address in the hour before the message's
+// receipt and PerThreadCode per thread and error code, counted in
+// oops_sent. The count and the insert run in the one write transaction
+// of the ingest (SQLite serialises writers), so concurrent ingests cannot
+// both take the last slot. The decision is stored with the message; a
+// suppressed OOPS adds the warning oops_suppressed.
+func courtesyOOPS(tx *wtx, in *Incoming, out *Outcome, now time.Time) error {
+	plan := in.OOPS(*out)
+	if plan == nil {
+		return nil
+	}
+	rec := &OOPSRecord{Code: plan.Code, To: plan.To}
+	reason, detail := plan.Suppressed, plan.Detail
+	if reason == "" {
+		var err error
+		if reason, detail, err = oopsLimited(tx, in.OOPSLimits, plan, out.ThreadID, now); err != nil {
+			return err
+		}
+	}
+	if reason == "" {
+		o, body, err := plan.Compose()
+		if err != nil || o == nil {
+			reason, detail = OOPSComposeFailed, fmt.Sprintf("the OOPS could not be composed: %v", err)
+		} else {
+			qid, err := enqueueTx(tx, o, now)
+			if err != nil {
+				return fmt.Errorf("store: courtesy OOPS: %w", err)
+			}
+			if _, err := tx.Exec(`INSERT INTO oops_sent (recipient, thread_id, code, sent_at, message_id, queue_id)
+				VALUES (?, ?, ?, ?, ?, ?)`, plan.To, out.ThreadID, string(plan.Code), now.UnixNano(), out.ID, qid); err != nil {
+				return fmt.Errorf("store: courtesy OOPS: %w", err)
+			}
+			out.QueuedOOPS = qid
+			rec.Sent, rec.QueueID, rec.MessageID, rec.Body = true, qid, o.MessageID, body
+		}
+	}
+	if reason != "" {
+		rec.Reason = reason
+		if detail == "" {
+			detail = reason
+		}
+		out.Warnings = append(out.Warnings, protocols.New(protocols.CodeOOPSSuppressed, "oops",
+			"no courtesy OOPS for %s: %s", plan.Code, detail))
+	}
+	out.OOPS = rec
+	if _, err := tx.Exec(`UPDATE messages SET oops = ?, warnings = ? WHERE id = ?`,
+		jsonOrEmpty(rec, "null"), jsonOrEmpty(out.Warnings, "[]"), out.ID); err != nil {
+		return fmt.Errorf("store: record courtesy OOPS: %w", err)
+	}
+	return nil
+}
+
+// oopsLimited returns why the limits forbid plan's OOPS ("" when they
+// allow it).
+func oopsLimited(tx *wtx, lim OOPSLimits, plan *OOPSPlan, thread string, now time.Time) (string, string, error) {
+	perRcpt, perThread := lim.PerRecipientHour, lim.PerThreadCode
+	if perRcpt == 0 {
+		perRcpt = DefaultOOPSPerRecipientHour
+	}
+	if perThread == 0 {
+		perThread = DefaultOOPSPerThreadCode
+	}
+	if perThread > 0 {
+		var n int
+		if err := tx.QueryRow(`SELECT count(*) FROM oops_sent WHERE thread_id = ? AND code = ?`,
+			thread, string(plan.Code)).Scan(&n); err != nil {
+			return "", "", fmt.Errorf("store: count OOPS: %w", err)
+		}
+		if n >= perThread {
+			return OOPSRateThread, fmt.Sprintf("this thread already got %d OOPS for %s (limit %d)", n, plan.Code, perThread), nil
+		}
+	}
+	if perRcpt > 0 {
+		var n int
+		if err := tx.QueryRow(`SELECT count(*) FROM oops_sent WHERE recipient = ? AND sent_at > ?`,
+			plan.To, now.Add(-time.Hour).UnixNano()).Scan(&n); err != nil {
+			return "", "", fmt.Errorf("store: count OOPS: %w", err)
+		}
+		if n >= perRcpt {
+			return OOPSRateRecipient, fmt.Sprintf("%s already got %d OOPS in the last hour (limit %d)", plan.To, n, perRcpt), nil
+		}
+	}
+	return "", "", nil
 }
 
 // redelivery answers an exact redelivery from the stored row.

@@ -276,11 +276,29 @@ DROP TABLE deliveries;
 ALTER TABLE deliveries_v7 RENAME TO deliveries;
 CREATE INDEX deliveries_due ON deliveries (target, state, next_attempt_at);
 `,
+	// 11: courtesy OOPS decisions (issue 17): what was decided for each
+	// stored message (messages.oops, JSON OOPSRecord) and every OOPS
+	// queued, for the rate limits (per recipient per hour, per thread
+	// and code), so that a restart does not reset them.
+	`
+ALTER TABLE messages ADD COLUMN oops BLOB;
+CREATE TABLE oops_sent (
+	id         INTEGER PRIMARY KEY,
+	recipient  TEXT NOT NULL,
+	thread_id  TEXT NOT NULL,
+	code       TEXT NOT NULL,
+	sent_at    INTEGER NOT NULL,                    -- Unix nanoseconds of the answered message's receipt
+	message_id INTEGER NOT NULL,                    -- messages.id answered
+	queue_id   INTEGER NOT NULL
+);
+CREATE INDEX oops_sent_rcpt ON oops_sent (recipient, sent_at);
+CREATE INDEX oops_sent_thread ON oops_sent (thread_id, code);
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

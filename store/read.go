@@ -18,7 +18,7 @@ func (s *SQLite) isClosed() bool {
 
 const messageCols = `m.id, m.mailbox, m.direction, m.message_id, m.sender, m.recipients, m.subject, m.type,
 	m.envelopay_id, m.status, m.thread_id, m.received_at, m.errors, m.warnings, m.result, m.dkim,
-	m.auth_results, m.size`
+	m.auth_results, m.size, m.oops`
 
 type scanner interface {
 	Scan(dest ...any) error
@@ -28,9 +28,9 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 	var m Message
 	var rcpts, errs, warns string
 	var at int64
-	var result, dkim []byte
+	var result, dkim, oops []byte
 	dest := []any{&m.ID, &m.Mailbox, &m.Direction, &m.MessageID, &m.Sender, &rcpts, &m.Subject, &m.Type,
-		&m.EnvelopayID, &m.Status, &m.ThreadID, &at, &errs, &warns, &result, &dkim, &m.AuthResults, &m.Size}
+		&m.EnvelopayID, &m.Status, &m.ThreadID, &at, &errs, &warns, &result, &dkim, &m.AuthResults, &m.Size, &oops}
 	if withRaw {
 		dest = append(dest, &m.Raw)
 	}
@@ -49,6 +49,12 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 	}
 	if len(dkim) > 0 {
 		m.DKIM = json.RawMessage(dkim)
+	}
+	if len(oops) > 0 && string(oops) != "null" {
+		m.OOPS = &OOPSRecord{}
+		if err := json.Unmarshal(oops, m.OOPS); err != nil {
+			return Message{}, fmt.Errorf("store: message %d: oops: %w", m.ID, err)
+		}
 	}
 	return m, nil
 }

@@ -51,7 +51,7 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 					in.EnvelopayID, in.Sender, prevMID)}, false, nil
 			}
 			ps = append(ps, protocols.New(protocols.CodeDuplicateID, "id",
-				"id %q from %s was already used by stored message %d", in.EnvelopayID, in.Sender, prev))
+				"id %q from %s was already used by %s", in.EnvelopayID, in.Sender, earlier(tx, prev)))
 		}
 	}
 	if in.ProofFingerprint != "" {
@@ -65,7 +65,7 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 		}
 		if prev != 0 {
 			ps = append(ps, protocols.New(protocols.CodeDuplicateProof, "proof",
-				"this payment proof was already presented in stored message %d", prev))
+				"this payment proof was already presented in %s", earlier(tx, prev)))
 		}
 	}
 	// Protocol state is per scope, like the two tables above: in relay
@@ -164,13 +164,13 @@ func takeClaim(tx *wtx, scope string, id int64, c protocols.Claim, now time.Time
 		if c.OnSame == "" {
 			return nil, true, nil
 		}
-		p := protocols.New(c.OnSame, "", "%s already seen in stored message %d", c.Kind, prev)
+		p := protocols.New(c.OnSame, "", "%s already seen in %s", c.Kind, earlier(tx, prev))
 		return &p, true, nil
 	}
 	if c.OnConflict == "" {
 		return nil, false, nil
 	}
-	p := protocols.New(c.OnConflict, "", "%s already used with different content by stored message %d", c.Kind, prev)
+	p := protocols.New(c.OnConflict, "", "%s already used with different content by %s", c.Kind, earlier(tx, prev))
 	return &p, false, nil
 }
 
@@ -337,4 +337,23 @@ func chainTip(q queryRower, scope, chain string) (int64, string, error) {
 		return 0, "", fmt.Errorf("store: read chain tip: %w", err)
 	}
 	return seq, hash, nil
+}
+
+// earlier names the stored message id for a problem's text by what its
+// sender knows — its Envelopay id and Message-ID — never by the internal
+// row id (problem texts reach peers in courtesy OOPS; issue 18).
+func earlier(tx *wtx, id int64) string {
+	var eid, mid string
+	if err := tx.QueryRow(`SELECT envelopay_id, message_id FROM messages WHERE id = ?`, id).Scan(&eid, &mid); err != nil {
+		return "an earlier message"
+	}
+	switch {
+	case eid != "" && mid != "":
+		return fmt.Sprintf("the earlier message %s (Message-ID <%s>)", eid, mid)
+	case eid != "":
+		return "the earlier message " + eid
+	case mid != "":
+		return fmt.Sprintf("the earlier message <%s>", mid)
+	}
+	return "an earlier message"
 }

@@ -23,6 +23,8 @@ import (
 
 	"github.com/emersion/go-smtp"
 	_ "modernc.org/sqlite"
+
+	"github.com/envelopd/envelopd/dkim"
 )
 
 // buildEnvelopd builds the envelopd binary into dir ($ENVELOPD_BIN, when
@@ -88,13 +90,32 @@ func TestInteropCrashSafety(t *testing.T) {
 	if err := writeTXT(txt, c); err != nil {
 		t.Fatal(err)
 	}
-	// The outbound queue: one mail in 25 is altered after signing, so it
-	// fails DKIM and envelopd queues a courtesy OOPS (dkim_failed) for its
-	// sender, delivered through a sink standing in for the smarthost.
+	// The outbound queue: one mail in 25 carries, besides its passing
+	// signature, one whose key is not published, so it has dkim_failed
+	// while its sender is verified (a passing signature aligned with
+	// From: issue 17 sends no OOPS to unverified senders), and envelopd
+	// queues a courtesy OOPS (dkim_failed) for that sender — within the
+	// OOPS rate limits — signed for envelopd.load.test and delivered
+	// through a sink standing in for the smarthost.
 	for i := range c.Mails {
 		if i%25 == 7 {
-			c.Mails[i].Data = append(c.Mails[i].Data, "altered after signing\r\n"...)
+			d := c.Mails[i].From[strings.LastIndexByte(c.Mails[i].From, '@')+1:]
+			bogus := "DKIM-Signature: v=1; a=ed25519-sha256; c=relaxed/relaxed; d=" + d +
+				"; s=unpublished; h=from; bh=AAAA; b=AAAA\r\n"
+			c.Mails[i].Data = append([]byte(bogus), c.Mails[i].Data...)
 		}
+	}
+	oopsKey, err := dkim.GenerateKey("ed25519")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oopsPEM, err := dkim.MarshalKeyPEM(oopsKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "oops.pem")
+	if err := os.WriteFile(keyFile, oopsPEM, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	sink := startSink(t)
 	db := filepath.Join(dir, "envelopd.db")
@@ -114,6 +135,7 @@ func TestInteropCrashSafety(t *testing.T) {
 			t.Fatal(err)
 		}
 		s, err := startServer(ctx, bin, []string{"serve", "--smtp", addr, "--db", db, "--dkim-txt", txt,
+			"--dkim-key", keyFile, "--dkim-selector", "oops", "--dkim-domain", "envelopd.load.test",
 			"--exec", handoff, "--handoff-timeout", "2s",
 			"--smtp-url", "smtp://" + sink.addr, "--submit-timeout", "2s"},
 			addr, filepath.Join(dir, fmt.Sprintf("serve-%d.log", n)))

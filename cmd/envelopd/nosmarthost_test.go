@@ -14,13 +14,14 @@ import (
 // waiting for a smarthost (no_smarthost), in JSON and in the table.
 func TestServeOOPSWithoutSmarthost(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "envelopd.db")
+	k := newTestDKIM(t, "buyer.test") // an OOPS goes only to a verified sender, from a signing domain
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	logs := &lineWriter{wrote: make(chan struct{}, 1)}
 	addrc := make(chan string, 1)
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, &env{args: []string{"serve", "--smtp", "127.0.0.1:0", "--db", db}, stdin: strings.NewReader(""),
+		done <- run(ctx, &env{args: append([]string{"serve", "--smtp", "127.0.0.1:0", "--db", db}, k.flags("worker.test")...), stdin: strings.NewReader(""),
 			stdout: &lineWriter{wrote: make(chan struct{}, 1)}, stderr: logs, ready: func(a string) { addrc <- a }})
 	}()
 	var addr string
@@ -34,8 +35,8 @@ func TestServeOOPSWithoutSmarthost(t *testing.T) {
 	if s := logs.String(); !strings.Contains(s, "no --smtp-url") || !strings.Contains(s, "never sent") {
 		t.Errorf("startup log lacks the warning: %s", s)
 	}
-	smtpSend(t, addr, "alice@buyer.test", "bob@worker.test", []byte("From: alice@buyer.test\r\nTo: bob@worker.test\r\n"+
-		"Subject: REFUND | please\r\nMessage-ID: <refund-1@buyer.test>\r\n\r\nhello\r\n"))
+	smtpSend(t, addr, "alice@buyer.test", "bob@worker.test", k.sign(t, []byte("From: alice@buyer.test\r\nTo: bob@worker.test\r\n"+
+		"Subject: REFUND | please\r\nMessage-ID: <refund-1@buyer.test>\r\n\r\nhello\r\n")))
 	cancel()
 	<-done
 

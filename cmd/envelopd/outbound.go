@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,6 +84,12 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 	mailer := &mailout.Mailer{Signers: signers, Record: recordSent}
 	if oops {
 		rt.pipeline.OOPS = mailer.OOPS
+		// An OOPS is sent only from a domain the operator signs for.
+		for _, s := range signers {
+			if d := strings.ToLower(s.Domain); !slices.Contains(rt.pipeline.OOPSDomains, d) {
+				rt.pipeline.OOPSDomains = append(rt.pipeline.OOPSDomains, d)
+			}
+		}
 	}
 	st := rt.store
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -41,7 +41,7 @@ func runPoll(ctx context.Context, e *env) int {
 	fs.StringVar(&pwFile, "imap-password-file", "", "file whose first line is the IMAP password (default: $"+mailin.IMAPPasswordEnv+")")
 	fs.StringVar(&config, "config", "", "file listing mailboxes, one per line: URL [password-file=F] [move-to=FOLDER] [address=A] [mailbox=M]")
 	fs.StringVar(&moveTo, "move-to", "", "move processed mail to this folder (created if missing) instead of flagging it \\Seen")
-	fs.StringVar(&address, "address", "", "the mailbox's own address (courtesy OOPS sender); default: the user name if it contains @")
+	fs.StringVar(&address, "address", "", "the mailbox's own address (courtesy OOPS sender when at a signing domain); default: the user name if it contains @")
 	fs.BoolVar(&once, "once", false, "process what is there and exit (status 2 if anything failed)")
 	fs.DurationVar(&interval, "interval", mailin.DefaultPollInterval, "poll interval when the server has no IDLE (or with --no-idle)")
 	fs.BoolVar(&noIdle, "no-idle", false, "poll every --interval even if the server offers IDLE")
@@ -64,6 +64,10 @@ func runPoll(ctx context.Context, e *env) int {
 		return 2
 	}
 	defer rt.close()
+	if err := checkOOPS(rt.pipeline, rt.log); err != nil {
+		fmt.Fprintf(e.stderr, "envelopd poll: %v\n", err)
+		return 2
+	}
 	var progress *mailin.Progress
 	if isTerminal(e.stderr) {
 		progress = &mailin.Progress{W: e.stderr}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -83,6 +84,14 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 		Smarthost: r.smarthost != "", Wake: wake, Logger: rt.log}
 	if p.OOPS != nil && r.signLocal {
 		p.OOPS = relay.OOPS
+	}
+	if p.OOPS != nil {
+		// The relay's domains are ours: its OOPS may come from them.
+		for _, d := range r.domains {
+			if !slices.Contains(p.OOPSDomains, d) {
+				p.OOPSDomains = append(p.OOPSDomains, d)
+			}
+		}
 	}
 	var next mailout.Sender
 	if r.smarthost != "" {

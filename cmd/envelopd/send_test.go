@@ -232,6 +232,8 @@ func TestSendCommandErrors(t *testing.T) {
 		{"reply missing", []string{"reply", "12345", "--type", "FULFILL", "--db", db}, 2, "not found"},
 		{"reply no id", []string{"reply", "--type", "FULFILL", "--db", db}, 2, "usage"},
 		{"negative submit timeout", []string{"serve", "--db", db, "--smtp", "127.0.0.1:0", "--submit-timeout", "-1s"}, 2, "--submit-timeout must not be negative"},
+		{"oops-from off the signing domains", []string{"serve", "--db", db, "--smtp", "127.0.0.1:0", "--oops-from", "x@elsewhere.test"}, 2, "--oops-from x@elsewhere.test is not at a signing domain"},
+		{"negative oops limit", []string{"serve", "--db", db, "--smtp", "127.0.0.1:0", "--oops-rate-per-hour", "-1"}, 2, "must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errs := runCmd(t, "", tc.args...)

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +45,9 @@ type ingestFlags struct {
 	execEnv           multiFlag
 	execEnviron       []string // built by prepareSecrets
 	webhookSecretFile string
+	// Courtesy OOPS limits and sender (issue 17).
+	oopsPerHour, oopsPerThread int
+	oopsFrom                   string
 }
 
 func (f *ingestFlags) register(fs *flag.FlagSet) {
@@ -50,6 +55,9 @@ func (f *ingestFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dkimTXT, "dkim-txt", "", "static DKIM key file (name TXT-value lines); real DNS when empty")
 	fs.BoolVar(&f.lenient, "lenient", false, "accept Re: prefixes and any-case keywords (reference implementation mode)")
 	fs.BoolVar(&f.oops, "oops", true, "queue courtesy OOPS replies for unknown_type, dkim_failed, duplicate_proof, amount_mismatch, missing_field")
+	fs.IntVar(&f.oopsPerHour, "oops-rate-per-hour", store.DefaultOOPSPerRecipientHour, "at most this many courtesy OOPS to one address per hour (0: no limit)")
+	fs.IntVar(&f.oopsPerThread, "oops-per-thread", store.DefaultOOPSPerThreadCode, "at most this many courtesy OOPS per thread and error code (0: no limit)")
+	fs.StringVar(&f.oopsFrom, "oops-from", "", "courtesy OOPS sender when the first recipient is not at a signing domain (default postmaster@ the first signing domain)")
 	fs.StringVar(&f.execCmd, "exec", "", "run this shell command per accepted message, message JSON on stdin")
 	fs.StringVar(&f.webhook, "webhook", "", "POST each accepted message's JSON to this URL")
 	fs.StringVar(&f.webhookKey, "webhook-secret", "", "HMAC-SHA256 key for the Envelopd-Signature header")
@@ -169,6 +177,12 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		rt.close()
 		return nil, err
 	}
+	if f.oopsPerHour < 0 || f.oopsPerThread < 0 {
+		rt.close()
+		return nil, fmt.Errorf("--oops-rate-per-hour and --oops-per-thread must not be negative")
+	}
+	p.OOPSLimits = store.OOPSLimits{PerRecipientHour: noLimit(f.oopsPerHour), PerThreadCode: noLimit(f.oopsPerThread)}
+	p.OOPSFrom = strings.ToLower(strings.TrimSpace(f.oopsFrom))
 	if f.metrics != "" {
 		ln, err := net.Listen("tcp", f.metrics)
 		if err != nil {
@@ -308,6 +322,10 @@ func runServe(ctx context.Context, e *env) int {
 		return 2
 	}
 	defer stopRelay()
+	if err := checkOOPS(rt.pipeline, rt.log); err != nil {
+		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
+		return 2
+	}
 	srv, err := mailin.NewSMTPServer(cfg, rt.pipeline)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
@@ -353,4 +371,29 @@ func (f *ingestFlags) checkDatabase(ctx context.Context, st *store.SQLite, log *
 		log.Warn(fmt.Sprintf("database permissions %04o are too open: it holds password hashes and DKIM keys (chmod 600 %s and its -wal, -shm files)", fi.Mode().Perm(), f.db),
 			"db", f.db)
 	}
+}
+
+// noLimit maps a flag's 0 ("no limit") to the store's negative value.
+func noLimit(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// checkOOPS refuses an --oops-from that is not at a signing domain (an
+// OOPS is sent only from a domain the operator signs for, issue 17) and
+// warns when courtesy OOPS are on but no domain can send them.
+func checkOOPS(p *mailin.Pipeline, log *slog.Logger) error {
+	if p.OOPS != nil && len(p.OOPSDomains) == 0 {
+		log.Warn("courtesy OOPS are on but no signing domain is configured (--dkim-domain, --dkim-config, relay --domain): none will be sent")
+	}
+	if p.OOPSFrom == "" {
+		return nil
+	}
+	at := strings.LastIndexByte(p.OOPSFrom, '@')
+	if at <= 0 || !slices.Contains(p.OOPSDomains, p.OOPSFrom[at+1:]) {
+		return fmt.Errorf("--oops-from %s is not at a signing domain (%s)", p.OOPSFrom, strings.Join(p.OOPSDomains, ", "))
+	}
+	return nil
 }

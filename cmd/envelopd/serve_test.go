@@ -106,7 +106,10 @@ func inboxJSON(t *testing.T, db string, filter ...string) []inboxLine {
 // resumes from a cursor.
 func TestServeInboxThreadWatch(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "envelopd.db")
-	addr := startServe(t, db, "--dkim-txt", os.DevNull)
+	// Signed senders: the replayed proof's sender is verified, so it is
+	// owed the courtesy OOPS (sent from agent@server.test, a signing domain).
+	k := newTestDKIM(t, "buyer.test", "worker.test", "payer.test")
+	addr := startServe(t, db, k.flags("server.test")...)
 	files, _ := filepath.Glob("../../testdata/flows/first-contact-unpaid/*.eml")
 	files = append(files, "../../testdata/flows/replay/01-pay.eml", "../../testdata/flows/replay/02-pay-same-proof.eml")
 	for _, f := range files {
@@ -114,7 +117,7 @@ func TestServeInboxThreadWatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		smtpSend(t, addr, "agent@client.test", "agent@server.test", b)
+		smtpSend(t, addr, "agent@client.test", "agent@server.test", k.sign(t, b))
 	}
 
 	all := inboxJSON(t, db)
@@ -168,27 +171,51 @@ func TestServeInboxThreadWatch(t *testing.T) {
 	}
 }
 
-// TestServeCourtesyOOPS checks the OOPS for an unknown type is queued,
-// threaded to the offending mail and stored as an outbound message, and
-// that an OOPS is never answered with an OOPS.
+// TestServeCourtesyOOPS checks the OOPS for an unknown type from a
+// verified (signed, aligned) sender is queued, threaded to the offending
+// mail and stored as an outbound message; that an OOPS is never answered
+// with an OOPS; and that a forged, unsigned sender gets none (issue 17:
+// backscatter), its stored record saying why.
 func TestServeCourtesyOOPS(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "envelopd.db")
-	addr := startServe(t, db, "--dkim-txt", os.DevNull)
-	smtpSend(t, addr, "alice@buyer.test", "bob@worker.test", []byte("From: alice@buyer.test\r\nTo: bob@worker.test\r\n"+
-		"Subject: REFUND | please\r\nMessage-ID: <refund-1@buyer.test>\r\n\r\nhello\r\n"))
-	smtpSend(t, addr, "carol@x.test", "bob@worker.test", []byte("From: carol@x.test\r\nTo: bob@worker.test\r\n"+
-		"Subject: OOPS\r\nMessage-ID: <oops-in@x.test>\r\n\r\n{\"v\":\"0.2.0\",\"type\":\"oops\"}\r\n"))
-	smtpSend(t, addr, "", "bob@worker.test", []byte("From: mailer-daemon@x.test\r\nTo: bob@worker.test\r\n"+
-		"Subject: NOPE\r\nMessage-ID: <bounce@x.test>\r\n\r\nbounce\r\n"))
+	k := newTestDKIM(t, "buyer.test", "x.test")
+	addr := startServe(t, db, k.flags("worker.test")...)
+	smtpSend(t, addr, "alice@buyer.test", "bob@worker.test", k.sign(t, []byte("From: alice@buyer.test\r\nTo: bob@worker.test\r\n"+
+		"Subject: REFUND | please\r\nMessage-ID: <refund-1@buyer.test>\r\n\r\nhello\r\n")))
+	smtpSend(t, addr, "carol@x.test", "bob@worker.test", k.sign(t, []byte("From: carol@x.test\r\nTo: bob@worker.test\r\n"+
+		"Subject: OOPS\r\nMessage-ID: <oops-in@x.test>\r\n\r\n{\"v\":\"0.2.0\",\"type\":\"oops\"}\r\n")))
+	smtpSend(t, addr, "", "bob@worker.test", k.sign(t, []byte("From: mailer-daemon@x.test\r\nTo: bob@worker.test\r\n"+
+		"Subject: NOPE\r\nMessage-ID: <bounce@x.test>\r\n\r\nbounce\r\n")))
+	smtpSend(t, addr, "x@attacker.test", "bob@worker.test", []byte("From: victim@buyer.test\r\nTo: bob@worker.test\r\n"+
+		"Subject: REFUND | forged\r\nMessage-ID: <forged@attacker.test>\r\n\r\nhello\r\n"))
 	all := inboxJSON(t, db)
-	if len(all) != 4 {
-		t.Fatalf("%d messages stored, want 3 received + 1 OOPS", len(all))
+	if len(all) != 5 {
+		t.Fatalf("%d messages stored, want 4 received + 1 OOPS", len(all))
+	}
+	out, _ := cli(t, "inbox", "--json", "--db", db, "--status", "quarantined")
+	var forged struct {
+		OOPS     json.RawMessage `json:"oops"`
+		Decision struct {
+			Sent   bool   `json:"sent"`
+			Reason string `json:"reason"`
+		} `json:"oops_decision"`
+		Warnings []struct {
+			Code string `json:"code"`
+		} `json:"warnings"`
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &forged); err != nil {
+		t.Fatal(err)
+	}
+	if string(forged.OOPS) != "null" || forged.Decision.Sent || forged.Decision.Reason != "sender_unverified" ||
+		len(forged.Warnings) != 1 || forged.Warnings[0].Code != "oops_suppressed" {
+		t.Errorf("forged mail: %s", lines[len(lines)-1])
 	}
 	oops := all[1]
 	if oops.Direction != "out" || oops.Type != "oops" || oops.ThreadID != all[0].ThreadID {
 		t.Errorf("courtesy OOPS: %+v (offending mail in thread %s)", oops, all[0].ThreadID)
 	}
-	out, _ := cli(t, "queue", "--json", "--db", db)
+	out, _ = cli(t, "queue", "--json", "--db", db)
 	if strings.Count(out, `"kind":"oops"`) != 1 || !strings.Contains(out, "alice@buyer.test") {
 		t.Errorf("queue: %s", out)
 	}

@@ -96,7 +96,7 @@ func Start(t testing.TB, opts ...Option) *Relay {
 	p := &mailin.Pipeline{Store: st, Verifier: &dkim.Verifier{Resolver: res}, AuthServID: "relaytest"}
 	wake := make(chan struct{}, 1)
 	relay := &mailin.Relay{Domains: cfg.domains, Pipeline: p, Store: st, Signers: signers, Wake: wake}
-	p.OOPS = relay.OOPS
+	p.OOPS, p.OOPSDomains = relay.OOPS, cfg.domains
 	mx, err := mailin.NewSMTPServer(mailin.SMTPConfig{Addr: "127.0.0.1:0", Hostname: "relaytest", Router: relay}, p)
 	if err != nil {
 		t.Fatalf("relaytest: %v", err)

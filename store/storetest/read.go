@@ -198,7 +198,7 @@ func testBadInput(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 	// A panicking OOPS callback fails that message only, as an error.
 	_, err := s.Ingest(ctx, msg("p@x.test", "x@x.test", "", func(in *store.Incoming) {
-		in.OOPS = func(store.Outcome) *store.Outgoing { panic("boom") }
+		in.OOPS = func(store.Outcome) *store.OOPSPlan { panic("boom") }
 	}))
 	if err == nil {
 		t.Errorf("Ingest with a panicking OOPS callback succeeded")

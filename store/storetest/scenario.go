@@ -181,27 +181,34 @@ func (in input) incoming(t *testing.T) *store.Incoming {
 
 // oopsFor returns a callback like the pipeline's: an OOPS back to the
 // sender, replying to the message, when the outcome has errors.
-func oopsFor(x *store.Incoming) func(store.Outcome) *store.Outgoing {
-	return func(o store.Outcome) *store.Outgoing {
+func oopsFor(x *store.Incoming) func(store.Outcome) *store.OOPSPlan {
+	return func(o store.Outcome) *store.OOPSPlan {
 		if o.Redelivery || len(o.Errors) == 0 {
 			return nil
 		}
-		mid := "oops." + x.MessageID
-		raw := []byte("Message-ID: <" + mid + ">\r\nIn-Reply-To: <" + x.MessageID + ">\r\nSubject: OOPS | " +
-			string(o.Errors[0].Code) + "\r\n\r\n{}\r\n")
-		from := "agent@here.test"
-		if len(x.Recipients) > 0 {
-			from = x.Recipients[0]
-		}
-		return &store.Outgoing{
-			From: from, Recipients: []string{x.Sender}, Raw: raw, MessageID: mid, Kind: "oops",
-			Copy: &store.Incoming{
-				Mailbox: x.Mailbox, Direction: store.DirOut, Raw: raw, MessageID: mid,
-				InReplyTo: []string{x.MessageID}, Sender: from, Recipients: []string{x.Sender},
-				Subject: "OOPS | " + string(o.Errors[0].Code), Type: "oops", Refs: map[string]string{"ref": x.EnvelopayID},
-				Status: store.StatusAccepted, ReceivedAt: x.ReceivedAt,
-			},
-		}
+		return &store.OOPSPlan{Code: o.Errors[0].Code, To: x.Sender, Compose: func() (*store.Outgoing, json.RawMessage, error) {
+			return oopsMail(x, o), json.RawMessage(`{"type":"oops"}`), nil
+		}}
+	}
+}
+
+// oopsMail is the OOPS oopsFor queues.
+func oopsMail(x *store.Incoming, o store.Outcome) *store.Outgoing {
+	mid := "oops." + x.MessageID
+	raw := []byte("Message-ID: <" + mid + ">\r\nIn-Reply-To: <" + x.MessageID + ">\r\nSubject: OOPS | " +
+		string(o.Errors[0].Code) + "\r\n\r\n{}\r\n")
+	from := "agent@here.test"
+	if len(x.Recipients) > 0 {
+		from = x.Recipients[0]
+	}
+	return &store.Outgoing{
+		From: from, Recipients: []string{x.Sender}, Raw: raw, MessageID: mid, Kind: "oops",
+		Copy: &store.Incoming{
+			Mailbox: x.Mailbox, Direction: store.DirOut, Raw: raw, MessageID: mid,
+			InReplyTo: []string{x.MessageID}, Sender: from, Recipients: []string{x.Sender},
+			Subject: "OOPS | " + string(o.Errors[0].Code), Type: "oops", Refs: map[string]string{"ref": x.EnvelopayID},
+			Status: store.StatusAccepted, ReceivedAt: x.ReceivedAt,
+		},
 	}
 }
 

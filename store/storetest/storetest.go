@@ -3,6 +3,7 @@
 // of issue 6 (exact redelivery, duplicate_id, duplicate_proof, ACCEPT
 // against OFFER, tunnelled-protocol claims and chain links, status,
 // threading, hand-off, courtesy OOPS) as scenario files under testdata/,
+// the courtesy OOPS limits and decision record (oops.go),
 // plus races, restart, the outbound queue, the hand-off log, IMAP state,
 // keys, the readers, and relay mailboxes with their folder view.
 package storetest
@@ -27,4 +28,6 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Read", func(t *testing.T) { testRead(t, open) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, open) })
 	t.Run("Mailboxes", func(t *testing.T) { testMailboxes(t, open) })
+	t.Run("OOPSLimits", func(t *testing.T) { testOOPSLimits(t, open) })
+	t.Run("ProblemTexts", func(t *testing.T) { testProblemTexts(t, open) })
 }

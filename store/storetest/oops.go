@@ -1,0 +1,130 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/store"
+)
+
+// testOOPSLimits: the courtesy OOPS rules of issue 17 — at most
+// PerThreadCode OOPS per thread and error code, PerRecipientHour to one
+// address in any hour, counted in the store so that a reopen does not
+// reset them; a suppressed OOPS (by the caller or by a limit) is recorded
+// on the message with its reason and the warning oops_suppressed, and
+// queues nothing.
+func testOOPSLimits(t *testing.T, open func(t *testing.T) store.Store) {
+	ctx := context.Background()
+	lim := store.OOPSLimits{PerRecipientHour: 2, PerThreadCode: 1}
+	// bad is a quarantined unknown_type mail from x@peer.test, at
+	// seconds after base, replying to irt when not "".
+	bad := func(mid, irt string, at int64, suppress string) *store.Incoming {
+		return msg(mid, "x@peer.test", "", func(in *store.Incoming) {
+			in.Type, in.Subject, in.Status = "", "REFUND | x", store.StatusQuarantined
+			in.Errors = protocols.Problems{protocols.New(protocols.CodeUnknownType, "subject", "unknown type")}
+			in.ReceivedAt = base.Add(time.Duration(at) * time.Second)
+			if irt != "" {
+				in.InReplyTo = []string{irt}
+			}
+			in.OOPSLimits = lim
+			in.OOPS = func(o store.Outcome) *store.OOPSPlan {
+				return &store.OOPSPlan{Code: protocols.CodeUnknownType, To: "x@peer.test", Suppressed: suppress,
+					Compose: func() (*store.Outgoing, json.RawMessage, error) {
+						return oopsMail(in, o), json.RawMessage(`{"v":"0.2.0","type":"oops"}`), nil
+					}}
+			}
+		})
+	}
+	type step struct {
+		in     *store.Incoming
+		reason string // "" = sent
+	}
+	check := func(s store.Store, name string, st step) {
+		t.Helper()
+		out, err := s.Ingest(ctx, st.in)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if out.Status != store.StatusQuarantined || out.OOPS == nil {
+			t.Fatalf("%s: outcome %+v, want quarantined with an OOPS decision", name, out)
+		}
+		sent := st.reason == ""
+		if out.OOPS.Sent != sent || out.OOPS.Reason != st.reason || (out.QueuedOOPS != 0) != sent ||
+			out.Warnings.Has(protocols.CodeOOPSSuppressed) == sent {
+			t.Errorf("%s: OOPS %+v queued %d warnings %v; want sent=%v reason %q", name, out.OOPS, out.QueuedOOPS, out.Warnings, sent, st.reason)
+		}
+		m, err := s.Message(ctx, out.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.OOPS == nil || m.OOPS.Sent != sent || m.OOPS.Reason != st.reason || m.OOPS.Code != protocols.CodeUnknownType ||
+			m.OOPS.To != "x@peer.test" || m.Warnings.Has(protocols.CodeOOPSSuppressed) == sent {
+			t.Errorf("%s: stored decision %+v, warnings %v; want sent=%v reason %q", name, m.OOPS, m.Warnings, sent, st.reason)
+		}
+		if sent && (m.OOPS.QueueID != out.QueuedOOPS || m.OOPS.MessageID != "oops."+st.in.MessageID ||
+			string(m.OOPS.Body) != `{"v":"0.2.0","type":"oops"}`) {
+			t.Errorf("%s: stored decision %+v does not name the queued OOPS %d", name, m.OOPS, out.QueuedOOPS)
+		}
+	}
+	s := open(t)
+	check(s, "first", step{bad("o1@peer.test", "", 0, ""), ""})
+	check(s, "same thread and code", step{bad("o2@peer.test", "o1@peer.test", 1, ""), store.OOPSRateThread})
+	check(s, "unverified", step{bad("o3@peer.test", "", 2, store.OOPSSenderUnverified), store.OOPSSenderUnverified})
+	check(s, "second thread", step{bad("o4@peer.test", "", 3, ""), ""})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t) // a restart keeps the counts
+	defer s.Close()
+	check(s, "third thread, same hour, after reopen", step{bad("o5@peer.test", "", 600, ""), store.OOPSRateRecipient})
+	check(s, "first thread again, after reopen", step{bad("o6@peer.test", "o1@peer.test", 700, ""), store.OOPSRateThread})
+	check(s, "an hour after the first", step{bad("o7@peer.test", "", 3601, ""), ""})
+	q, err := s.Queue(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range q {
+		if e.Kind == "oops" {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d OOPS queued, want 3", n)
+	}
+}
+
+// testProblemTexts: a duplicate's problem text (which a courtesy OOPS
+// carries to the peer) names the earlier message by its Envelopay id and
+// Message-ID, never by the store's internal row id (issue 18).
+func testProblemTexts(t *testing.T, open func(t *testing.T) store.Store) {
+	ctx := context.Background()
+	s := open(t)
+	defer s.Close()
+	first, err := s.Ingest(ctx, msg("first@a.test", "a@a.test", "pay_1", func(in *store.Incoming) { in.ProofFingerprint = "fp" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []*store.Incoming{
+		msg("again@a.test", "a@a.test", "pay_1", nil),                                                     // duplicate_id
+		msg("other@b.test", "b@b.test", "pay_2", func(in *store.Incoming) { in.ProofFingerprint = "fp" }), // duplicate_proof
+	} {
+		out, err := s.Ingest(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Errors) != 1 {
+			t.Fatalf("%s: errors %v, want one duplicate", in.MessageID, out.Errors)
+		}
+		m := out.Errors[0].Message
+		if !strings.Contains(m, "pay_1") || !strings.Contains(m, "<first@a.test>") || strings.Contains(m, "stored message") ||
+			strings.Contains(m, fmt.Sprintf("message %d", first.ID)) {
+			t.Errorf("%s: %q, want the earlier message named as pay_1 <first@a.test>, not by row id %d", in.MessageID, m, first.ID)
+		}
+	}
+}
