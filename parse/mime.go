@@ -30,9 +30,12 @@ type part struct {
 // walker flattens a MIME tree into its leaves, collecting problems as it
 // goes; it never fails, whatever the input.
 type walker struct {
-	parts   []part
-	errs    protocols.Problems
-	scratch header // reused for part headers
+	// maxParts bounds the entities walked (Limits.MaxParts); skipped
+	// counts those past it, which are not read.
+	maxParts, walked, skipped int
+	parts                     []part
+	errs                      protocols.Problems
+	scratch                   header // reused for part headers
 }
 
 func (w *walker) problem(field, format string, args ...any) {
@@ -43,6 +46,11 @@ func (w *walker) problem(field, format string, args ...any) {
 // media type (text/plain, or message/rfc822 inside multipart/digest,
 // RFC 2046 §5.1.5).
 func (w *walker) walk(h header, b []byte, depth int, defType string) {
+	if w.maxParts > 0 && w.walked >= w.maxParts {
+		w.skipped++
+		return
+	}
+	w.walked++
 	mt, ps := defType, params{}
 	if v, ok := h.get("content-type"); ok && len(v) > 0 {
 		mt, ps = mediaType(v)

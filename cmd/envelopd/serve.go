@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -37,6 +38,7 @@ type ingestFlags struct {
 	handoffTimeout               time.Duration
 	metrics, hostname            string
 	out                          outboundFlags
+	limits                       parse.Limits
 }
 
 func (f *ingestFlags) register(fs *flag.FlagSet) {
@@ -52,6 +54,7 @@ func (f *ingestFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.hostname, "hostname", "localhost", "this host's name (SMTP greeting, Authentication-Results)")
 	fs.BoolVar(&f.debug, "debug", false, "log every message")
 	f.out.register(fs)
+	registerLimits(fs, &f.limits)
 }
 
 // handoffs builds the hand-off workers the flags ask for (exec, webhook).
@@ -115,6 +118,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		Store:      st,
 		Verifier:   verifier,
 		Lenient:    f.lenient,
+		Limits:     f.limits,
 		Keys:       aicpKeySource(st),
 		AuthServID: f.hostname,
 		Logger:     log,
