@@ -41,12 +41,32 @@ func Nested(depth int) string {
 	return strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth)
 }
 
+// nestedLines is Nested(depth) broken into CRLF lines of at most 60
+// bytes between tokens (JSON white space), as SMTP needs short lines.
+func nestedLines(depth int) string {
+	var b strings.Builder
+	for i := 0; i < depth; i++ {
+		b.WriteString(`{"a":`)
+		if i%12 == 11 {
+			b.WriteString("\r\n")
+		}
+	}
+	b.WriteString("1\r\n")
+	for i := 0; i < depth; i++ {
+		b.WriteByte('}')
+		if i%60 == 59 {
+			b.WriteString("\r\n")
+		}
+	}
+	return b.String()
+}
+
 // NestedBody is an Envelopay PAY whose body is about size bytes of nested
 // JSON (issue 17: a 30 KB mail of nested JSON printed 50 MB).
 func NestedBody(id string, size int) []byte {
 	var b bytes.Buffer
 	header(&b, id, "PAY | nested", "text/plain; charset=utf-8")
-	b.WriteString(Nested(size/6) + "\r\n")
+	b.WriteString(nestedLines(size/6) + "\r\n")
 	return b.Bytes()
 }
 
@@ -56,7 +76,7 @@ func NestedAttachment(id string, size int) []byte {
 	var b bytes.Buffer
 	header(&b, id, "nested attachment", "multipart/mixed; boundary=b")
 	b.WriteString("--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n")
-	b.WriteString("--b\r\nContent-Type: application/json\r\n\r\n" + Nested(size/6) + "\r\n--b--\r\n")
+	b.WriteString("--b\r\nContent-Type: application/json\r\n\r\n" + nestedLines(size/6) + "\r\n--b--\r\n")
 	return b.Bytes()
 }
 

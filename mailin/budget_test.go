@@ -1,0 +1,158 @@
+package mailin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/envelopd/envelopd/internal/hostile"
+	"github.com/envelopd/envelopd/store"
+)
+
+// holdRouter accepts every recipient and holds each delivery until
+// released, so a message's bytes stay in flight as long as a test wants.
+type holdRouter struct {
+	entered chan int // the size of each message whose delivery started
+	release chan struct{}
+}
+
+func (holdRouter) Authenticate(user, pass string) error { return nil }
+func (holdRouter) Rcpt(user, from, to string) error     { return nil }
+func (h holdRouter) Deliver(ctx context.Context, raw []byte, meta Meta, user string) (string, error) {
+	h.entered <- len(raw)
+	<-h.release
+	return "OK held", nil
+}
+
+// mailOf returns a mail of about n bytes (CRLF lines, ending in CRLF).
+func mailOf(n int) []byte {
+	b := []byte("From: a@x.test\r\nSubject: hi\r\n\r\n")
+	for len(b)+100 <= n {
+		b = append(b, strings.Repeat("x", 98)+"\r\n"...)
+	}
+	return b
+}
+
+// TestSMTPInFlightBudget: while one message holds the in-flight budget,
+// DATA that does not fit gets 451 4.3.2 (no waiting configured) and is not
+// delivered; once the first is done the budget is whole again.
+func TestSMTPInFlightBudget(t *testing.T) {
+	t.Parallel()
+	h := holdRouter{entered: make(chan int, 4), release: make(chan struct{})}
+	ts := startServer(t, SMTPConfig{MaxMessageBytes: 4096, MaxInFlightBytes: 4096, InFlightWait: -1, Router: h}, nil)
+	msg := mailOf(3000)
+	first := make(chan int, 1)
+	go func() {
+		code, _, _ := send(t, ts.addr, "a@x.test", []string{"b@y.test"}, msg)
+		first <- code
+	}()
+	if n := <-h.entered; n != len(msg) {
+		t.Fatalf("held a %d-byte message, want %d", n, len(msg))
+	}
+	_, _, err := send(t, ts.addr, "a@x.test", []string{"b@y.test"}, msg)
+	var se *smtp.SMTPError
+	if !errors.As(err, &se) || se.Code != 451 || se.EnhancedCode != (smtp.EnhancedCode{4, 3, 2}) {
+		t.Fatalf("second DATA over the budget: %v, want 451 4.3.2", err)
+	}
+	select {
+	case n := <-h.entered:
+		t.Fatalf("a refused message (%d bytes) was delivered", n)
+	default:
+	}
+	close(h.release)
+	if c := <-first; c != 250 {
+		t.Fatalf("first message: %d", c)
+	}
+	if got := ts.srv.inFlight.available(); got != 4096 {
+		t.Fatalf("budget after both: %d free, want 4096", got)
+	}
+	if code, text, err := send(t, ts.addr, "a@x.test", []string{"b@y.test"}, msg); code != 250 {
+		t.Fatalf("third DATA: %d %q %v", code, text, err)
+	}
+}
+
+// TestSMTPInFlightBudgetWaits: with a wait configured, DATA that finds the
+// budget full is accepted once the message holding it is done.
+func TestSMTPInFlightBudgetWaits(t *testing.T) {
+	t.Parallel()
+	h := holdRouter{entered: make(chan int, 4), release: make(chan struct{})}
+	ts := startServer(t, SMTPConfig{MaxMessageBytes: 4096, MaxInFlightBytes: 4096, InFlightWait: time.Minute, Router: h}, nil)
+	msg := mailOf(3000)
+	codes := make(chan int, 2)
+	for range 2 {
+		go func() {
+			code, _, _ := send(t, ts.addr, "a@x.test", []string{"b@y.test"}, msg)
+			codes <- code
+		}()
+	}
+	<-h.entered // one holds the budget; the other waits for it
+	h.release <- struct{}{}
+	<-h.entered
+	h.release <- struct{}{}
+	for range 2 {
+		if c := <-codes; c != 250 {
+			t.Fatalf("got %d, want 250 for both", c)
+		}
+	}
+}
+
+// TestSMTPBudgetBelowMessageSizeRefused: a budget that could never hold
+// the largest message is a configuration error.
+func TestSMTPBudgetBelowMessageSizeRefused(t *testing.T) {
+	t.Parallel()
+	_, err := NewSMTPServer(SMTPConfig{Addr: "127.0.0.1:0", MaxMessageBytes: 4096, MaxInFlightBytes: 1000}, &Pipeline{})
+	if err == nil {
+		t.Fatal("accepted a budget smaller than the largest message")
+	}
+}
+
+// TestLimitsQuarantineKeepsRaw: a mail past an analysis limit is stored
+// quarantined with the limit's code and its raw bytes intact (issue 17 §2:
+// nothing is dropped).
+func TestLimitsQuarantineKeepsRaw(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+		code string
+	}{
+		{"too-many-parts", hostile.ManyParts("p", 1500), "too_many_parts"},
+		{"too-many-attachments", hostile.ManyParts("a", 120), "too_many_attachments"},
+		{"json-too-deep-body", hostile.NestedBody("d", 30000), "json_too_deep"},
+		{"json-too-deep-attachment", hostile.NestedAttachment("da", 3000), "json_too_deep"},
+		{"json-too-large-attachment", hostile.NestedAttachment("la", 2<<20), "json_too_large"},
+		{"analysis-too-large", hostile.ManyParts("o", 900), "analysis_too_large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ts := startServer(t, SMTPConfig{}, func(p *Pipeline) {
+				if tc.code == "analysis_too_large" {
+					p.Limits.MaxAttachments, p.Limits.MaxOutputBytes = 1000, 64<<10
+				}
+			})
+			code, text, err := send(t, ts.addr, "a@x.test", []string{"b@y.test"}, tc.raw)
+			if code != 250 {
+				t.Fatalf("%d %q %v", code, text, err)
+			}
+			msgs, err := ts.store.Messages(context.Background(), store.Filter{WithRaw: true})
+			if err != nil || len(msgs) != 1 {
+				t.Fatalf("%d messages, %v", len(msgs), err)
+			}
+			m := msgs[0]
+			if m.Status != "quarantined" || !strings.Contains(","+codes(m.Errors)+",", ","+tc.code+",") {
+				t.Fatalf("status %s, errors %s; want quarantined with %s", m.Status, codes(m.Errors), tc.code)
+			}
+			if !bytes.Equal(m.Raw, tc.raw) {
+				t.Fatalf("raw bytes changed: %d stored, %d sent", len(m.Raw), len(tc.raw))
+			}
+			if max := 4*len(tc.raw) + 64<<10; len(m.Result) > max {
+				t.Fatalf("stored analysis %d bytes > %d", len(m.Result), max)
+			}
+		})
+	}
+}
