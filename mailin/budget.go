@@ -1,6 +1,7 @@
 package mailin
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"sync"
@@ -80,38 +81,61 @@ func (b *byteBudget) available() int64 {
 	return b.free
 }
 
-// readBudgeted reads r to its end into buf, taking each chunk's size from
-// budget before keeping it and waiting at most wait in all (from the first
-// wait) for room; wait ≤ 0 does not wait. It returns the bytes taken (to
-// release when the message is done, also on error) and ErrBusy when the
-// budget stayed full.
-func readBudgeted(ctx context.Context, budget *byteBudget, wait time.Duration, buf io.Writer, r io.Reader) (taken int64, err error) {
+// readBudgeted reads r to its end into buf under the in-flight budget and
+// returns the bytes it holds (to release when the message is done, also on
+// error), or ErrBusy.
+//
+// A session waits only while it holds nothing, so sessions never wait on
+// each other while holding bytes (no hold-and-wait, no deadlock): with
+// declared > 0 (the SIZE the client announced in MAIL FROM, RFC 1870; at
+// most the largest message) it reserves that much before reading, waiting
+// up to wait for it; otherwise its first chunk may wait. Once it holds
+// bytes, a chunk that does not fit is ErrBusy at once. wait ≤ 0 never
+// waits. What a reservation did not use is returned when the data ends.
+func readBudgeted(ctx context.Context, budget *byteBudget, wait time.Duration, declared int64, buf *bytes.Buffer, r io.Reader) (held int64, err error) {
+	take := func(n int64) error {
+		if budget.tryAcquire(n) {
+			return nil
+		}
+		if held > 0 || wait <= 0 {
+			return ErrBusy
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		if budget.acquire(wctx, n) != nil {
+			return ErrBusy
+		}
+		return nil
+	}
+	if declared > 0 {
+		if err := take(declared); err != nil {
+			return 0, err
+		}
+		held = declared
+		if declared <= 64<<20 {
+			buf.Grow(int(declared)) // no doubling past the size announced
+		}
+	}
+	var used int64
 	var chunk [32 << 10]byte
-	var wctx context.Context // set on the first wait
 	for {
 		n, rerr := r.Read(chunk[:])
 		if n > 0 {
-			if !budget.tryAcquire(int64(n)) {
-				if wait <= 0 {
-					return taken, ErrBusy
+			if need := used + int64(n) - held; need > 0 {
+				if err := take(need); err != nil {
+					return held, err
 				}
-				if wctx == nil {
-					var cancel context.CancelFunc
-					wctx, cancel = context.WithTimeout(ctx, wait)
-					defer cancel()
-				}
-				if budget.acquire(wctx, int64(n)) != nil {
-					return taken, ErrBusy
-				}
+				held += need
 			}
-			taken += int64(n)
+			used += int64(n)
 			buf.Write(chunk[:n])
 		}
 		if rerr == io.EOF {
-			return taken, nil
+			budget.release(held - used)
+			return used, nil
 		}
 		if rerr != nil {
-			return taken, rerr
+			return held, rerr
 		}
 	}
 }

@@ -59,6 +59,12 @@ func TestSMTPInFlightBudget(t *testing.T) {
 	if !errors.As(err, &se) || se.Code != 451 || se.EnhancedCode != (smtp.EnhancedCode{4, 3, 2}) {
 		t.Fatalf("second DATA over the budget: %v, want 451 4.3.2", err)
 	}
+	// Announcing the size (RFC 1870 SIZE) reserves it before any byte is
+	// read: refused the same way.
+	err = sendSized(ts.addr, msg)
+	if !errors.As(err, &se) || se.Code != 451 || se.EnhancedCode != (smtp.EnhancedCode{4, 3, 2}) {
+		t.Fatalf("DATA with SIZE over the budget: %v, want 451 4.3.2", err)
+	}
 	select {
 	case n := <-h.entered:
 		t.Fatalf("a refused message (%d bytes) was delivered", n)
@@ -83,22 +89,46 @@ func TestSMTPInFlightBudgetWaits(t *testing.T) {
 	h := holdRouter{entered: make(chan int, 4), release: make(chan struct{})}
 	ts := startServer(t, SMTPConfig{MaxMessageBytes: 4096, MaxInFlightBytes: 4096, InFlightWait: time.Minute, Router: h}, nil)
 	msg := mailOf(3000)
-	codes := make(chan int, 2)
+	errs := make(chan error, 2)
 	for range 2 {
-		go func() {
-			code, _, _ := send(t, ts.addr, "a@x.test", []string{"b@y.test"}, msg)
-			codes <- code
-		}()
+		go func() { errs <- sendSized(ts.addr, msg) }()
 	}
 	<-h.entered // one holds the budget; the other waits for it
 	h.release <- struct{}{}
 	<-h.entered
 	h.release <- struct{}{}
 	for range 2 {
-		if c := <-codes; c != 250 {
-			t.Fatalf("got %d, want 250 for both", c)
+		if err := <-errs; err != nil {
+			t.Fatalf("got %v, want 250 for both", err)
 		}
 	}
+}
+
+// sendSized sends msg announcing its size (MAIL FROM … SIZE=n); nil
+// means 250.
+func sendSized(addr string, msg []byte) error {
+	c, err := smtp.Dial(addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Hello("client.test"); err != nil {
+		return err
+	}
+	if err := c.Mail("a@x.test", &smtp.MailOptions{Size: int64(len(msg))}); err != nil {
+		return err
+	}
+	if err := c.Rcpt("b@y.test", nil); err != nil {
+		return err
+	}
+	w, err := c.Data()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(msg); err != nil {
+		return err
+	}
+	return w.Close()
 }
 
 // TestSMTPBudgetBelowMessageSizeRefused: a budget that could never hold

@@ -198,6 +198,7 @@ type session struct {
 	from    string
 	rcpts   []string
 	hasMail bool
+	size    int64 // SIZE declared in MAIL FROM (RFC 1870), 0 when none
 }
 
 func (ss *session) AuthMechanisms() []string {
@@ -237,8 +238,11 @@ func (ss *session) Auth(mech string) (sasl.Server, error) {
 	return nil, smtp.ErrAuthUnknownMechanism
 }
 
-func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
+func (ss *session) Mail(from string, opts *smtp.MailOptions) error {
 	ss.from, ss.hasMail = from, true
+	if opts != nil {
+		ss.size = opts.Size
+	}
 	return nil
 }
 
@@ -284,7 +288,8 @@ func (ss *session) Data(r io.Reader) error {
 	}()
 	// The message's bytes count against the in-flight budget until it is
 	// stored (issue 17 §2): past it, 451 4.3.2 rather than memory.
-	taken, err := readBudgeted(ss.s.ctx, ss.s.inFlight, ss.s.cfg.InFlightWait, buf, r)
+	declared := min(ss.size, ss.s.cfg.MaxMessageBytes)
+	taken, err := readBudgeted(ss.s.ctx, ss.s.inFlight, ss.s.cfg.InFlightWait, declared, buf, r)
 	defer ss.s.inFlight.release(taken)
 	if err != nil {
 		if err == ErrBusy {
@@ -329,7 +334,7 @@ func (ss *session) Data(r io.Reader) error {
 }
 
 func (ss *session) Reset() {
-	ss.from, ss.rcpts, ss.hasMail = "", nil, false
+	ss.from, ss.rcpts, ss.hasMail, ss.size = "", nil, false, 0
 }
 
 func (ss *session) Logout() error { return nil }

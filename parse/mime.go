@@ -402,6 +402,17 @@ func unhex(c byte) int {
 // tolerating missing padding; on corrupt input it returns what decoded
 // before the damage.
 func decodeBase64(b []byte) ([]byte, string) {
+	// Fast path, without a cleaned copy of the input (issue 17 §2: a
+	// large attachment should not cost twice its size): the decoder skips
+	// CR and LF itself. Other white space, or any error, takes the path
+	// below, whose messages count bytes of the cleaned text.
+	if bytes.IndexAny(b, " \t") < 0 {
+		s := bytes.TrimRight(bytes.TrimRight(b, "\r\n"), "=")
+		out := make([]byte, base64.RawStdEncoding.DecodedLen(len(s)))
+		if n, err := base64.RawStdEncoding.Decode(out, s); err == nil {
+			return out[:n], ""
+		}
+	}
 	clean := make([]byte, 0, len(b))
 	for _, c := range b {
 		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {

@@ -208,6 +208,8 @@ func runServe(ctx context.Context, e *env) int {
 	fs.Int64Var(&cfg.MaxMessageBytes, "max-message-bytes", 25<<20, "largest message accepted (larger → 552)")
 	fs.IntVar(&cfg.MaxRecipients, "max-recipients", 100, "recipients per message (more → 452)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", 100, "concurrent SMTP connections (more → 421)")
+	fs.Int64Var(&cfg.MaxInFlightBytes, "max-in-flight-bytes", mailin.DefaultMaxInFlightBytes, "message bytes received or analysed at once, all sessions (at least --max-message-bytes); past it DATA waits, then 451 4.3.2")
+	fs.DurationVar(&cfg.InFlightWait, "in-flight-wait", mailin.DefaultInFlightWait, "how long DATA waits for room in --max-in-flight-bytes before 451 4.3.2 (negative: no wait)")
 	fs.Float64Var(&cfg.MaxConnRate, "max-conn-rate", 0, "new connections per second per client IP, burst twice that (more → 421); 0: no limit")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file until shutdown")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 5*time.Minute, "SMTP read timeout")

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -86,22 +87,40 @@ func NestedAttachment(id string, size int) []byte {
 func Large(id string, size int) []byte {
 	var b bytes.Buffer
 	b.Grow(size + 1024)
+	WriteLarge(&b, id, size)
+	return b.Bytes()
+}
+
+// WriteLarge writes Large(id, size) to w without holding it in memory and
+// returns the bytes written.
+func WriteLarge(w io.Writer, id string, size int) (int64, error) {
+	var b bytes.Buffer
 	header(&b, id, "large", "multipart/mixed; boundary=b")
 	b.WriteString("--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n")
 	b.WriteString("--b\r\nContent-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n" +
 		"Content-Disposition: attachment; filename=\"blob.bin\"\r\n\r\n")
+	written := int64(0)
 	raw := make([]byte, 57)
-	line := make([]byte, 76)
-	for i := 0; b.Len() < size; i++ {
+	line := make([]byte, 78)
+	line[76], line[77] = '\r', '\n'
+	for i := 0; written+int64(b.Len()) < int64(size); i++ {
 		for j := range raw {
 			raw[j] = byte(i*31 + j)
 		}
 		base64.StdEncoding.Encode(line, raw)
 		b.Write(line)
-		b.WriteString("\r\n")
+		if b.Len() >= 64<<10 {
+			n, err := w.Write(b.Bytes())
+			written += int64(n)
+			if err != nil {
+				return written, err
+			}
+			b.Reset()
+		}
 	}
 	b.WriteString("--b--\r\n")
-	return b.Bytes()
+	n, err := w.Write(b.Bytes())
+	return written + int64(n), err
 }
 
 // Normal is an ordinary valid-looking Envelopay ORDER of about 2 KB, the
@@ -111,6 +130,7 @@ func Normal(id string) []byte {
 	header(&b, id, "ORDER | two widgets", "text/plain; charset=utf-8")
 	fmt.Fprintf(&b, "{\r\n  \"v\": \"0.2.0\",\r\n  \"type\": \"order\",\r\n  \"id\": \"%s\",\r\n"+
 		"  \"amount\": \"5000000\",\r\n  \"token\": \"USDC\",\r\n  \"chain\": \"solana\",\r\n"+
-		"  \"proof\": {\"tx\": \"%s\"},\r\n  \"note\": \"%s\"\r\n}\r\n", id, strings.Repeat("7", 88), strings.Repeat("widget ", 220))
+		"  \"proof\": {\"tx\": \"%s\"},\r\n  \"note\": \"%s\",\r\n  \"memo\": \"%s\"\r\n}\r\n",
+		id, strings.Repeat("7", 88), strings.Repeat("widget ", 110), strings.Repeat("gadget ", 110))
 	return b.Bytes()
 }
