@@ -14,7 +14,7 @@ import (
 // received or analysed at once, across all sessions.
 const (
 	DefaultMaxInFlightBytes = 128 << 20
-	DefaultInFlightWait     = 30 * time.Second
+	DefaultInFlightWait     = time.Minute
 )
 
 // ErrBusy is the reply to DATA when the in-flight budget stays exhausted

@@ -46,7 +46,7 @@ type SMTPConfig struct {
 	// MaxInFlightBytes bounds the message bytes being received or
 	// analysed at once, over all sessions (default 128 MiB; at least
 	// MaxMessageBytes). DATA past it waits up to InFlightWait (default
-	// 30 s; negative: not at all) for room, then gets 451 4.3.2.
+	// 1 min; negative: not at all) for room, then gets 451 4.3.2.
 	MaxInFlightBytes int64
 	InFlightWait     time.Duration
 }
