@@ -24,14 +24,16 @@ func header(b *bytes.Buffer, id, subject, ctype string) {
 }
 
 // ManyParts is a multipart/mixed mail with a text part and n small
-// application/json parts (issue 17: 100,000 parts in 5.9 MB).
+// application/json parts (issue 17: 100,000 parts in 5.9 MB), each a VCP
+// document without its required fields, so that every part inspected
+// adds problems to the analysis.
 func ManyParts(id string, n int) []byte {
 	var b bytes.Buffer
 	b.Grow(64 * n)
 	header(&b, id, "many parts", "multipart/mixed; boundary=b")
 	b.WriteString("--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n")
 	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "--b\r\nContent-Type: application/json\r\n\r\n{\"n\":%d}\r\n", i)
+		fmt.Fprintf(&b, "--b\r\nContent-Type: application/json\r\n\r\n{\"protocol\":\"vcp\",\"n\":%d}\r\n", i)
 	}
 	b.WriteString("--b--\r\n")
 	return b.Bytes()

@@ -28,7 +28,7 @@ func TestShapes(t *testing.T) {
 		count    string
 		n        int
 	}{
-		"many-parts": {ManyParts("p", 1000), 40_000, 80_000, "Content-Type: application/json", 1000},
+		"many-parts": {ManyParts("p", 1000), 60_000, 80_000, "Content-Type: application/json", 1000},
 		"nested":     {NestedBody("n", 30000), 30000, 32000, `{"a":`, 5000},
 		"nested-att": {NestedAttachment("n", 3000), 3000, 4000, `{"a":`, 500},
 		"large":      {Large("l", 1<<20), 1 << 20, 1<<20 + 200, "--b", 3},
