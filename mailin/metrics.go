@@ -16,6 +16,8 @@ type Metrics struct {
 	Errors    *prometheus.CounterVec // by code
 	Latency   prometheus.Histogram   // ingest latency, seconds
 	Redeliver prometheus.Counter
+	// InFlightBusy counts DATA refused 451 4.3.2 by the in-flight budget.
+	InFlightBusy prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -40,6 +42,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.Messages, m.DKIM, m.Errors, m.Latency, m.Redeliver)
+	m.InFlightBusy = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "envelopd_smtp_in_flight_busy_total", Help: "DATA refused with 451 4.3.2: the in-flight byte budget stayed full.",
+	})
+	reg.MustRegister(m.InFlightBusy)
 	return m
 }
 
@@ -62,5 +68,11 @@ func (m *Metrics) observe(in *store.Incoming, a *Analysis, out store.Outcome, d 
 	}
 	for _, e := range out.Errors {
 		m.Errors.WithLabelValues(string(e.Code)).Inc()
+	}
+}
+
+func (m *Metrics) inFlightBusy() {
+	if m != nil && m.InFlightBusy != nil {
+		m.InFlightBusy.Inc()
 	}
 }

@@ -294,6 +294,9 @@ func (ss *session) Data(r io.Reader) error {
 	if err != nil {
 		if err == ErrBusy {
 			ss.s.log().Warn("DATA refused: in-flight budget exhausted", "remote", ss.remote, "max_in_flight_bytes", ss.s.cfg.MaxInFlightBytes)
+			if ss.s.p != nil {
+				ss.s.p.Metrics.inFlightBusy()
+			}
 			return ErrBusy
 		}
 		// go-smtp's ErrDataTooLarge (552) must reach the client as is; any
