@@ -3,6 +3,7 @@ package mailin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -187,8 +188,11 @@ func TestLimitsQuarantineKeepsRaw(t *testing.T) {
 			if !bytes.Equal(m.Raw, tc.raw) {
 				t.Fatalf("raw bytes changed: %d stored, %d sent", len(m.Raw), len(tc.raw))
 			}
-			if max := 4*len(tc.raw) + 64<<10; len(m.Result) > max {
-				t.Fatalf("stored analysis %d bytes > %d", len(m.Result), max)
+			eb, _ := json.Marshal(m.Errors)
+			wb, _ := json.Marshal(m.Warnings)
+			stored := len(m.Result) + len(eb) + len(wb) + len(m.DKIM)
+			if max := 4*len(tc.raw) + 64<<10; stored > max {
+				t.Fatalf("stored analysis %d bytes > %d", stored, max)
 			}
 		})
 	}

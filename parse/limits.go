@@ -120,8 +120,9 @@ func JSONDepth(data []byte) int {
 const clipBytes = 256
 
 // Bound makes r's JSON at most lim bytes (Limits.OutputLimit of the input
-// length; lim below OutputSlack is taken as OutputSlack). When it is
-// larger, r gets an analysis_too_large error and keeps, in this order and
+// length; lim below OutputSlack is taken as OutputSlack), with its errors
+// and warnings counted twice (a store keeps them in their own columns as
+// well, and the whole stays within lim). When it is larger, r gets an analysis_too_large error and keeps, in this order and
 // while they fit: its errors, the body, the address and reference lists,
 // its warnings, its attachments; what does not fit is left out (the error
 // says how much). Fields, the stateful checks' input, are left as they
@@ -131,7 +132,12 @@ func (r *Result) Bound(lim int) bool {
 		lim = OutputSlack
 	}
 	full, err := r.MarshalJSON()
-	if err != nil || len(full) <= lim {
+	if err != nil {
+		return false
+	}
+	eb, _ := json.Marshal(r.Errors)
+	wb, _ := json.Marshal(r.Warnings)
+	if len(full)+len(eb)+len(wb) <= lim {
 		return false
 	}
 	errs, warns, atts, body := r.Errors, r.Warnings, r.Attachments, r.Body
@@ -146,20 +152,23 @@ func (r *Result) Bound(lim int) bool {
 		*s = clipString(*s, clipBytes)
 	}
 	r.OOPS = clipRaw(r.OOPS, 4*clipBytes)
-	const reserve = 512 // the analysis_too_large problem itself
+	const reserve = 2 * 512 // the analysis_too_large problem itself, twice
 	base, _ := r.MarshalJSON()
 	size := len(base) + reserve
-	fits := func(v any) bool {
+	// weight 2 for errors and warnings: a store keeps them in the result
+	// and in their own columns, and both count.
+	fitsW := func(v any, weight int) bool {
 		b, err := json.Marshal(v)
-		if err != nil || size+len(b)+1 > lim {
+		if err != nil || size+weight*(len(b)+1) > lim {
 			return false
 		}
-		size += len(b) + 1
+		size += weight * (len(b) + 1)
 		return true
 	}
+	fits := func(v any) bool { return fitsW(v, 1) }
 	left := 0
 	for _, p := range errs {
-		if !fits(p) {
+		if !fitsW(p, 2) {
 			left += len(errs) - len(r.Errors)
 			break
 		}
@@ -180,7 +189,7 @@ func (r *Result) Bound(lim int) bool {
 		}
 	}
 	for j, p := range warns {
-		if !fits(p) {
+		if !fitsW(p, 2) {
 			left += len(warns) - j
 			break
 		}

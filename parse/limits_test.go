@@ -115,7 +115,9 @@ func TestBound(t *testing.T) {
 		t.Fatal("Bound did not cut")
 	}
 	got, _ := r.MarshalJSON()
-	if len(got) > lim || !r.Errors.Has(protocols.CodeAnalysisTooLarge) || len(r.Attachments) == 0 || len(r.Attachments) >= 4000 {
+	eb, _ := json.Marshal(r.Errors)
+	wb, _ := json.Marshal(r.Warnings)
+	if len(got)+len(eb)+len(wb) > lim || !r.Errors.Has(protocols.CodeAnalysisTooLarge) || len(r.Attachments) == 0 || len(r.Attachments) >= 4000 {
 		t.Fatalf("%d bytes (limit %d), errors %v, %d attachments", len(got), lim, r.Errors, len(r.Attachments))
 	}
 	if r.From[0] != "mallory@attacker.test" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -129,7 +130,11 @@ func parseCommand(ctx context.Context, e *env, hooks ...parseHook) int {
 	delete(extra, "limits") // passed to the tunnel step, not printed
 	// What is printed is O(the input) (issue 17 §2), as what serve stores.
 	limit := limits.OutputLimit(len(raw))
-	r.Bound(limit)
+	extraSize := 0 // the steps' keys (dkim) are printed too
+	if b, err := json.Marshal(extra); err == nil {
+		extraSize = len(b)
+	}
+	r.Bound(limit - extraSize)
 	// The steps may have added errors (dkim_failed, attachment problems):
 	// valid and the OOPS follow them, as serve's courtesy OOPS does.
 	r.Revalidate(*lenient)
