@@ -63,6 +63,7 @@ type hostileFlags struct {
 	serveArgs  string
 	work       string
 	asJSON     bool
+	noSize     bool
 }
 
 func (f *hostileFlags) register(fs *flag.FlagSet) {
@@ -74,6 +75,7 @@ func (f *hostileFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.serveArgs, "serve-args", "", "extra envelopd serve flags (space-separated)")
 	fs.StringVar(&f.work, "work", "", "work directory (default: a temporary one, removed)")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
+	fs.BoolVar(&f.noSize, "no-size", false, "do not announce SIZE= in MAIL FROM")
 }
 
 // runHostile is `envelopd-load hostile`.
@@ -196,7 +198,11 @@ func hostileCase(ctx context.Context, f hostileFlags, dir string, s hostileShape
 	var mu sync.Mutex
 	for i := range s.count {
 		wg.Go(func() {
-			err := sendOne(addr, s.size, func(w io.Writer) error { return s.write(i, w) })
+			size := s.size
+			if f.noSize {
+				size = 0
+			}
+			err := sendOne(addr, size, func(w io.Writer) error { return s.write(i, w) })
 			mu.Lock()
 			defer mu.Unlock()
 			var se *smtp.SMTPError
@@ -250,7 +256,8 @@ func writeFile(path string, write func(w io.Writer) error) error {
 }
 
 // sendOne delivers a mail of size bytes, announced with SIZE (RFC 1870, as
-// Postfix does), in its own SMTP session; nil means 250.
+// Postfix does; not when size is 0), in its own SMTP session; nil means
+// 250.
 func sendOne(addr string, size int, write func(w io.Writer) error) error {
 	cl, err := smtp.Dial(addr)
 	if err != nil {
@@ -260,7 +267,11 @@ func sendOne(addr string, size int, write func(w io.Writer) error) error {
 	if err := cl.Hello("hostile.test"); err != nil {
 		return err
 	}
-	if err := cl.Mail("mallory@attacker.test", &smtp.MailOptions{Size: int64(size)}); err != nil {
+	var opts *smtp.MailOptions
+	if size > 0 {
+		opts = &smtp.MailOptions{Size: int64(size)}
+	}
+	if err := cl.Mail("mallory@attacker.test", opts); err != nil {
 		return err
 	}
 	if err := cl.Rcpt("agent@envelopd.test", nil); err != nil {
