@@ -21,6 +21,9 @@ type AnalyzeOptions struct {
 	AICPKeys map[string][]byte
 	// Now is the receipt time for timestamp windows.
 	Now time.Time
+	// Limits bound the analysis of one message (zero fields: the
+	// defaults, parse.Default*).
+	Limits parse.Limits
 }
 
 // Analysis is what the stateless stages found in one raw message.
@@ -42,15 +45,18 @@ type Analysis struct {
 // tunnelled-protocol validators over raw. It never fails: every problem is
 // recorded in the result's errors. ctx bounds DNS lookups.
 func Analyze(ctx context.Context, raw []byte, opts AnalyzeOptions) *Analysis {
-	a := &Analysis{Result: parse.Parse(raw, parse.Options{Lenient: opts.Lenient}), DKIM: []dkim.Result{}}
+	a := &Analysis{Result: parse.Parse(raw, parse.Options{Lenient: opts.Lenient, Limits: opts.Limits}), DKIM: []dkim.Result{}}
 	if opts.Verifier != nil {
 		a.DKIM = VerifyDKIM(ctx, opts.Verifier, raw, a.Result)
 	}
-	st := InspectAttachments(a.Result, tunnel.Options{AICPKeys: opts.AICPKeys, Now: opts.Now})
+	st := InspectAttachmentsWithin(a.Result, tunnel.Options{AICPKeys: opts.AICPKeys, Now: opts.Now}, opts.Limits)
 	a.Claims, a.Links, a.Checks, a.Sets, a.Withhold = st.Claims, st.Links, st.Checks, st.Sets, st.Withhold
 	// Valid and the oops preview reflect the DKIM and attachment problems
 	// too (the preview is the body serve sends, parse.OOPSBody).
 	a.Result.Revalidate(opts.Lenient)
+	// What is stored about the message is O(its size) (issue 17 §2).
+	a.Result.Bound(opts.Limits.OutputLimit(len(raw)))
+	a.Result.Valid = len(a.Result.Errors) == 0
 	return a
 }
 
@@ -76,6 +82,13 @@ func VerifyDKIM(ctx context.Context, v *dkim.Verifier, raw []byte, r *parse.Resu
 // agent never acts on it. It returns the valid ones' stateful facts
 // (claims, links, state checks and sets) merged into one Report.
 func InspectAttachments(r *parse.Result, opts tunnel.Options) protocols.Report {
+	return InspectAttachmentsWithin(r, opts, parse.Limits{})
+}
+
+// InspectAttachmentsWithin is InspectAttachments under lim's JSON limits: a
+// JSON part larger than MaxJSONBytes or nested deeper than MaxJSONDepth is
+// not parsed; it gets json_too_large or json_too_deep instead.
+func InspectAttachmentsWithin(r *parse.Result, opts tunnel.Options, lim parse.Limits) protocols.Report {
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
 	}
@@ -85,7 +98,12 @@ func InspectAttachments(r *parse.Result, opts tunnel.Options) protocols.Report {
 		if !tunnel.IsJSONPart(att.ContentType, att.Filename) {
 			continue
 		}
-		rep := tunnel.Inspect(att.Data, att.ContentType, att.Filename, opts)
+		var rep protocols.Report
+		if p := lim.CheckJSON(att.Data, ""); p != nil {
+			rep = protocols.Report{Errors: protocols.Problems{*p}}
+		} else {
+			rep = tunnel.Inspect(att.Data, att.ContentType, att.Filename, opts)
+		}
 		if rep.Withhold != "" && all.Withhold == "" {
 			all.Withhold = rep.Withhold
 		}

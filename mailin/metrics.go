@@ -19,6 +19,8 @@ type Metrics struct {
 	// OOPSSuppressed counts courtesy OOPS owed but not sent, by reason
 	// (store.OOPSSenderUnverified, …; issue 17).
 	OOPSSuppressed *prometheus.CounterVec
+	// InFlightBusy counts DATA refused 451 4.3.2 by the in-flight budget.
+	InFlightBusy prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -46,6 +48,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "envelopd_oops_suppressed_total", Help: "Courtesy OOPS owed but not sent, by reason.",
 	}, []string{"reason"})
 	reg.MustRegister(m.Messages, m.DKIM, m.Errors, m.Latency, m.Redeliver, m.OOPSSuppressed)
+	m.InFlightBusy = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "envelopd_smtp_in_flight_busy_total", Help: "DATA refused with 451 4.3.2: the in-flight byte budget stayed full.",
+	})
+	reg.MustRegister(m.InFlightBusy)
 	return m
 }
 
@@ -71,5 +77,11 @@ func (m *Metrics) observe(in *store.Incoming, a *Analysis, out store.Outcome, d 
 	}
 	if out.OOPS != nil && !out.OOPS.Sent {
 		m.OOPSSuppressed.WithLabelValues(out.OOPS.Reason).Inc()
+	}
+}
+
+func (m *Metrics) inFlightBusy() {
+	if m != nil && m.InFlightBusy != nil {
+		m.InFlightBusy.Inc()
 	}
 }

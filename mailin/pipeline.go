@@ -50,6 +50,8 @@ type Pipeline struct {
 	Store    store.Store
 	Verifier *dkim.Verifier
 	Lenient  bool
+	// Limits bound the analysis of one message (zero: defaults).
+	Limits parse.Limits
 	// Keys returns the AICP keys known now (nil: none).
 	Keys func(ctx context.Context) map[string][]byte
 	// Handoff names the delivery targets logged for accepted messages.
@@ -135,7 +137,7 @@ func (p *Pipeline) Prepare(ctx context.Context, raw []byte, meta Meta) (*Analysi
 	if p.Keys != nil {
 		keys = p.Keys(ctx)
 	}
-	a := Analyze(ctx, raw, AnalyzeOptions{Verifier: p.Verifier, Lenient: p.Lenient, AICPKeys: keys, Now: now})
+	a := Analyze(ctx, raw, AnalyzeOptions{Verifier: p.Verifier, Lenient: p.Lenient, AICPKeys: keys, Now: now, Limits: p.Limits})
 	if a.Withhold != "" {
 		raw = Withheld(raw, a.Withhold)
 	}

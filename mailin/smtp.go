@@ -43,6 +43,12 @@ type SMTPConfig struct {
 	// gets 421. 0 means no limit.
 	MaxConnRate float64
 	Logger      *slog.Logger
+	// MaxInFlightBytes bounds the message bytes being received or
+	// analysed at once, over all sessions (default 128 MiB; at least
+	// MaxMessageBytes). DATA past it waits up to InFlightWait (default
+	// 1 min; negative: not at all) for room, then gets 451 4.3.2.
+	MaxInFlightBytes int64
+	InFlightWait     time.Duration
 }
 
 // Router decides who may log in, which recipients a session may use and
@@ -85,6 +91,12 @@ func (c *SMTPConfig) defaults() {
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = time.Minute
 	}
+	if c.MaxInFlightBytes == 0 {
+		c.MaxInFlightBytes = max(DefaultMaxInFlightBytes, c.MaxMessageBytes)
+	}
+	if c.InFlightWait == 0 {
+		c.InFlightWait = DefaultInFlightWait
+	}
 }
 
 // ErrOpenRelay is returned when a configuration would make envelopd an open
@@ -100,6 +112,8 @@ type SMTPServer struct {
 	// ctx is cancelled when the server shuts down hard.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// inFlight is the DATA byte budget (MaxInFlightBytes).
+	inFlight *byteBudget
 }
 
 // NewSMTPServer validates cfg and listens; Serve starts accepting.
@@ -113,7 +127,11 @@ func NewSMTPServer(cfg SMTPConfig, p *Pipeline) (*SMTPServer, error) {
 		ln.Close()
 		return nil, ErrOpenRelay
 	}
-	s := &SMTPServer{cfg: cfg, p: p}
+	if cfg.MaxInFlightBytes < cfg.MaxMessageBytes {
+		ln.Close()
+		return nil, fmt.Errorf("mailin: the in-flight budget (%d bytes) is smaller than the largest message (%d bytes)", cfg.MaxInFlightBytes, cfg.MaxMessageBytes)
+	}
+	s := &SMTPServer{cfg: cfg, p: p, inFlight: newByteBudget(cfg.MaxInFlightBytes)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv := smtp.NewServer(s)
 	srv.Domain = cfg.Hostname
@@ -180,6 +198,7 @@ type session struct {
 	from    string
 	rcpts   []string
 	hasMail bool
+	size    int64 // SIZE declared in MAIL FROM (RFC 1870), 0 when none
 }
 
 func (ss *session) AuthMechanisms() []string {
@@ -219,8 +238,11 @@ func (ss *session) Auth(mech string) (sasl.Server, error) {
 	return nil, smtp.ErrAuthUnknownMechanism
 }
 
-func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
+func (ss *session) Mail(from string, opts *smtp.MailOptions) error {
 	ss.from, ss.hasMail = from, true
+	if opts != nil {
+		ss.size = opts.Size
+	}
 	return nil
 }
 
@@ -267,7 +289,19 @@ func (ss *session) Data(r io.Reader) error {
 			bufPool.Put(buf)
 		}
 	}()
-	if _, err := buf.ReadFrom(r); err != nil {
+	// The message's bytes count against the in-flight budget until it is
+	// stored (issue 17 §2): past it, 451 4.3.2 rather than memory.
+	declared := min(ss.size, ss.s.cfg.MaxMessageBytes)
+	taken, err := readBudgeted(ss.s.ctx, ss.s.inFlight, ss.s.cfg.InFlightWait, declared, buf, r)
+	defer ss.s.inFlight.release(taken)
+	if err != nil {
+		if err == ErrBusy {
+			ss.s.log().Warn("DATA refused: in-flight budget exhausted", "remote", ss.remote, "max_in_flight_bytes", ss.s.cfg.MaxInFlightBytes)
+			if ss.s.p != nil {
+				ss.s.p.Metrics.inFlightBusy()
+			}
+			return ErrBusy
+		}
 		// go-smtp's ErrDataTooLarge (552) must reach the client as is; any
 		// other read error means a truncated DATA: nothing is stored.
 		if errors.Is(err, smtp.ErrTooLongLine) {
@@ -278,7 +312,10 @@ func (ss *session) Data(r io.Reader) error {
 	if hasBareLineEnd(buf.Bytes()) {
 		return ErrBareLineEnd
 	}
-	raw := bytes.Clone(buf.Bytes())
+	raw := buf.Bytes()
+	if buf.Cap() <= 1<<20 {
+		raw = bytes.Clone(raw) // buf goes back to the pool
+	}
 	if r := ss.s.cfg.Router; r != nil {
 		msg, err := r.Deliver(ss.s.ctx, raw, Meta{Source: "smtp", MailFrom: ss.from, Rcpts: ss.rcpts, Remote: ss.remote}, ss.user)
 		var reply *smtp.SMTPError
@@ -303,7 +340,7 @@ func (ss *session) Data(r io.Reader) error {
 }
 
 func (ss *session) Reset() {
-	ss.from, ss.rcpts, ss.hasMail = "", nil, false
+	ss.from, ss.rcpts, ss.hasMail, ss.size = "", nil, false, 0
 }
 
 func (ss *session) Logout() error { return nil }

@@ -1,8 +1,11 @@
 package parse
 
 import (
+	"bytes"
 	"os"
 	"testing"
+
+	"github.com/envelopd/envelopd/internal/hostile"
 )
 
 // BenchmarkParse2KB parses a realistic 2 KB Envelopay mail (a prepaid
@@ -20,5 +23,36 @@ func BenchmarkParse2KB(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Parse(raw, Options{})
+	}
+}
+
+// BenchmarkParseHostile parses the hostile shapes of issue 17 §2 with the
+// default limits, bounds the result and encodes it as `envelopd parse`
+// does; out-bytes/op is the printed size (at most 4× the input + 64 KiB).
+// The whole-server figures (peak RSS) come from `envelopd-load hostile`.
+func BenchmarkParseHostile(b *testing.B) {
+	for _, s := range []struct {
+		name string
+		raw  []byte
+	}{
+		{"many-parts-100k", hostile.ManyParts("p", 100000)},
+		{"nested-30KB", hostile.NestedBody("n", 30000)},
+		{"large-24MiB", hostile.Large("l", 24<<20)},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			b.SetBytes(int64(len(s.raw)))
+			b.ReportAllocs()
+			var out bytes.Buffer
+			for b.Loop() {
+				out.Reset()
+				r := Parse(s.raw, Options{})
+				lim := Limits{}.OutputLimit(len(s.raw))
+				r.Bound(lim)
+				if err := EncodeWithin(&out, r, nil, lim); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(out.Len()), "out-bytes/op")
+		})
 	}
 }

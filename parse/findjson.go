@@ -32,6 +32,13 @@ func FindJSON(text []byte) ([]byte, error) {
 // findJSON is FindJSON that also returns the object's top-level members
 // (envelopay.DecodeObject, which validates the candidate in the same pass).
 func findJSON(text []byte) ([]byte, map[string]json.RawMessage, error) {
+	return findJSONWithin(text, Limits{})
+}
+
+// findJSONWithin is findJSON under the JSON size and depth limits: a
+// candidate past either is a json_too_large or json_too_deep Problem and is
+// not parsed.
+func findJSONWithin(text []byte, lim Limits) ([]byte, map[string]json.RawMessage, error) {
 	for i := 0; i < len(text); i++ {
 		c := text[i]
 		if c != '{' && c != '[' {
@@ -50,6 +57,9 @@ func findJSON(text []byte) ([]byte, map[string]json.RawMessage, error) {
 				"the JSON starting at byte %d is not terminated (unbalanced %c)", i, c)
 		}
 		cand := text[i:end]
+		if p := lim.CheckJSON(cand, "body"); p != nil {
+			return nil, nil, *p
+		}
 		if c == '[' {
 			if json.Valid(cand) {
 				return nil, nil, protocols.New(protocols.CodeInvalidJSON, "body",

@@ -19,6 +19,8 @@ type Options struct {
 	// repeated "Re:" prefixes are stripped from the subject (never "Fwd:")
 	// and the keyword matches in any case (implementation-notes.md).
 	Lenient bool
+	// Limits bound the work and the output (zero fields: defaults).
+	Limits Limits
 }
 
 // Parse parses one raw RFC 5322 message (CRLF or LF line endings) into a
@@ -26,6 +28,7 @@ type Options struct {
 // is in Result.Errors and Result.Warnings. The Result may share memory with
 // raw (attachment data, header values): do not modify raw afterwards.
 func Parse(raw []byte, opts Options) *Result {
+	lim := opts.Limits.WithDefaults()
 	r := &Result{
 		Errors: protocols.Problems{}, Warnings: protocols.Problems{},
 		InReplyTo: []string{}, References: []string{},
@@ -39,9 +42,12 @@ func Parse(raw []byte, opts Options) *Result {
 	r.headers(h)
 
 	// MIME structure (RFC 2045, 2046): flatten into leaves.
-	w := walker{parts: make([]part, 0, 4)}
+	w := walker{parts: make([]part, 0, 4), maxParts: lim.MaxParts}
 	w.walk(h, body, 0, "text/plain")
 	r.Errors = append(r.Errors, w.errs...)
+	if w.skipped > 0 {
+		r.err(protocols.CodeTooManyParts, "mime", "more than %d MIME parts; the %d after the first %d were not analysed", lim.MaxParts, w.skipped, lim.MaxParts)
+	}
 
 	// Subject ("Protocol" / "Subject parsing").
 	subj, serr := envelopay.ParseSubject(r.Subject, opts.Lenient)
@@ -52,13 +58,13 @@ func Parse(raw []byte, opts Options) *Result {
 		r.Errors = append(r.Errors, p)
 	}
 
-	textIdx := r.attachments(w.parts)
+	textIdx := r.attachments(w.parts, lim.MaxAttachments)
 	if r.Type != "" {
 		if th := strings.TrimSpace(r.TypeHeader); th != "" && !strings.EqualFold(th, r.Type) {
 			r.warn(protocols.CodeTypeMismatch, "x-envelopay-type",
 				"X-Envelopay-Type says %q but the subject says %q; the subject wins", th, r.Type)
 		}
-		r.body(w.parts, textIdx)
+		r.body(w.parts, textIdx, lim)
 	}
 	r.Valid = len(r.Errors) == 0
 	r.OOPS = r.oops(subj)
@@ -156,11 +162,16 @@ func isBodyText(p *part) bool {
 
 // attachments lists every leaf that is not body text (issue 4 §5), decoded,
 // and returns the indexes of the body-text candidates.
-func (r *Result) attachments(parts []part) (text []int) {
+func (r *Result) attachments(parts []part, max int) (text []int) {
+	skipped := 0
 	for i := range parts {
 		p := &parts[i]
 		if isBodyText(p) {
 			text = append(text, i)
+			continue
+		}
+		if len(r.Attachments) == max {
+			skipped++ // not decoded, not listed
 			continue
 		}
 		data, problem := decodeTransfer(p.raw, p.cte)
@@ -170,6 +181,9 @@ func (r *Result) attachments(parts []part) (text []int) {
 		r.Attachments = append(r.Attachments, Attachment{
 			Filename: p.filename, ContentType: p.mediaType, Size: len(data), Data: data,
 		})
+	}
+	if skipped > 0 {
+		r.err(protocols.CodeTooManyAttachments, "attachments", "more than %d attachments; the %d after the first %d were not analysed", max, skipped, max)
 	}
 	return text
 }
@@ -217,13 +231,13 @@ func (r *Result) decodeText(p *part) []byte {
 }
 
 // body finds and validates the JSON object of an Envelopay message.
-func (r *Result) body(parts []part, idx []int) {
+func (r *Result) body(parts []part, idx []int, lim Limits) {
 	text := stripQuoted(r.bodyText(parts, idx))
-	obj, fields, ferr := findJSON(text)
+	obj, fields, ferr := findJSONWithin(text, lim)
 	if ferr != nil {
 		var p protocols.Problem
 		errors.As(ferr, &p)
-		if r.Type == "methods" {
+		if r.Type == "methods" && p.Code == protocols.CodeInvalidJSON {
 			// "A METHODS reply with no parseable JSON body is valid."
 			r.NaturalLanguage = true
 			r.Warnings = append(r.Warnings, p)

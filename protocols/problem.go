@@ -47,6 +47,16 @@ const (
 	CodeOOPSSuppressed Code = "oops_suppressed"
 )
 
+// Resource limits (issue 17 §2): the mail is kept, quarantined, with one of
+// these when its analysis would cost more than the limits allow.
+const (
+	CodeTooManyParts       Code = "too_many_parts"
+	CodeTooManyAttachments Code = "too_many_attachments"
+	CodeJSONTooDeep        Code = "json_too_deep"
+	CodeJSONTooLarge       Code = "json_too_large"
+	CodeAnalysisTooLarge   Code = "analysis_too_large"
+)
+
 // Codes of the tunnelled protocols (VCP, AICP, Vacant/A2A, PVP).
 const (
 	CodeUnsupportedVersion  Code = "unsupported_version"

@@ -14,6 +14,7 @@
 //	envelopd-load noop --addr HOST:PORT
 //	envelopd-load compare --sessions 10 --messages 20000 [--smtp-source] [flags]
 //	envelopd-load budget --sessions 10 --messages 20000 [--smtp-source] [flags]
+//	envelopd-load hostile [--parts 100000] [--large-bytes 25165824] [--concurrent 40] [flags]
 //
 // Exit status: 0 success, 1 the load ran but some messages were not
 // accepted (or a server failed), 2 usage or I/O error.
@@ -45,6 +46,7 @@ func commands() map[string]command {
 		"noop":    {"run the no-op baseline SMTP server (reads DATA, discards it)", runNoop},
 		"compare": {"run the same load against envelopd serve and the no-op server, print the ratio", runCompare},
 		"budget":  {"measure the CPU per message of the no-op pair and of envelopd's stages, print the ratio they allow", runBudget},
+		"hostile": {"send the hostile mail shapes of issue 17 to a fresh envelopd serve each, print peak RSS and times", runHostile},
 	}
 }
 
@@ -77,7 +79,7 @@ func dispatch(ctx context.Context, e *env) int {
 
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: envelopd-load COMMAND [flags]\n\ncommands:")
-	for _, n := range []string{"run", "noop", "compare", "budget"} {
+	for _, n := range []string{"run", "noop", "compare", "budget", "hostile"} {
 		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -74,7 +75,8 @@ func tunnelHook(fs *flag.FlagSet) func(context.Context, []byte, *parse.Result, m
 			}
 			opts.Now = t
 		}
-		mailin.InspectAttachments(r, opts)
+		lim, _ := extra["limits"].(parse.Limits) // parseCommand's flags
+		mailin.InspectAttachmentsWithin(r, opts, lim)
 		return nil
 	}
 }
@@ -94,6 +96,8 @@ func parseCommand(ctx context.Context, e *env, hooks ...parseHook) int {
 		fs.PrintDefaults()
 	}
 	lenient := fs.Bool("lenient", false, "accept the reference implementation's subjects: strip Re: (never Fwd:), keyword in any case")
+	var limits parse.Limits
+	registerLimits(fs, &limits)
 	steps := make([]func(context.Context, []byte, *parse.Result, map[string]any) error, 0, len(hooks))
 	for _, h := range hooks {
 		steps = append(steps, h(fs))
@@ -115,18 +119,26 @@ func parseCommand(ctx context.Context, e *env, hooks ...parseHook) int {
 		fmt.Fprintf(e.stderr, "envelopd parse: %v\n", err)
 		return 2
 	}
-	r := parse.Parse(raw, parse.Options{Lenient: *lenient})
-	extra := map[string]any{}
+	r := parse.Parse(raw, parse.Options{Lenient: *lenient, Limits: limits})
+	extra := map[string]any{"limits": limits}
 	for _, step := range steps {
 		if err := step(ctx, raw, r, extra); err != nil {
 			fmt.Fprintf(e.stderr, "envelopd parse: %v\n", err)
 			return 2
 		}
 	}
+	delete(extra, "limits") // passed to the tunnel step, not printed
+	// What is printed is O(the input) (issue 17 §2), as what serve stores.
+	limit := limits.OutputLimit(len(raw))
+	extraSize := 0 // the steps' keys (dkim) are printed too
+	if b, err := json.Marshal(extra); err == nil {
+		extraSize = len(b)
+	}
+	r.Bound(limit - extraSize)
 	// The steps may have added errors (dkim_failed, attachment problems):
 	// valid and the OOPS follow them, as serve's courtesy OOPS does.
 	r.Revalidate(*lenient)
-	if err := parse.Encode(e.stdout, r, extra); err != nil {
+	if err := parse.EncodeWithin(e.stdout, r, extra, limit); err != nil {
 		fmt.Fprintf(e.stderr, "envelopd parse: writing the result: %v\n", err)
 		return 2
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -48,6 +49,7 @@ type ingestFlags struct {
 	// Courtesy OOPS limits and sender (issue 17).
 	oopsPerHour, oopsPerThread int
 	oopsFrom                   string
+	limits                     parse.Limits
 }
 
 func (f *ingestFlags) register(fs *flag.FlagSet) {
@@ -68,6 +70,7 @@ func (f *ingestFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.execEnv, "exec-env", "pass this variable of envelopd's environment to --exec (repeatable); the command otherwise gets only PATH, HOME, USER, LOGNAME, LANG, LANGUAGE, LC_*, TZ, TMPDIR and envelopd's ENVELOPD_DB, ENVELOPD_MESSAGE_ID, ENVELOPD_EVENT_ID, ENVELOPD_ATTEMPT")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file whose first line is the --webhook-secret (mode 0600 or stricter)")
 	f.out.register(fs)
+	registerLimits(fs, &f.limits)
 }
 
 // prepareSecrets reads the --webhook-secret-file and builds the --exec
@@ -163,6 +166,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		Store:      st,
 		Verifier:   verifier,
 		Lenient:    f.lenient,
+		Limits:     f.limits,
 		Keys:       aicpKeySource(st),
 		AuthServID: f.hostname,
 		Logger:     log,
@@ -258,6 +262,8 @@ func runServe(ctx context.Context, e *env) int {
 	fs.Int64Var(&cfg.MaxMessageBytes, "max-message-bytes", 25<<20, "largest message accepted (larger → 552)")
 	fs.IntVar(&cfg.MaxRecipients, "max-recipients", 100, "recipients per message (more → 452)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", 100, "concurrent SMTP connections (more → 421)")
+	fs.Int64Var(&cfg.MaxInFlightBytes, "max-in-flight-bytes", mailin.DefaultMaxInFlightBytes, "message bytes received or analysed at once, all sessions (at least --max-message-bytes); past it DATA waits, then 451 4.3.2")
+	fs.DurationVar(&cfg.InFlightWait, "in-flight-wait", mailin.DefaultInFlightWait, "how long DATA waits for room in --max-in-flight-bytes before 451 4.3.2 (negative: no wait)")
 	fs.Float64Var(&cfg.MaxConnRate, "max-conn-rate", 0, "new connections per second per client IP, burst twice that (more → 421); 0: no limit")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file until shutdown")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 5*time.Minute, "SMTP read timeout")
