@@ -32,7 +32,7 @@ var refTypes = map[string]string{
 // to send must answer something we know, whereas received mail may answer
 // what predates this store. It is how send, reply and compose check an
 // outbound message against the thread's stored state before queueing it.
-func (s *SQLite) Check(ctx context.Context, in *Incoming) (Outcome, error) {
+func (s *core) Check(ctx context.Context, in *Incoming) (Outcome, error) {
 	if err := checkIncoming(in); err != nil {
 		return Outcome{}, err
 	}
@@ -40,7 +40,7 @@ func (s *SQLite) Check(ctx context.Context, in *Incoming) (Outcome, error) {
 	cp.OOPS = nil
 	cp.Handoff = nil
 	var out Outcome
-	err := s.write(ctx, func(tx *wtx) error {
+	err := s.write(ctx, func(tx Tx) error {
 		o, err := ingestTx(tx, &cp, false)
 		if err != nil {
 			return err
@@ -65,7 +65,7 @@ func (s *SQLite) Check(ctx context.Context, in *Incoming) (Outcome, error) {
 
 // unknownRefs reports each typed ref of in that names no stored message of
 // its type in in's mailbox (code unknown_ref, field the ref's name).
-func unknownRefs(tx *wtx, in *Incoming) (protocols.Problems, error) {
+func unknownRefs(tx Tx, in *Incoming) (protocols.Problems, error) {
 	var ps protocols.Problems
 	for _, k := range sortedKeys(in.Refs) {
 		ref := in.Refs[k]
@@ -74,7 +74,7 @@ func unknownRefs(tx *wtx, in *Incoming) (protocols.Problems, error) {
 			continue
 		}
 		var n int
-		err := tx.QueryRow(`SELECT count(*) FROM messages INDEXED BY messages_eid
+		err := tx.QueryRow(`SELECT count(*) FROM messages`+tx.dialect().eidIndex+`
 			WHERE envelopay_id = ? AND mailbox = ? AND (? = '' OR type = ?)`, ref, in.Mailbox, want, want).Scan(&n)
 		if err != nil {
 			return nil, fmt.Errorf("store: look up %s: %w", k, err)

@@ -14,16 +14,16 @@ import (
 // now+lease before they are returned, so a crash mid-delivery retries them
 // after the lease (at-least-once) and two workers never take the same one
 // within a lease.
-func (s *SQLite) ClaimDeliveries(ctx context.Context, target string, now time.Time, lease time.Duration, limit int) ([]Delivery, error) {
+func (s *core) ClaimDeliveries(ctx context.Context, target string, now time.Time, lease time.Duration, limit int) ([]Delivery, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	var ds []Delivery
-	err := s.write(ctx, func(tx *wtx) error {
+	err := s.write(ctx, func(tx Tx) error {
 		ds = nil
 		rows, err := tx.Query(`UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = ?
 			WHERE id IN (SELECT id FROM deliveries WHERE target = ? AND state = 'pending' AND next_attempt_at <= ?
-				ORDER BY next_attempt_at, id LIMIT ?)
+				ORDER BY next_attempt_at, id LIMIT ?`+s.d.skipLocked+`)
 			RETURNING id, message_id, target, attempts`,
 			now.Add(lease).UTC().UnixNano(), target, now.UTC().UnixNano(), limit)
 		if err != nil {
@@ -63,16 +63,16 @@ func sortByID(ds []Delivery) {
 }
 
 // DeliveryDone implements Store.
-func (s *SQLite) DeliveryDone(ctx context.Context, id int64) error {
-	return s.write(ctx, func(tx *wtx) error {
+func (s *core) DeliveryDone(ctx context.Context, id int64) error {
+	return s.write(ctx, func(tx Tx) error {
 		res, err := tx.Exec(`UPDATE deliveries SET state = 'done', last_error = '' WHERE id = ?`, id)
 		return affected(res, err, "delivery", id)
 	})
 }
 
 // DeliveryRetry implements Store: the hand-off stays pending, due at next.
-func (s *SQLite) DeliveryRetry(ctx context.Context, id int64, next time.Time, lastErr string) error {
-	return s.write(ctx, func(tx *wtx) error {
+func (s *core) DeliveryRetry(ctx context.Context, id int64, next time.Time, lastErr string) error {
+	return s.write(ctx, func(tx Tx) error {
 		res, err := tx.Exec(`UPDATE deliveries SET state = 'pending', next_attempt_at = ?, last_error = ? WHERE id = ?`,
 			next.UTC().UnixNano(), lastErr, id)
 		return affected(res, err, "delivery", id)

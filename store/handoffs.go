@@ -65,7 +65,7 @@ type HandoffMessage struct {
 }
 
 // Handoffs lists the delivery log, oldest first.
-func (s *SQLite) Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error) {
+func (s *core) Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -129,7 +129,7 @@ func (s *SQLite) Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, erro
 // HandoffRetry makes a pending or dropped hand-off due now and starts its
 // backoff over (attempts 0); its last error is kept until the next
 // attempt. A delivered one is ErrHandoffDone, an unknown id ErrNotFound.
-func (s *SQLite) HandoffRetry(ctx context.Context, id int64) error {
+func (s *core) HandoffRetry(ctx context.Context, id int64) error {
 	return s.setHandoff(ctx, id, `UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = ?
 		WHERE id = ? AND state != 'done'`, time.Now().UTC().UnixNano(), id)
 }
@@ -137,12 +137,12 @@ func (s *SQLite) HandoffRetry(ctx context.Context, id int64) error {
 // HandoffDrop gives a pending hand-off up: it is never attempted again
 // (HandoffRetry brings it back). A delivered one is ErrHandoffDone, an
 // unknown id ErrNotFound.
-func (s *SQLite) HandoffDrop(ctx context.Context, id int64) error {
+func (s *core) HandoffDrop(ctx context.Context, id int64) error {
 	return s.setHandoff(ctx, id, `UPDATE deliveries SET state = 'dropped' WHERE id = ? AND state != 'done'`, id)
 }
 
-func (s *SQLite) setHandoff(ctx context.Context, id int64, update string, args ...any) error {
-	return s.write(ctx, func(tx *wtx) error {
+func (s *core) setHandoff(ctx context.Context, id int64, update string, args ...any) error {
+	return s.write(ctx, func(tx Tx) error {
 		var state string
 		err := tx.QueryRow(`SELECT state FROM deliveries WHERE id = ?`, id).Scan(&state)
 		if errors.Is(err, sql.ErrNoRows) {

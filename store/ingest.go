@@ -49,12 +49,12 @@ func finalStatus(stateless string, errs protocols.Problems, replay bool) string 
 }
 
 // Ingest implements Store. See ingestTx for the rules.
-func (s *SQLite) Ingest(ctx context.Context, in *Incoming) (Outcome, error) {
+func (s *core) Ingest(ctx context.Context, in *Incoming) (Outcome, error) {
 	if err := checkIncoming(in); err != nil {
 		return Outcome{}, err
 	}
 	var out Outcome
-	err := s.write(ctx, func(tx *wtx) error {
+	err := s.write(ctx, func(tx Tx) error {
 		o, err := ingestTx(tx, in, true)
 		out = o
 		return err
@@ -100,7 +100,7 @@ func checkIncoming(in *Incoming) error {
 //     so a rejected (e.g. forged) message cannot poison later ones.
 //  5. Status, hand-off rows (accepted only) and the courtesy OOPS (callOOPS
 //     false for stored copies of outgoing mail).
-func ingestTx(tx *wtx, in *Incoming, callOOPS bool) (Outcome, error) {
+func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, error) {
 	dir := in.Direction
 	if dir == "" {
 		dir = DirIn
@@ -134,13 +134,7 @@ func ingestTx(tx *wtx, in *Incoming, callOOPS bool) (Outcome, error) {
 	if in.OfferWant != nil {
 		wantAmount, wantToken, wantChain = in.OfferWant.Amount, in.OfferWant.Token, in.OfferWant.Chain
 	}
-	// Exec, not RETURNING: no result set to set up and tear down. A
-	// conflict (exact redelivery) changes no row.
-	res, err := tx.Exec(`INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
-		recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
-		result, dkim, auth_results, size, want_amount, want_token, want_chain)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING`,
+	id, inserted, err := tx.InsertMessage(
 		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
 		status, thread, now.UnixNano(), jsonOrEmpty(errs, "[]"), jsonOrEmpty(warns, "[]"),
 		nullJSON(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
@@ -148,14 +142,8 @@ func ingestTx(tx *wtx, in *Incoming, callOOPS bool) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, fmt.Errorf("store: insert message: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return Outcome{}, fmt.Errorf("store: insert message: %w", err)
-	} else if n == 0 {
+	if !inserted {
 		return redelivery(tx, dir, in.Mailbox, in.MessageID, sum[:])
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return Outcome{}, fmt.Errorf("store: insert message: %w", err)
 	}
 	if _, err := tx.Exec(`INSERT INTO message_raw (message_id, raw) VALUES (?, ?)`, id, rawBytes(in.Raw)); err != nil {
 		return Outcome{}, fmt.Errorf("store: insert raw: %w", err)
@@ -205,11 +193,12 @@ func ingestTx(tx *wtx, in *Incoming, callOOPS bool) (Outcome, error) {
 // it (unverified sender, no signing domain, …); otherwise at most
 // PerRecipientHour OOPS to one address in the hour before the message's
 // receipt and PerThreadCode per thread and error code, counted in
-// oops_sent. The count and the insert run in the one write transaction
-// of the ingest (SQLite serialises writers), so concurrent ingests cannot
-// both take the last slot. The decision is stored with the message; a
+// oops_sent. The counts and the insert run in the ingest's transaction
+// after Lock on the recipient and on the thread and code (SQLite
+// serialises writers anyway; Postgres takes advisory locks), so
+// concurrent ingests, on any node, cannot both take the last slot. The decision is stored with the message; a
 // suppressed OOPS adds the warning oops_suppressed.
-func courtesyOOPS(tx *wtx, in *Incoming, out *Outcome, now time.Time) error {
+func courtesyOOPS(tx Tx, in *Incoming, out *Outcome, now time.Time) error {
 	plan := in.OOPS(*out)
 	if plan == nil {
 		return nil
@@ -249,7 +238,7 @@ func courtesyOOPS(tx *wtx, in *Incoming, out *Outcome, now time.Time) error {
 	}
 	out.OOPS = rec
 	if _, err := tx.Exec(`UPDATE messages SET oops = ?, warnings = ? WHERE id = ?`,
-		jsonOrEmpty(rec, "null"), jsonOrEmpty(out.Warnings, "[]"), out.ID); err != nil {
+		[]byte(jsonOrEmpty(rec, "null")), jsonOrEmpty(out.Warnings, "[]"), out.ID); err != nil {
 		return fmt.Errorf("store: record courtesy OOPS: %w", err)
 	}
 	return nil
@@ -257,13 +246,19 @@ func courtesyOOPS(tx *wtx, in *Incoming, out *Outcome, now time.Time) error {
 
 // oopsLimited returns why the limits forbid plan's OOPS ("" when they
 // allow it).
-func oopsLimited(tx *wtx, lim OOPSLimits, plan *OOPSPlan, thread string, now time.Time) (string, string, error) {
+func oopsLimited(tx Tx, lim OOPSLimits, plan *OOPSPlan, thread string, now time.Time) (string, string, error) {
 	perRcpt, perThread := lim.PerRecipientHour, lim.PerThreadCode
 	if perRcpt == 0 {
 		perRcpt = DefaultOOPSPerRecipientHour
 	}
 	if perThread == 0 {
 		perThread = DefaultOOPSPerThreadCode
+	}
+	if err := tx.Lock("oops-rcpt\x00" + plan.To); err != nil {
+		return "", "", fmt.Errorf("store: lock OOPS count: %w", err)
+	}
+	if err := tx.Lock("oops-thread\x00" + thread + "\x00" + string(plan.Code)); err != nil {
+		return "", "", fmt.Errorf("store: lock OOPS count: %w", err)
 	}
 	if perThread > 0 {
 		var n int
@@ -289,7 +284,7 @@ func oopsLimited(tx *wtx, lim OOPSLimits, plan *OOPSPlan, thread string, now tim
 }
 
 // redelivery answers an exact redelivery from the stored row.
-func redelivery(tx *wtx, dir, mailbox, mid string, sum []byte) (Outcome, error) {
+func redelivery(tx Tx, dir, mailbox, mid string, sum []byte) (Outcome, error) {
 	out := Outcome{Redelivery: true}
 	var errsJSON, warnsJSON string
 	err := tx.QueryRow(`SELECT id, status, thread_id, errors, warnings FROM messages
@@ -307,13 +302,13 @@ func redelivery(tx *wtx, dir, mailbox, mid string, sum []byte) (Outcome, error) 
 // names (offer_ref), preferring an OFFER sent by one of the ACCEPT's
 // recipients (the counterparty), then an accepted one, then the earliest.
 // An unknown OFFER is not an error here: it may predate this store.
-func checkAccept(tx *wtx, in *Incoming) (protocols.Problems, error) {
+func checkAccept(tx Tx, in *Incoming) (protocols.Problems, error) {
 	ref := in.Refs["offer_ref"]
 	if ref == "" {
 		return nil, nil
 	}
 	rows, err := tx.Query(`SELECT id, sender, status, want_amount, want_token, want_chain
-		FROM messages INDEXED BY messages_eid
+		FROM messages`+tx.dialect().eidIndex+`
 		WHERE envelopay_id = ? AND mailbox = ? AND type = 'offer' AND want_amount IS NOT NULL`, ref, in.Mailbox)
 	if err != nil {
 		return nil, fmt.Errorf("store: look up OFFER: %w", err)
@@ -358,7 +353,7 @@ func checkAccept(tx *wtx, in *Incoming) (protocols.Problems, error) {
 }
 
 // logHandoff adds a pending delivery per distinct target.
-func logHandoff(tx *wtx, id int64, targets []string, now time.Time) error {
+func logHandoff(tx Tx, id int64, targets []string, now time.Time) error {
 	seen := map[string]bool{}
 	for _, t := range targets {
 		if t == "" || seen[t] {

@@ -41,7 +41,7 @@ func canonFolder(name string) string {
 }
 
 // ensureMailboxTx creates the mailbox and its fixed folders if missing.
-func ensureMailboxTx(tx *wtx, address string, now time.Time) (bool, error) {
+func ensureMailboxTx(tx Tx, address string, now time.Time) (bool, error) {
 	// The first UIDVALIDITY is the creation time in seconds: a mailbox
 	// deleted by hand and created again does not reuse old values.
 	res, err := tx.Exec(`INSERT INTO mailboxes (address, created_at, next_validity) VALUES (?, ?, ?)
@@ -61,7 +61,7 @@ func ensureMailboxTx(tx *wtx, address string, now time.Time) (bool, error) {
 	return true, nil
 }
 
-func createFolderTx(tx *wtx, mailbox, name string) error {
+func createFolderTx(tx Tx, mailbox, name string) error {
 	var v int64
 	err := tx.QueryRow(`UPDATE mailboxes SET next_validity = next_validity + 1 WHERE address = ?
 		RETURNING next_validity - 1`, mailbox).Scan(&v)
@@ -83,7 +83,7 @@ func createFolderTx(tx *wtx, mailbox, name string) error {
 }
 
 // EnsureMailbox implements Mailboxes.
-func (s *SQLite) EnsureMailbox(ctx context.Context, address string) (bool, error) {
+func (s *core) EnsureMailbox(ctx context.Context, address string) (bool, error) {
 	if err := checkMailbox(address); err != nil {
 		return false, err
 	}
@@ -100,7 +100,7 @@ func (s *SQLite) EnsureMailbox(ctx context.Context, address string) (bool, error
 		return false, fmt.Errorf("store: mailbox: %w", err)
 	}
 	var created bool
-	err = s.write(ctx, func(tx *wtx) error {
+	err = s.write(ctx, func(tx Tx) error {
 		var err error
 		created, err = ensureMailboxTx(tx, address, time.Now().UTC())
 		return err
@@ -109,11 +109,11 @@ func (s *SQLite) EnsureMailbox(ctx context.Context, address string) (bool, error
 }
 
 // SetMailboxPassword implements Mailboxes.
-func (s *SQLite) SetMailboxPassword(ctx context.Context, address, hash string) error {
+func (s *core) SetMailboxPassword(ctx context.Context, address, hash string) error {
 	if err := checkMailbox(address); err != nil {
 		return err
 	}
-	return s.write(ctx, func(tx *wtx) error {
+	return s.write(ctx, func(tx Tx) error {
 		if _, err := ensureMailboxTx(tx, address, time.Now().UTC()); err != nil {
 			return err
 		}
@@ -125,7 +125,7 @@ func (s *SQLite) SetMailboxPassword(ctx context.Context, address, hash string) e
 }
 
 // MailboxPassword implements Mailboxes.
-func (s *SQLite) MailboxPassword(ctx context.Context, address string) (string, error) {
+func (s *core) MailboxPassword(ctx context.Context, address string) (string, error) {
 	if s.isClosed() {
 		return "", ErrClosed
 	}
@@ -141,7 +141,7 @@ func (s *SQLite) MailboxPassword(ctx context.Context, address string) (string, e
 }
 
 // ListMailboxes implements Mailboxes.
-func (s *SQLite) ListMailboxes(ctx context.Context) ([]Mailbox, error) {
+func (s *core) ListMailboxes(ctx context.Context) ([]Mailbox, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -169,7 +169,7 @@ func (s *SQLite) ListMailboxes(ctx context.Context) ([]Mailbox, error) {
 // (nothing new) without taking the writer; the filing itself re-reads the
 // high-water mark inside the write, so concurrent syncs file each message
 // once.
-func (s *SQLite) SyncFolders(ctx context.Context, mailbox string) (int, error) {
+func (s *core) SyncFolders(ctx context.Context, mailbox string) (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
 	}
@@ -183,12 +183,18 @@ func (s *SQLite) SyncFolders(ctx context.Context, mailbox string) (int, error) {
 		return 0, nil
 	}
 	filed := 0
-	err = s.write(ctx, func(tx *wtx) error {
+	err = s.write(ctx, func(tx Tx) error {
 		var synced int64
-		if err := tx.QueryRow(`SELECT synced_id FROM mailboxes WHERE address = ?`, mailbox).Scan(&synced); err != nil {
+		// FOR UPDATE (Postgres): a concurrent sync on another node waits
+		// here and then files only what this one did not.
+		if err := tx.QueryRow(`SELECT synced_id FROM mailboxes WHERE address = ?`+s.d.forUpdate, mailbox).Scan(&synced); err != nil {
 			return fmt.Errorf("store: sync folders: %w", err)
 		}
-		rows, err := tx.Query(`SELECT id, direction, status FROM messages WHERE mailbox = ? AND id > ? ORDER BY id`, mailbox, synced)
+		q := `SELECT id, direction, status FROM messages m WHERE mailbox = ? AND id > ?`
+		if s.d.visible != "" {
+			q += " AND " + s.d.visible
+		}
+		rows, err := tx.Query(q+` ORDER BY id`, mailbox, synced)
 		if err != nil {
 			return fmt.Errorf("store: sync folders: %w", err)
 		}
@@ -237,7 +243,7 @@ func (s *SQLite) SyncFolders(ctx context.Context, mailbox string) (int, error) {
 
 // fileTx files stored message id in folder under the folder's next UID;
 // create makes a missing fixed folder again (Sent deleted by a client).
-func fileTx(tx *wtx, mailbox, folder string, id int64, flags string, create bool) (uint32, error) {
+func fileTx(tx Tx, mailbox, folder string, id int64, flags string, create bool) (uint32, error) {
 	var uid int64
 	err := tx.QueryRow(`UPDATE folders SET uid_next = uid_next + 1 WHERE mailbox = ? AND name = ?
 		RETURNING uid_next - 1`, mailbox, folder).Scan(&uid)
@@ -261,7 +267,7 @@ func fileTx(tx *wtx, mailbox, folder string, id int64, flags string, create bool
 }
 
 // Folders implements Mailboxes.
-func (s *SQLite) Folders(ctx context.Context, mailbox string) ([]Folder, error) {
+func (s *core) Folders(ctx context.Context, mailbox string) ([]Folder, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -290,21 +296,21 @@ func (s *SQLite) Folders(ctx context.Context, mailbox string) ([]Folder, error) 
 }
 
 // CreateFolder implements Mailboxes.
-func (s *SQLite) CreateFolder(ctx context.Context, mailbox, name string) error {
+func (s *core) CreateFolder(ctx context.Context, mailbox, name string) error {
 	if err := checkFolder(name); err != nil {
 		return err
 	}
-	return s.write(ctx, func(tx *wtx) error { return createFolderTx(tx, mailbox, canonFolder(name)) })
+	return s.write(ctx, func(tx Tx) error { return createFolderTx(tx, mailbox, canonFolder(name)) })
 }
 
 // DeleteFolder implements Mailboxes: the folder and its references go; the
 // stored messages stay.
-func (s *SQLite) DeleteFolder(ctx context.Context, mailbox, name string) error {
+func (s *core) DeleteFolder(ctx context.Context, mailbox, name string) error {
 	name = canonFolder(name)
 	if name == FolderInbox {
 		return ErrFolderFixed
 	}
-	return s.write(ctx, func(tx *wtx) error {
+	return s.write(ctx, func(tx Tx) error {
 		res, err := tx.Exec(`DELETE FROM folders WHERE mailbox = ? AND name = ?`, mailbox, name)
 		if err != nil {
 			return fmt.Errorf("store: delete folder: %w", err)
@@ -318,7 +324,7 @@ func (s *SQLite) DeleteFolder(ctx context.Context, mailbox, name string) error {
 
 // RenameFolder implements Mailboxes. The folder keeps its UIDVALIDITY and
 // UIDs (RFC 9051 §6.3.6).
-func (s *SQLite) RenameFolder(ctx context.Context, mailbox, from, to string) error {
+func (s *core) RenameFolder(ctx context.Context, mailbox, from, to string) error {
 	from, to = canonFolder(from), canonFolder(to)
 	if from == FolderInbox || to == FolderInbox {
 		return ErrFolderFixed
@@ -326,7 +332,7 @@ func (s *SQLite) RenameFolder(ctx context.Context, mailbox, from, to string) err
 	if err := checkFolder(to); err != nil {
 		return err
 	}
-	return s.write(ctx, func(tx *wtx) error {
+	return s.write(ctx, func(tx Tx) error {
 		var one int
 		err := tx.QueryRow(`SELECT 1 FROM folders WHERE mailbox = ? AND name = ?`, mailbox, to).Scan(&one)
 		if err == nil {
@@ -344,7 +350,7 @@ func (s *SQLite) RenameFolder(ctx context.Context, mailbox, from, to string) err
 }
 
 // FolderMessages implements Mailboxes.
-func (s *SQLite) FolderMessages(ctx context.Context, mailbox, folder string, afterUID uint32) ([]FolderMessage, error) {
+func (s *core) FolderMessages(ctx context.Context, mailbox, folder string, afterUID uint32) ([]FolderMessage, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -378,7 +384,7 @@ func (s *SQLite) FolderMessages(ctx context.Context, mailbox, folder string, aft
 }
 
 // SetFlags implements Mailboxes.
-func (s *SQLite) SetFlags(ctx context.Context, mailbox, folder string, flags map[uint32][]string) error {
+func (s *core) SetFlags(ctx context.Context, mailbox, folder string, flags map[uint32][]string) error {
 	folder = canonFolder(folder)
 	for _, fs := range flags {
 		for _, f := range fs {
@@ -387,7 +393,7 @@ func (s *SQLite) SetFlags(ctx context.Context, mailbox, folder string, flags map
 			}
 		}
 	}
-	return s.write(ctx, func(tx *wtx) error {
+	return s.write(ctx, func(tx Tx) error {
 		for uid, fs := range flags {
 			fs = slices.Clone(fs)
 			slices.Sort(fs)
@@ -402,9 +408,9 @@ func (s *SQLite) SetFlags(ctx context.Context, mailbox, folder string, flags map
 }
 
 // Unfile implements Mailboxes.
-func (s *SQLite) Unfile(ctx context.Context, mailbox, folder string, uids []uint32) error {
+func (s *core) Unfile(ctx context.Context, mailbox, folder string, uids []uint32) error {
 	folder = canonFolder(folder)
-	return s.write(ctx, func(tx *wtx) error {
+	return s.write(ctx, func(tx Tx) error {
 		for _, uid := range uids {
 			if _, err := tx.Exec(`DELETE FROM folder_messages WHERE mailbox = ? AND folder = ? AND uid = ?`,
 				mailbox, folder, uid); err != nil {
@@ -417,11 +423,11 @@ func (s *SQLite) Unfile(ctx context.Context, mailbox, folder string, uids []uint
 
 // Refile implements Mailboxes. A UID not in src is skipped (its new UID
 // is 0).
-func (s *SQLite) Refile(ctx context.Context, mailbox, src, dst string, uids []uint32, move bool) (Folder, []uint32, error) {
+func (s *core) Refile(ctx context.Context, mailbox, src, dst string, uids []uint32, move bool) (Folder, []uint32, error) {
 	src, dst = canonFolder(src), canonFolder(dst)
 	var f Folder
 	var out []uint32
-	err := s.write(ctx, func(tx *wtx) error {
+	err := s.write(ctx, func(tx Tx) error {
 		out = make([]uint32, len(uids))
 		err := tx.QueryRow(`SELECT name, uid_validity FROM folders WHERE mailbox = ? AND name = ?`, mailbox, dst).
 			Scan(&f.Name, &f.UIDValidity)

@@ -18,12 +18,12 @@ const DefaultExpiry = 24 * time.Hour
 // Enqueue implements Store. Enqueue is idempotent per Message-ID: a second
 // Outgoing with a Message-ID already queued returns the first entry's id
 // and writes nothing (a crashed-and-retried `send` cannot send twice).
-func (s *SQLite) Enqueue(ctx context.Context, out *Outgoing) (int64, error) {
+func (s *core) Enqueue(ctx context.Context, out *Outgoing) (int64, error) {
 	if err := checkOutgoing(out); err != nil {
 		return 0, err
 	}
 	var id int64
-	err := s.write(ctx, func(tx *wtx) error {
+	err := s.write(ctx, func(tx Tx) error {
 		var err error
 		id, err = enqueueTx(tx, out, time.Now().UTC())
 		return err
@@ -54,7 +54,7 @@ func checkOutgoing(out *Outgoing) error {
 
 // enqueueTx queues out inside tx, with one pending row per recipient due
 // now, and stores out.Copy as a DirOut message (no hand-off, no OOPS).
-func enqueueTx(tx *wtx, out *Outgoing, now time.Time) (int64, error) {
+func enqueueTx(tx Tx, out *Outgoing, now time.Time) (int64, error) {
 	if err := checkOutgoing(out); err != nil {
 		return 0, err
 	}
@@ -109,12 +109,12 @@ func enqueueTx(tx *wtx, out *Outgoing, now time.Time) (int64, error) {
 // first marked failed ("expired"); then up to limit due recipients (oldest
 // due first) get attempts+1 and next attempt now+lease before they are
 // returned.
-func (s *SQLite) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Due, error) {
+func (s *core) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Due, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	var dues []Due
-	err := s.write(ctx, func(tx *wtx) error {
+	err := s.write(ctx, func(tx Tx) error {
 		dues = nil
 		n := now.UTC().UnixNano()
 		if _, err := tx.Exec(`UPDATE queue_rcpts SET state = 'failed', last_error = 'expired: delivery given up'
@@ -123,7 +123,7 @@ func (s *SQLite) ClaimDue(ctx context.Context, now time.Time, lease time.Duratio
 		}
 		rows, err := tx.Query(`UPDATE queue_rcpts SET attempts = attempts + 1, next_attempt_at = ?
 			WHERE (queue_id, rcpt) IN (SELECT queue_id, rcpt FROM queue_rcpts
-				WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, queue_id LIMIT ?)
+				WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, queue_id LIMIT ?`+s.d.skipLocked+`)
 			RETURNING queue_id, rcpt, attempts`, now.Add(lease).UTC().UnixNano(), n, limit)
 		if err != nil {
 			return fmt.Errorf("store: claim due: %w", err)
@@ -170,13 +170,13 @@ func sortDues(d []Due) {
 
 // RecordDelivery implements Store. state is QueueSent, QueueFailed,
 // QueueDropped, or QueuePending with next as the next attempt time.
-func (s *SQLite) RecordDelivery(ctx context.Context, queueID int64, rcpt, state, lastErr string, next time.Time) error {
+func (s *core) RecordDelivery(ctx context.Context, queueID int64, rcpt, state, lastErr string, next time.Time) error {
 	switch state {
 	case QueueSent, QueueFailed, QueuePending, QueueDropped:
 	default:
 		return fmt.Errorf("%w: queue state %q", ErrBadInput, state)
 	}
-	return s.write(ctx, func(tx *wtx) error {
+	return s.write(ctx, func(tx Tx) error {
 		res, err := tx.Exec(`UPDATE queue_rcpts SET state = ?, last_error = ?, next_attempt_at = ?
 			WHERE queue_id = ? AND rcpt = ?`, state, lastErr, next.UTC().UnixNano(), queueID, rcpt)
 		if err != nil {
@@ -191,7 +191,7 @@ func (s *SQLite) RecordDelivery(ctx context.Context, queueID int64, rcpt, state,
 
 // Queue implements Store: the entries with at least one recipient in state
 // ("" for all), oldest first, each with all its recipients.
-func (s *SQLite) Queue(ctx context.Context, state string) ([]QueueEntry, error) {
+func (s *core) Queue(ctx context.Context, state string) ([]QueueEntry, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -245,10 +245,10 @@ func (s *SQLite) Queue(ctx context.Context, state string) ([]QueueEntry, error) 
 
 // QueueRetry implements Store: every recipient not yet sent becomes pending
 // and due now, and an expired entry gets a new DefaultExpiry from now.
-func (s *SQLite) QueueRetry(ctx context.Context, id int64) error {
-	return s.write(ctx, func(tx *wtx) error {
+func (s *core) QueueRetry(ctx context.Context, id int64) error {
+	return s.write(ctx, func(tx Tx) error {
 		now := time.Now().UTC()
-		res, err := tx.Exec(`UPDATE queue SET expires_at = max(expires_at, ?) WHERE id = ?`,
+		res, err := tx.Exec(`UPDATE queue SET expires_at = `+s.d.greatest+`(expires_at, ?) WHERE id = ?`,
 			now.Add(DefaultExpiry).UnixNano(), id)
 		if err != nil {
 			return fmt.Errorf("store: queue retry: %w", err)
@@ -265,8 +265,8 @@ func (s *SQLite) QueueRetry(ctx context.Context, id int64) error {
 }
 
 // QueueDrop implements Store: every recipient not yet sent becomes dropped.
-func (s *SQLite) QueueDrop(ctx context.Context, id int64) error {
-	return s.write(ctx, func(tx *wtx) error {
+func (s *core) QueueDrop(ctx context.Context, id int64) error {
+	return s.write(ctx, func(tx Tx) error {
 		var one int
 		if err := tx.QueryRow(`SELECT 1 FROM queue WHERE id = ?`, id).Scan(&one); errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("queue %d: %w", id, ErrNotFound)

@@ -10,12 +10,6 @@ import (
 	"time"
 )
 
-func (s *SQLite) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
 const messageCols = `m.id, m.mailbox, m.direction, m.message_id, m.sender, m.recipients, m.subject, m.type,
 	m.envelopay_id, m.status, m.thread_id, m.received_at, m.errors, m.warnings, m.result, m.dkim,
 	m.auth_results, m.size, m.oops`
@@ -60,11 +54,11 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 }
 
 // Message implements Store; the raw bytes are included.
-func (s *SQLite) Message(ctx context.Context, id int64) (*Message, error) {
+func (s *core) Message(ctx context.Context, id int64) (*Message, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	row := s.r.QueryRowContext(ctx, `SELECT `+messageCols+`, coalesce(r.raw, x'')
+	row := s.r.QueryRowContext(ctx, `SELECT `+messageCols+`, coalesce(r.raw, `+s.d.emptyBlob+`)
 		FROM messages m LEFT JOIN message_raw r ON r.message_id = m.id WHERE m.id = ?`, id)
 	m, err := scanMessage(row, true)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -78,7 +72,7 @@ func (s *SQLite) Message(ctx context.Context, id int64) (*Message, error) {
 
 // Messages implements Store: matching messages in id order (the order they
 // were stored), after f.AfterID, at most f.Limit.
-func (s *SQLite) Messages(ctx context.Context, f Filter) ([]Message, error) {
+func (s *core) Messages(ctx context.Context, f Filter) ([]Message, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -89,6 +83,11 @@ func (s *SQLite) Messages(ctx context.Context, f Filter) ([]Message, error) {
 		args = append(args, v)
 	}
 	add("m.id > ?", f.AfterID)
+	if s.d.visible != "" && !f.Newest {
+		// Ascending: a cursor (watch, AfterID); stop before any row a
+		// transaction still running may yet commit below.
+		where = append(where, s.d.visible)
+	}
 	if f.Mailbox != "" {
 		add("m.mailbox = ?", f.Mailbox)
 	}
@@ -106,7 +105,7 @@ func (s *SQLite) Messages(ctx context.Context, f Filter) ([]Message, error) {
 	}
 	q := `SELECT ` + messageCols
 	if f.WithRaw {
-		q += `, coalesce(r.raw, x'') FROM messages m LEFT JOIN message_raw r ON r.message_id = m.id`
+		q += `, coalesce(r.raw, ` + s.d.emptyBlob + `) FROM messages m LEFT JOIN message_raw r ON r.message_id = m.id`
 	} else {
 		q += ` FROM messages m`
 	}
@@ -121,7 +120,7 @@ func (s *SQLite) Messages(ctx context.Context, f Filter) ([]Message, error) {
 	return s.query(ctx, q, f.WithRaw, args...)
 }
 
-func (s *SQLite) query(ctx context.Context, q string, withRaw bool, args ...any) ([]Message, error) {
+func (s *core) query(ctx context.Context, q string, withRaw bool, args ...any) ([]Message, error) {
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages: %w", err)
@@ -144,7 +143,7 @@ func (s *SQLite) query(ctx context.Context, q string, withRaw bool, args ...any)
 // Thread implements Store. ref is tried as a thread id, then as a
 // Message-ID (angle brackets allowed), then as an Envelopay id; the thread
 // of the earliest matching message wins. Raw bytes are not included.
-func (s *SQLite) Thread(ctx context.Context, ref string) ([]Message, error) {
+func (s *core) Thread(ctx context.Context, ref string) ([]Message, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -176,8 +175,8 @@ func (s *SQLite) Thread(ctx context.Context, ref string) ([]Message, error) {
 // WaitNew implements Store. It wakes on commits of this process at once and
 // polls every Options.PollInterval for rows written by other processes
 // (`envelopd watch` next to `envelopd serve`).
-func (s *SQLite) WaitNew(ctx context.Context, after int64) error {
-	t := time.NewTicker(s.opts.PollInterval)
+func (s *core) WaitNew(ctx context.Context, after int64) error {
+	t := time.NewTicker(s.pollInterval)
 	defer t.Stop()
 	for {
 		if s.isClosed() {
@@ -185,7 +184,7 @@ func (s *SQLite) WaitNew(ctx context.Context, after int64) error {
 		}
 		ch := s.newMsgChan() // before reading, so no commit is missed
 		var max int64
-		if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM messages`).Scan(&max); err != nil {
+		if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM messages m`+s.where(s.d.visible)).Scan(&max); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -203,4 +202,12 @@ func (s *SQLite) WaitNew(ctx context.Context, after int64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// where is " WHERE cond", or "" for an empty cond.
+func (s *core) where(cond string) string {
+	if cond == "" {
+		return ""
+	}
+	return " WHERE " + cond
 }

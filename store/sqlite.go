@@ -57,26 +57,39 @@ func (o *Options) defaults() {
 // fsync, each write under its own SAVEPOINT), and a separate pool of
 // read-only connections; WAL lets the readers run during commits.
 type SQLite struct {
+	*core
 	path string
 	opts Options
 	w    *sql.DB // one connection, used only by the writer goroutine
-	r    *sql.DB // read-only pool
+	rdb  *sql.DB // read-only pool
 
 	stmts  map[string]*sql.Stmt // writer statement cache (writer goroutine only)
 	missed map[string]bool
 
 	ops  chan *op
-	quit chan struct{}
 	done chan struct{}
 
 	commits, writes atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
+}
 
-	mu     sync.Mutex
-	closed bool
-	newMsg chan struct{} // closed and replaced after a commit that stored messages
+// sqliteDialect is SQLite's SQL (see dialect).
+var sqliteDialect = &dialect{
+	name:      "sqlite",
+	eidIndex:  " INDEXED BY messages_eid",
+	copyIndex: " INDEXED BY messages_copy",
+	// min(id) makes SQLite take thread_id from the earliest matching
+	// row (a bare column of a min() aggregate), and always yields one
+	// row.
+	threadSQL: func(n int) string {
+		return `SELECT min(id), thread_id FROM messages INDEXED BY messages_copy
+			WHERE message_id IN (` + placeholders(n) + `) AND mailbox = ?`
+	},
+	emptyBlob: "x''",
+	greatest:  "max",
+	key:       func(s string) any { return s },
 }
 
 var _ Store = (*SQLite)(nil)
@@ -145,17 +158,18 @@ func OpenSQLiteOptions(ctx context.Context, path string, opts Options) (*SQLite,
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	s := &SQLite{
+		core:   newCore(sqliteDialect, opts.PollInterval),
 		path:   path,
 		opts:   opts,
 		w:      w,
-		r:      r,
+		rdb:    r,
 		stmts:  map[string]*sql.Stmt{},
 		missed: map[string]bool{},
 		ops:    make(chan *op, opts.MaxBatch),
-		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
-		newMsg: make(chan struct{}),
 	}
+	s.core.r = r
+	s.core.write = s.write
 	go s.writer()
 	return s, nil
 }
@@ -194,7 +208,7 @@ func isBusy(err error) bool {
 // not. A server uses it to warn at start rather than only refusing mail
 // (451) later.
 func (s *SQLite) CheckWritable(ctx context.Context) error {
-	return s.write(ctx, func(tx *wtx) error {
+	return s.write(ctx, func(tx Tx) error {
 		var v int
 		if err := tx.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
 			return err
@@ -235,7 +249,7 @@ func (s *SQLite) Close() error {
 		s.mu.Unlock()
 		close(s.quit)
 		<-s.done
-		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.rdb.Close(), s.w.Close())
 	})
 	return s.closeErr
 }
@@ -251,7 +265,7 @@ func (s *SQLite) Pragma(ctx context.Context, name string) (string, error) {
 		}
 	}
 	var v string
-	err := s.write(ctx, func(tx *wtx) error {
+	err := s.write(ctx, func(tx Tx) error {
 		return tx.QueryRow("PRAGMA " + name).Scan(&v)
 	})
 	return v, err

@@ -9,7 +9,7 @@ import (
 
 // IMAPState implements Store. An unknown key is not an error: it returns
 // 0, 0 (nothing seen yet).
-func (s *SQLite) IMAPState(ctx context.Context, key string) (uint32, uint32, error) {
+func (s *core) IMAPState(ctx context.Context, key string) (uint32, uint32, error) {
 	if s.isClosed() {
 		return 0, 0, ErrClosed
 	}
@@ -25,8 +25,8 @@ func (s *SQLite) IMAPState(ctx context.Context, key string) (uint32, uint32, err
 }
 
 // SetIMAPState implements Store.
-func (s *SQLite) SetIMAPState(ctx context.Context, key string, uidValidity, lastUID uint32) error {
-	return s.write(ctx, func(tx *wtx) error {
+func (s *core) SetIMAPState(ctx context.Context, key string, uidValidity, lastUID uint32) error {
+	return s.write(ctx, func(tx Tx) error {
 		_, err := tx.Exec(`INSERT INTO imap_state (key, uid_validity, last_uid) VALUES (?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET uid_validity = excluded.uid_validity, last_uid = excluded.last_uid`,
 			key, int64(uidValidity), int64(lastUID))
@@ -38,13 +38,13 @@ func (s *SQLite) SetIMAPState(ctx context.Context, key string, uidValidity, last
 }
 
 // PutKey implements Store: it adds or replaces the key of (protocol, handle).
-func (s *SQLite) PutKey(ctx context.Context, protocol, handle, key string) error {
+func (s *core) PutKey(ctx context.Context, protocol, handle, key string) error {
 	if protocol == "" || handle == "" {
 		return fmt.Errorf("%w: key without protocol or handle", ErrBadInput)
 	}
-	return s.write(ctx, func(tx *wtx) error {
+	return s.write(ctx, func(tx Tx) error {
 		_, err := tx.Exec(`INSERT INTO protocol_keys (protocol, handle, key) VALUES (?, ?, ?)
-			ON CONFLICT (protocol, handle) DO UPDATE SET key = excluded.key`, protocol, handle, key)
+			ON CONFLICT (protocol, handle) DO UPDATE SET key = excluded.key`, protocol, handle, s.d.key(key))
 		if err != nil {
 			return fmt.Errorf("store: put key: %w", err)
 		}
@@ -53,7 +53,7 @@ func (s *SQLite) PutKey(ctx context.Context, protocol, handle, key string) error
 }
 
 // Keys implements Store: handle → key for protocol (empty map when none).
-func (s *SQLite) Keys(ctx context.Context, protocol string) (map[string]string, error) {
+func (s *core) Keys(ctx context.Context, protocol string) (map[string]string, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -75,7 +75,7 @@ func (s *SQLite) Keys(ctx context.Context, protocol string) (map[string]string, 
 
 // ChainTip implements Store: the highest link of chain in any scope
 // (direction, mailbox), which is what a signer continues from.
-func (s *SQLite) ChainTip(ctx context.Context, chain string) (int64, string, error) {
+func (s *core) ChainTip(ctx context.Context, chain string) (int64, string, error) {
 	if s.isClosed() {
 		return 0, "", ErrClosed
 	}

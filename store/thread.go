@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,11 +24,11 @@ const maxThreadRefs = 64
 // ORDER → INVOICE → PAY → FULFILL is one thread even when a client drops
 // In-Reply-To.
 //
-// The lookups name their index (INDEXED BY): without ANALYZE statistics
+// On SQLite the lookups name their index (INDEXED BY): without ANALYZE statistics
 // SQLite prefers messages_mailbox (mailbox, id), which satisfies ORDER BY
 // id but walks the whole mailbox when nothing matches — the common case,
 // a new message's own Message-ID — and made ingest quadratic.
-func threadFor(tx *wtx, in *Incoming, sum []byte) (string, error) {
+func threadFor(tx Tx, in *Incoming, sum []byte) (string, error) {
 	seen := map[string]bool{}
 	var mids []any
 	add := func(m string) {
@@ -50,15 +51,10 @@ func threadFor(tx *wtx, in *Incoming, sum []byte) (string, error) {
 		add(m)
 	}
 	if len(mids) > 0 {
-		// One statement for all of them: min(id) makes SQLite take
-		// thread_id from the earliest matching row (a bare column of a
-		// min() aggregate), and always yields one row.
 		var id sql.NullInt64
 		var t sql.NullString
-		err := tx.QueryRow(`SELECT min(id), thread_id FROM messages INDEXED BY messages_copy
-			WHERE message_id IN (`+placeholders(len(mids))+`) AND mailbox = ?`,
-			append(mids, in.Mailbox)...).Scan(&id, &t)
-		if err != nil {
+		err := tx.QueryRow(tx.dialect().threadSQL(len(mids)), append(mids, in.Mailbox)...).Scan(&id, &t)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return "", fmt.Errorf("store: thread lookup: %w", err)
 		}
 		if id.Valid && t.String != "" {
@@ -98,7 +94,7 @@ func (c refCandidate) better(d refCandidate) bool {
 // returns the earliest of those; zero when no ref names a stored message.
 // The candidates come from one statement and are ordered here, which
 // spares SQLite a temporary table per ref for the recipients and the sort.
-func refMatch(tx *wtx, in *Incoming) (refCandidate, error) {
+func refMatch(tx Tx, in *Incoming) (refCandidate, error) {
 	var ids []any
 	seen := map[string]bool{}
 	for _, k := range sortedKeys(in.Refs) {
@@ -110,7 +106,7 @@ func refMatch(tx *wtx, in *Incoming) (refCandidate, error) {
 	if len(ids) == 0 {
 		return refCandidate{}, nil
 	}
-	rows, err := tx.Query(`SELECT envelopay_id, id, thread_id, sender, status FROM messages INDEXED BY messages_eid
+	rows, err := tx.Query(`SELECT envelopay_id, id, thread_id, sender, status FROM messages`+tx.dialect().eidIndex+`
 		WHERE envelopay_id IN (`+placeholders(len(ids))+`) AND mailbox = ?`, append(ids, in.Mailbox)...)
 	if err != nil {
 		return refCandidate{}, fmt.Errorf("store: thread lookup: %w", err)

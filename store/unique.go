@@ -20,7 +20,7 @@ const ZeroHash = "00000000000000000000000000000000000000000000000000000000000000
 // returns the conflicts as problems and whether a claim was a marked
 // (harmless) replay. The caller undoes everything when the message is not
 // accepted.
-func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (protocols.Problems, bool, error) {
+func takeUnique(tx Tx, id int64, dir string, in *Incoming, now time.Time) (protocols.Problems, bool, error) {
 	var ps protocols.Problems
 	replay := false
 	if in.EnvelopayID != "" {
@@ -112,7 +112,7 @@ func takeUnique(tx *wtx, id int64, dir string, in *Incoming, now time.Time) (pro
 // id, and does nothing on conflict) and returns 0 when the row is new, or
 // the stored message that already holds the key (holder takes key). what
 // names the claim in errors.
-func claimRow(tx *wtx, what, insert, holder string, id int64, key ...any) (int64, error) {
+func claimRow(tx Tx, what, insert, holder string, id int64, key ...any) (int64, error) {
 	res, err := tx.Exec(insert, append(key[:len(key):len(key)], id)...)
 	if err != nil {
 		return 0, fmt.Errorf("store: claim %s: %w", what, err)
@@ -133,7 +133,8 @@ func claimRow(tx *wtx, what, insert, holder string, id int64, key ...any) (int64
 // OnSame problem, or only a marked replay when OnSame is ""); with another
 // value a conflict (OnConflict, or nothing when ""). A claim whose window
 // ended before now is replaced.
-func takeClaim(tx *wtx, scope string, id int64, c protocols.Claim, now time.Time) (*protocols.Problem, bool, error) {
+func takeClaim(tx Tx, scope string, id int64, c protocols.Claim, now time.Time) (*protocols.Problem, bool, error) {
+	k := tx.dialect().key
 	var expires int64
 	if c.Window > 0 {
 		expires = now.Add(time.Duration(c.Window) * time.Second).UnixNano()
@@ -143,7 +144,7 @@ func takeClaim(tx *wtx, scope string, id int64, c protocols.Claim, now time.Time
 		ON CONFLICT (scope, kind, key) DO UPDATE SET value = excluded.value, message_id = excluded.message_id,
 			created_at = excluded.created_at, expires_at = excluded.expires_at
 		WHERE claims.expires_at != 0 AND claims.expires_at <= excluded.created_at`,
-		scope, c.Kind, c.Key, c.Value, id, now.UnixNano(), expires)
+		scope, c.Kind, k(c.Key), k(c.Value), id, now.UnixNano(), expires)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: claim %s: %w", c.Kind, err)
 	}
@@ -156,7 +157,7 @@ func takeClaim(tx *wtx, scope string, id int64, c protocols.Claim, now time.Time
 	}
 	var value string
 	var prev int64
-	if err := tx.QueryRow(`SELECT value, message_id FROM claims WHERE scope = ? AND kind = ? AND key = ?`, scope, c.Kind, c.Key).
+	if err := tx.QueryRow(`SELECT value, message_id FROM claims WHERE scope = ? AND kind = ? AND key = ?`, scope, c.Kind, k(c.Key)).
 		Scan(&value, &prev); err != nil {
 		return nil, false, fmt.Errorf("store: read claim %s: %w", c.Kind, err)
 	}
@@ -179,7 +180,7 @@ func takeClaim(tx *wtx, scope string, id int64, c protocols.Claim, now time.Time
 // replay_detected; a wrong prev, or a seq that skips ahead, is chain_fork.
 // The (chain, seq) primary key makes two accepted links with one seq
 // impossible.
-func takeLink(tx *wtx, scope string, id int64, l protocols.Link) (*protocols.Problem, error) {
+func takeLink(tx Tx, scope string, id int64, l protocols.Link) (*protocols.Problem, error) {
 	tip, hash, err := chainTip(tx, scope, l.Chain)
 	if err != nil {
 		return nil, err
@@ -208,9 +209,9 @@ func takeLink(tx *wtx, scope string, id int64, l protocols.Link) (*protocols.Pro
 }
 
 // checkState reads (Kind, Key) and reports c's code unless it holds Want.
-func checkState(tx *wtx, scope string, c protocols.StateCheck) (*protocols.Problem, error) {
+func checkState(tx Tx, scope string, c protocols.StateCheck) (*protocols.Problem, error) {
 	var value string
-	err := tx.QueryRow(`SELECT value FROM states WHERE scope = ? AND kind = ? AND key = ?`, scope, c.Kind, c.Key).Scan(&value)
+	err := tx.QueryRow(`SELECT value FROM states WHERE scope = ? AND kind = ? AND key = ?`, scope, c.Kind, tx.dialect().key(c.Key)).Scan(&value)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: read state %s: %w", c.Kind, err)
 	}
@@ -230,7 +231,8 @@ func checkState(tx *wtx, scope string, c protocols.StateCheck) (*protocols.Probl
 
 // setState writes (Kind, Key) = Value unless the current value is in Keep.
 // Like every uniqueness fact it is undone when the message is not accepted.
-func setState(tx *wtx, scope string, id int64, st protocols.StateSet) error {
+func setState(tx Tx, scope string, id int64, st protocols.StateSet) error {
+	k := tx.dialect().key
 	if st.If != nil {
 		ok, err := tallyResolved(tx, scope, st.If)
 		if err != nil || !ok {
@@ -238,7 +240,7 @@ func setState(tx *wtx, scope string, id int64, st protocols.StateSet) error {
 		}
 	}
 	var cur string
-	err := tx.QueryRow(`SELECT value FROM states WHERE scope = ? AND kind = ? AND key = ?`, scope, st.Kind, st.Key).Scan(&cur)
+	err := tx.QueryRow(`SELECT value FROM states WHERE scope = ? AND kind = ? AND key = ?`, scope, st.Kind, k(st.Key)).Scan(&cur)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("store: read state %s: %w", st.Kind, err)
 	}
@@ -249,7 +251,7 @@ func setState(tx *wtx, scope string, id int64, st protocols.StateSet) error {
 	}
 	_, err = tx.Exec(`INSERT INTO states (scope, kind, key, value, message_id) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (scope, kind, key) DO UPDATE SET value = excluded.value, message_id = excluded.message_id`,
-		scope, st.Kind, st.Key, st.Value, id)
+		scope, st.Kind, k(st.Key), k(st.Value), id)
 	if err != nil {
 		return fmt.Errorf("store: set state %s: %w", st.Kind, err)
 	}
@@ -259,7 +261,7 @@ func setState(tx *wtx, scope string, id int64, st protocols.StateSet) error {
 // tallyResolved reads the claims (and states) t names, by key range in
 // the scope, and asks t.Rule. It runs in the ingest transaction, after
 // the message's claims are taken.
-func tallyResolved(tx *wtx, scope string, t *protocols.Tally) (bool, error) {
+func tallyResolved(tx Tx, scope string, t *protocols.Tally) (bool, error) {
 	claims, err := readRange(tx, "claims", scope, t.Kind, t.Prefix)
 	if err != nil {
 		return false, err
@@ -276,12 +278,13 @@ func tallyResolved(tx *wtx, scope string, t *protocols.Tally) (bool, error) {
 // readRange returns key (without prefix) → value of the rows of table
 // (claims or states) of kind whose key starts with prefix: a range on the
 // (scope, kind, key) key, not LIKE (keys hold any bytes).
-func readRange(tx *wtx, table, scope, kind, prefix string) (map[string]string, error) {
+func readRange(tx Tx, table, scope, kind, prefix string) (map[string]string, error) {
 	q := `SELECT key, value FROM ` + table + ` WHERE scope = ? AND kind = ? AND key >= ?`
-	args := []any{scope, kind, prefix}
+	k := tx.dialect().key
+	args := []any{scope, kind, k(prefix)}
 	if end, ok := prefixEnd(prefix); ok {
 		q += ` AND key < ?`
-		args = append(args, end)
+		args = append(args, k(end))
 	}
 	rows, err := tx.Query(q, args...)
 	if err != nil {
@@ -342,7 +345,7 @@ func chainTip(q queryRower, scope, chain string) (int64, string, error) {
 // earlier names the stored message id for a problem's text by what its
 // sender knows — its Envelopay id and Message-ID — never by the internal
 // row id (problem texts reach peers in courtesy OOPS; issue 18).
-func earlier(tx *wtx, id int64) string {
+func earlier(tx Tx, id int64) string {
 	var eid, mid string
 	if err := tx.QueryRow(`SELECT envelopay_id, message_id FROM messages WHERE id = ?`, id).Scan(&eid, &mid); err != nil {
 		return "an earlier message"

@@ -11,7 +11,7 @@ import (
 // only after the transaction committed (or failed).
 type op struct {
 	ctx  context.Context
-	fn   func(tx *wtx) error
+	fn   func(tx Tx) error
 	done chan error
 }
 
@@ -19,7 +19,7 @@ type op struct {
 // holding it is durable. fn may run together with other writes in one
 // transaction (group commit); an error from fn rolls back only fn's
 // savepoint.
-func (s *SQLite) write(ctx context.Context, fn func(tx *wtx) error) error {
+func (s *SQLite) write(ctx context.Context, fn func(tx Tx) error) error {
 	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.mu.Lock()
 	closed := s.closed
@@ -202,18 +202,4 @@ func (s *SQLite) runOp(tx *wtx, o *op) (err error) {
 		}
 	}()
 	return o.fn(tx)
-}
-
-// notify wakes every WaitNew.
-func (s *SQLite) notify() {
-	s.mu.Lock()
-	close(s.newMsg)
-	s.newMsg = make(chan struct{})
-	s.mu.Unlock()
-}
-
-func (s *SQLite) newMsgChan() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.newMsg
 }

@@ -72,3 +72,25 @@ func (w *wtx) QueryRow(q string, args ...any) *sql.Row {
 	}
 	return st.QueryRow(args...)
 }
+
+// InsertMessage implements Tx: Exec, not RETURNING (no result set to set
+// up and tear down); a conflict (exact redelivery) changes no row.
+func (w *wtx) InsertMessage(args ...any) (int64, bool, error) {
+	res, err := w.Exec(insertMessageSQL+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING`, args...)
+	if err != nil {
+		return 0, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, false, err
+	}
+	id, err := res.LastInsertId()
+	return id, err == nil, err
+}
+
+// Lock implements Tx: SQLite has one writer, so every write transaction
+// is already serialised.
+func (w *wtx) Lock(string) error { return nil }
+
+func (w *wtx) dialect() *dialect { return sqliteDialect }

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Tx is the transaction the rules layer runs in (ingest.go, unique.go,
+// thread.go, check.go, queue.go's enqueueTx, mailbox.go's filing). Every
+// decision — final status, duplicate_id, duplicate_proof, retry, ACCEPT
+// against its OFFER, claims, chain links, protocol state, tallies,
+// threading, hand-off rows, the courtesy OOPS limits — is written once,
+// over this interface, and each backend (SQLite: sqlite.go, Postgres:
+// postgres.go) implements it.
+//
+// The statements are portable SQL with ? placeholders (a backend rebinds
+// them); what only one engine speaks — SQLite's INDEXED BY, a bare
+// column beside min(), LastInsertId, x” literals — sits behind the
+// dialect and InsertMessage. Concurrency safety comes from the database:
+// every uniqueness fact is an INSERT … ON CONFLICT on a UNIQUE key, so a
+// concurrent transaction holding the same key makes this one wait and
+// then see the conflict (Postgres READ COMMITTED re-reads the committed
+// row; SQLite has one writer). The few check-then-insert rules that no
+// UNIQUE key can express (OOPS rate limits, SyncFolders' high-water mark)
+// take Lock or FOR UPDATE first.
+type Tx interface {
+	Exec(q string, args ...any) (sql.Result, error)
+	Query(q string, args ...any) (*sql.Rows, error)
+	QueryRow(q string, args ...any) *sql.Row
+	// InsertMessage runs insertMessageSQL (ON CONFLICT on the exact-copy
+	// key DO NOTHING) with args and returns the new row's id, or
+	// inserted false when an identical copy is already stored.
+	InsertMessage(args ...any) (id int64, inserted bool, err error)
+	// Lock serialises, until the transaction ends, every transaction that
+	// locks the same key: for a rule that must count before it inserts.
+	Lock(key string) error
+	dialect() *dialect
+}
+
+// insertMessageSQL is the one messages INSERT; a backend appends what it
+// needs (Postgres: RETURNING id, and its own id).
+const insertMessageSQL = `INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
+		recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
+		result, dkim, auth_results, size, want_amount, want_token, want_chain`
+
+// dialect is what differs in the SQL of the backends.
+type dialect struct {
+	name string
+	// eidIndex and copyIndex follow "FROM messages" where SQLite must be
+	// told its index (see threadFor); "" elsewhere.
+	eidIndex, copyIndex string
+	// threadSQL finds the thread of the earliest message among n
+	// Message-IDs of one mailbox (args: the ids, then the mailbox); it
+	// yields id and thread_id, possibly NULL.
+	threadSQL func(n int) string
+	// emptyBlob is an empty binary literal.
+	emptyBlob string
+	// skipLocked ends a claim's row-selecting subquery: Postgres locks
+	// the rows it takes and skips those another node is claiming.
+	skipLocked string
+	// forUpdate ends a SELECT whose row the transaction then updates
+	// from what it read.
+	forUpdate string
+	// greatest is the two-argument maximum function.
+	greatest string
+	// visible is a condition on m.id that holds only for messages no
+	// later commit can precede (a cursor never skips a late-committing
+	// row); "" when ids commit in order (SQLite's one writer).
+	visible string
+	// key converts a claims/states key or value for binding: Postgres
+	// keeps them in bytea (they hold NUL bytes), SQLite in TEXT.
+	key func(string) any
+}
+
+// reader is the read side of a backend (a pool).
+type reader interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+// core is what the backends share: the reads and the writes expressed
+// over Tx. A backend sets r, d and write, and calls notify after a
+// commit that may have stored messages.
+type core struct {
+	r     reader
+	d     *dialect
+	write func(ctx context.Context, fn func(tx Tx) error) error
+
+	pollInterval time.Duration
+	quit         chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	newMsg chan struct{} // closed and replaced after a commit that stored messages
+}
+
+func newCore(d *dialect, poll time.Duration) *core {
+	return &core{d: d, pollInterval: poll, quit: make(chan struct{}), newMsg: make(chan struct{})}
+}
+
+func (s *core) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// notify wakes every WaitNew.
+func (s *core) notify() {
+	s.mu.Lock()
+	close(s.newMsg)
+	s.newMsg = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *core) newMsgChan() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newMsg
+}
+
+// ErrConflict is wrapped by errors from a write that broke a UNIQUE key
+// the rules did not expect to race on (the rules themselves use
+// INSERT … ON CONFLICT and never see it).
+var ErrConflict = errors.New("store: conflict")
+
+// rebind turns ? placeholders into $1, $2, … (Postgres). The statements
+// here hold no ? inside string literals; quoted text is skipped anyway.
+func rebind(q string) string {
+	if !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 16)
+	n := 0
+	inStr := false
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c == '\'':
+			inStr = !inStr
+			b.WriteByte(c)
+		case c == '?' && !inStr:
+			n++
+			b.WriteByte('$')
+			b.WriteString(itoa(n))
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func itoa(n int) string {
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}
+
+// DB is what the commands use of a store: Store and the operator's
+// extras. Both backends implement it.
+type DB interface {
+	Store
+	Check(ctx context.Context, in *Incoming) (Outcome, error)
+	Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error)
+	HandoffRetry(ctx context.Context, id int64) error
+	HandoffDrop(ctx context.Context, id int64) error
+	SetSetting(ctx context.Context, key, value string) error
+	Setting(ctx context.Context, key string) (string, time.Time, error)
+	CheckWritable(ctx context.Context) error
+	Stats() Stats
+}
+
+var (
+	_ DB = (*SQLite)(nil)
+	_ DB = (*Postgres)(nil)
+)
+
+// Open opens the store a --db value names: a postgres:// or
+// postgresql:// URL selects Postgres (OpenPostgres), anything else is a
+// SQLite file path (OpenSQLite).
+func Open(ctx context.Context, dsn string) (DB, error) {
+	if IsPostgresDSN(dsn) {
+		return OpenPostgres(ctx, dsn)
+	}
+	return OpenSQLite(ctx, dsn)
+}
