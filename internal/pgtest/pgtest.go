@@ -1,0 +1,181 @@
+// Package pgtest gives tests a Postgres database (issue 21): the server
+// ENVELOPD_PG_DSN names, or, under ENVELOPD_INTEROP=1 without it, a
+// throwaway server it starts itself (initdb and pg_ctl as the postgres
+// user, trust auth on a temp dir, a free loopback port, fsync off; the
+// recipe of shared/interop/README.md "Postgres 15"). Without either the
+// tests that need Postgres skip; under ENVELOPD_INTEROP=1 a Postgres that
+// cannot be had is a failure.
+//
+// A package whose tests use it calls Main from TestMain, which stops the
+// throwaway server after the tests.
+package pgtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	once     sync.Once
+	baseDSN  string
+	startErr error
+	dataDir  string
+)
+
+// Main runs the tests and stops a throwaway server started for them.
+func Main(m *testing.M) int {
+	code := m.Run()
+	stop()
+	return code
+}
+
+// Server returns the DSN of a Postgres server's database, or skips t
+// (fails it under ENVELOPD_INTEROP=1) when there is none.
+func Server(t testing.TB) string {
+	t.Helper()
+	if dsn := os.Getenv("ENVELOPD_PG_DSN"); dsn != "" {
+		return dsn
+	}
+	if os.Getenv("ENVELOPD_INTEROP") != "1" {
+		t.Skip("no Postgres: set ENVELOPD_PG_DSN, or ENVELOPD_INTEROP=1 to start a throwaway server")
+	}
+	once.Do(func() { baseDSN, startErr = start() })
+	if startErr != nil {
+		t.Fatalf("ENVELOPD_INTEROP=1 and no Postgres: %v", startErr)
+	}
+	return baseDSN
+}
+
+// Schema returns a DSN whose tables live in a schema of their own, named
+// after name (the same name gives the same schema, so a test can open a
+// store again over the same data); the schema is created empty the
+// first time in this process.
+func Schema(t testing.TB, name string) string {
+	t.Helper()
+	dsn := Server(t)
+	h := sha256.Sum256([]byte(fmt.Sprintf("%d\x00%s", os.Getpid(), name)))
+	schema := "t_" + hex.EncodeToString(h[:10])
+	created.Lock()
+	defer created.Unlock()
+	if !created.m[schema] {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatalf("postgres: %v", err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE; CREATE SCHEMA "+schema); err != nil {
+			t.Fatalf("postgres: create schema: %v", err)
+		}
+		created.m[schema] = true
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("ENVELOPD_PG_DSN: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+var created = struct {
+	sync.Mutex
+	m map[string]bool
+}{m: map[string]bool{}}
+
+// start runs a throwaway server and returns the DSN of its database
+// "envelopd".
+func start() (string, error) {
+	for _, p := range []string{"initdb", "pg_ctl"} {
+		if _, err := exec.LookPath(p); err != nil {
+			return "", fmt.Errorf("%s not on PATH (Debian: postgresql): %w", p, err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "envelopd-pg-")
+	if err != nil {
+		return "", err
+	}
+	run := func(args ...string) error {
+		cmd := exec.Command(args[0], args[1:]...)
+		if os.Geteuid() == 0 {
+			// initdb refuses root: run it as the postgres user.
+			cmd = exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if os.Geteuid() == 0 {
+		if err := exec.Command("chown", "postgres", dir).Run(); err != nil {
+			return "", fmt.Errorf("chown postgres %s: %w", dir, err)
+		}
+	}
+	data := filepath.Join(dir, "data")
+	if err := run("initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"); err != nil {
+		return "", err
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	if err := run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "pg.log"), "-w", "-o",
+		fmt.Sprintf("-k %s -c listen_addresses=127.0.0.1 -p %d -F -c max_connections=300", dir, port), "start"); err != nil {
+		return "", err
+	}
+	dataDir = data
+	admin := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		stop()
+		return "", err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE envelopd"); err != nil {
+		stop()
+		return "", err
+	}
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/envelopd?sslmode=disable", port), nil
+}
+
+// stop shuts a throwaway server down (fast shutdown) and removes it.
+func stop() {
+	if dataDir == "" {
+		return
+	}
+	args := []string{"pg_ctl", "-D", dataDir, "-m", "fast", "-w", "stop"}
+	cmd := exec.Command(args[0], args[1:]...)
+	if os.Geteuid() == 0 {
+		cmd = exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
+	}
+	cmd.Run()
+	os.RemoveAll(filepath.Dir(dataDir))
+	dataDir = ""
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
