@@ -4,7 +4,8 @@
 // against OFFER, tunnelled-protocol claims and chain links, status,
 // threading, hand-off, courtesy OOPS) as scenario files under testdata/,
 // the courtesy OOPS limits and decision record (oops.go),
-// plus races, restart, the outbound queue, the hand-off log, IMAP state,
+// plus races, several store instances over one data set (nodes.go:
+// what several envelopd processes on one database are), restart, the outbound queue, the hand-off log, IMAP state,
 // keys, the readers, and relay mailboxes with their folder view.
 package storetest
 
@@ -30,4 +31,5 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Mailboxes", func(t *testing.T) { testMailboxes(t, open) })
 	t.Run("OOPSLimits", func(t *testing.T) { testOOPSLimits(t, open) })
 	t.Run("ProblemTexts", func(t *testing.T) { testProblemTexts(t, open) })
+	t.Run("Nodes", func(t *testing.T) { testNodes(t, open) })
 }

@@ -1,0 +1,283 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/store"
+)
+
+// nodes is how many store instances over the same data the node tests
+// open: separate pools, separate connections — what several envelopd
+// processes (SQLite: on one file; Postgres: on one database) are.
+const nodes = 3
+
+// testNodes (issue 21): several store instances over one data set, each
+// used by several goroutines at once, keep every guarantee that one
+// instance keeps: one proof accepted once, one Message-ID stored once,
+// each queued recipient and each hand-off claimed by one worker within a
+// lease, and a cursor (WaitNew, Messages AfterID) that never skips a
+// message, whatever order the instances commit in.
+func testNodes(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Run("same proof", func(t *testing.T) { testNodesSameProof(t, open) })
+	t.Run("same message", func(t *testing.T) { testNodesSameMessage(t, open) })
+	t.Run("queue claims", func(t *testing.T) { testNodesQueue(t, open) })
+	t.Run("hand-off claims", func(t *testing.T) { testNodesHandoffs(t, open) })
+	t.Run("cursor", func(t *testing.T) { testNodesCursor(t, open) })
+}
+
+func openNodes(t *testing.T, open func(t *testing.T) store.Store) []store.Store {
+	ss := make([]store.Store, nodes)
+	for i := range ss {
+		ss[i] = open(t)
+	}
+	t.Cleanup(func() {
+		for _, s := range ss {
+			s.Close()
+		}
+	})
+	return ss
+}
+
+// race runs n goroutines released together; racer i gets its index.
+func race(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			f(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+}
+
+// nodeRacers is how many goroutines race across the nodes.
+const nodeRacers = 24
+
+func testNodesSameProof(t *testing.T, open func(t *testing.T) store.Store) {
+	ss := openNodes(t, open)
+	outs := make([]store.Outcome, nodeRacers)
+	errs := make([]error, nodeRacers)
+	race(nodeRacers, func(i int) {
+		in := msg(fmt.Sprintf("np%d@node.test", i), fmt.Sprintf("s%d@node.test", i), fmt.Sprintf("pay_%d", i),
+			func(in *store.Incoming) { in.ProofFingerprint = "fp-nodes" })
+		outs[i], errs[i] = ss[i%nodes].Ingest(context.Background(), in)
+	})
+	accepted := 0
+	for i, o := range outs {
+		if errs[i] != nil {
+			t.Fatalf("racer %d: %v", i, errs[i])
+		}
+		switch {
+		case o.Status == store.StatusAccepted:
+			accepted++
+		case o.Status != store.StatusDuplicate || !o.Errors.Has(protocols.CodeDuplicateProof):
+			t.Errorf("racer %d: %s %v, want duplicate with duplicate_proof", i, o.Status, codes(o.Errors))
+		}
+	}
+	if accepted != 1 {
+		t.Errorf("%d accepted, want exactly 1", accepted)
+	}
+	// Every node reads the same: one accepted, the rest duplicates.
+	for n, s := range ss {
+		ms, err := s.Messages(context.Background(), store.Filter{Status: store.StatusAccepted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) != 1 {
+			t.Errorf("node %d sees %d accepted, want 1", n, len(ms))
+		}
+	}
+}
+
+func testNodesSameMessage(t *testing.T, open func(t *testing.T) store.Store) {
+	ss := openNodes(t, open)
+	outs := make([]store.Outcome, nodeRacers)
+	errs := make([]error, nodeRacers)
+	race(nodeRacers, func(i int) {
+		outs[i], errs[i] = ss[i%nodes].Ingest(context.Background(), msg("same@node.test", "a@node.test", "ord_1", nil))
+	})
+	fresh := 0
+	for i, o := range outs {
+		if errs[i] != nil {
+			t.Fatalf("racer %d: %v", i, errs[i])
+		}
+		if o.ID != outs[0].ID || o.Status != store.StatusAccepted {
+			t.Errorf("racer %d: row %d %s, want row %d accepted", i, o.ID, o.Status, outs[0].ID)
+		}
+		if !o.Redelivery {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("%d stored it, want 1 (the others: redelivery)", fresh)
+	}
+	ms, err := ss[1].Messages(context.Background(), store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 1 {
+		t.Errorf("%d rows, want 1", len(ms))
+	}
+}
+
+func testNodesQueue(t *testing.T, open func(t *testing.T) store.Store) {
+	ss := openNodes(t, open)
+	ctx := context.Background()
+	const entries = 40
+	want := map[string]bool{}
+	for i := range entries {
+		id, err := ss[i%nodes].Enqueue(ctx, outgoing(fmt.Sprintf("nq%d@here.test", i), "a@a.test", "b@b.test"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[fmt.Sprintf("%d %s", id, "a@a.test")] = true
+		want[fmt.Sprintf("%d %s", id, "b@b.test")] = true
+	}
+	now := time.Now().Add(time.Second)
+	var mu sync.Mutex
+	got := map[string]int{}
+	race(nodeRacers, func(i int) {
+		for {
+			ds, err := ss[i%nodes].ClaimDue(ctx, now, time.Hour, 3)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(ds) == 0 {
+				return
+			}
+			mu.Lock()
+			for _, d := range ds {
+				got[fmt.Sprintf("%d %s", d.QueueID, d.Rcpt)]++
+			}
+			mu.Unlock()
+		}
+	})
+	for k, n := range got {
+		if n != 1 || !want[k] {
+			t.Errorf("%s claimed %d times (queued: %v), want once", k, n, want[k])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d recipients claimed, want %d", len(got), len(want))
+	}
+	// Within the lease nothing is due again, on any node.
+	for n, s := range ss {
+		if ds, err := s.ClaimDue(ctx, now, time.Hour, 100); err != nil || len(ds) != 0 {
+			t.Errorf("node %d claimed %d more within the lease (%v)", n, len(ds), err)
+		}
+	}
+	// A node that died holding claims: after the lease they are due again.
+	ds, err := ss[0].ClaimDue(ctx, now.Add(2*time.Hour), time.Hour, 1000)
+	if err != nil || len(ds) != len(want) {
+		t.Errorf("after the lease: %d claimed (%v), want %d", len(ds), err, len(want))
+	}
+}
+
+func testNodesHandoffs(t *testing.T, open func(t *testing.T) store.Store) {
+	ss := openNodes(t, open)
+	ctx := context.Background()
+	const msgs = 40
+	for i := range msgs {
+		if _, err := ss[i%nodes].Ingest(ctx, msg(fmt.Sprintf("nh%d@node.test", i), "a@node.test", fmt.Sprintf("ord_%d", i), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := base.Add(time.Hour)
+	var mu sync.Mutex
+	got := map[int64]int{}
+	race(nodeRacers, func(i int) {
+		for {
+			ds, err := ss[i%nodes].ClaimDeliveries(ctx, "exec", now, time.Hour, 3)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(ds) == 0 {
+				return
+			}
+			mu.Lock()
+			for _, d := range ds {
+				got[d.ID]++
+			}
+			mu.Unlock()
+		}
+	})
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("hand-off %d claimed %d times, want once", id, n)
+		}
+	}
+	if len(got) != msgs {
+		t.Errorf("%d hand-offs claimed, want %d", len(got), msgs)
+	}
+}
+
+// testNodesCursor: writers on every node ingest while a reader on one
+// node follows the cursor as watch does (WaitNew, then Messages after the
+// last id seen). It must see every message exactly once: a message
+// committed late, below an id already passed, would be skipped.
+func testNodesCursor(t *testing.T, open func(t *testing.T) store.Store) {
+	ss := openNodes(t, open)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const writers, each = 6, 15
+	seen := map[int64]string{}
+	done := make(chan error, 1)
+	go func() {
+		var after int64
+		for len(seen) < writers*each {
+			if err := ss[0].WaitNew(ctx, after); err != nil {
+				done <- err
+				return
+			}
+			ms, err := ss[0].Messages(ctx, store.Filter{AfterID: after})
+			if err != nil {
+				done <- err
+				return
+			}
+			for _, m := range ms {
+				if prev, dup := seen[m.ID]; dup {
+					done <- fmt.Errorf("message %d (%s) seen twice (first as %s)", m.ID, m.MessageID, prev)
+					return
+				}
+				seen[m.ID] = m.MessageID
+				after = m.ID
+			}
+		}
+		done <- nil
+	}()
+	race(writers, func(w int) {
+		for i := range each {
+			in := msg(fmt.Sprintf("nc%d.%d@node.test", w, i), fmt.Sprintf("w%d@node.test", w), fmt.Sprintf("ord_%d", i), nil)
+			if _, err := ss[w%nodes].Ingest(ctx, in); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	if err := <-done; err != nil {
+		t.Fatalf("cursor: %v (saw %d of %d)", err, len(seen), writers*each)
+	}
+	all, err := ss[0].Messages(context.Background(), store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != writers*each {
+		t.Errorf("%d stored, want %d", len(all), writers*each)
+	}
+	for _, m := range all {
+		if _, ok := seen[m.ID]; !ok {
+			t.Errorf("the cursor skipped message %d (%s)", m.ID, m.MessageID)
+		}
+	}
+}
