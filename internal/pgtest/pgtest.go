@@ -12,8 +12,6 @@ package pgtest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
@@ -59,30 +57,40 @@ func Server(t testing.TB) string {
 	return baseDSN
 }
 
-// Schema returns a DSN whose tables live in a schema of their own, named
-// after name (the same name gives the same schema, so a test can open a
-// store again over the same data); the schema is created empty the
-// first time in this process.
-func Schema(t testing.TB, name string) string {
+// Schema returns a DSN whose tables live in a fresh, empty schema of
+// their own for t; calls with the same t return the same schema, so that
+// a test can open a store again over the same data (a restart) or open
+// several (nodes). The schema is dropped when t ends.
+func Schema(t testing.TB) string {
 	t.Helper()
 	dsn := Server(t)
-	h := sha256.Sum256([]byte(fmt.Sprintf("%d\x00%s", os.Getpid(), name)))
-	schema := "t_" + hex.EncodeToString(h[:10])
-	created.Lock()
-	defer created.Unlock()
-	if !created.m[schema] {
+	schemas.Lock()
+	defer schemas.Unlock()
+	if d, ok := schemas.m[t]; ok {
+		return d
+	}
+	schemas.n++
+	schema := fmt.Sprintf("t_%d_%d", os.Getpid(), schemas.n)
+	admin := func(sql string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, dsn)
 		if err != nil {
-			t.Fatalf("postgres: %v", err)
+			return err
 		}
 		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE; CREATE SCHEMA "+schema); err != nil {
-			t.Fatalf("postgres: create schema: %v", err)
-		}
-		created.m[schema] = true
+		_, err = conn.Exec(ctx, sql)
+		return err
 	}
+	if err := admin("DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("postgres: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		schemas.Lock()
+		delete(schemas.m, t)
+		schemas.Unlock()
+		admin("DROP SCHEMA IF EXISTS " + schema + " CASCADE")
+	})
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatalf("ENVELOPD_PG_DSN: %v", err)
@@ -90,13 +98,15 @@ func Schema(t testing.TB, name string) string {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
+	schemas.m[t] = u.String()
 	return u.String()
 }
 
-var created = struct {
+var schemas = struct {
 	sync.Mutex
-	m map[string]bool
-}{m: map[string]bool{}}
+	n int
+	m map[testing.TB]string
+}{m: map[testing.TB]string{}}
 
 // start runs a throwaway server and returns the DSN of its database
 // "envelopd".
