@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 
@@ -46,20 +47,25 @@ func newLogger(w io.Writer, debug bool) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// openStore opens the SQLite store at path.
-func openStore(ctx context.Context, e *env, path string) (*store.SQLite, bool) {
-	st, err := store.OpenSQLite(ctx, path)
+// openStore opens the store --db names: a SQLite file path, or a
+// postgres:// URL (issue 21; store.Open).
+func openStore(ctx context.Context, e *env, path string) (store.DB, bool) {
+	st, err := store.Open(ctx, path)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd: open %s: %v\n", path, err)
+		fmt.Fprintf(e.stderr, "envelopd: open %s: %v\n", dbName(path), err)
 		return nil, false
 	}
 	return st, true
 }
 
-// openExistingStore opens the SQLite store at path for a command that
-// only reads (or changes what is there): a missing file is an error naming
-// the path, never a new empty database.
-func openExistingStore(ctx context.Context, e *env, cmd, path string) (*store.SQLite, bool) {
+// openExistingStore opens the store at path for a command that only
+// reads (or changes what is there): a missing SQLite file is an error
+// naming the path, never a new empty database. (A Postgres database must
+// exist already; its tables are created by whichever node opens it first.)
+func openExistingStore(ctx context.Context, e *env, cmd, path string) (store.DB, bool) {
+	if store.IsPostgresDSN(path) {
+		return openStore(ctx, e, path)
+	}
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			fmt.Fprintf(e.stderr, "envelopd %s: database %s does not exist (give --db with the path serve or poll write to)\n", cmd, path)
@@ -126,4 +132,19 @@ func readInput(e *env, name string) ([]byte, error) {
 		return io.ReadAll(e.stdin)
 	}
 	return os.ReadFile(name)
+}
+
+// dbName is --db as it may be logged: a Postgres URL without its password.
+func dbName(db string) string {
+	if !store.IsPostgresDSN(db) {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return "postgres://…"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
 }

@@ -28,7 +28,7 @@ const handoffUsage = "usage: envelopd handoff [list] [--json] [--state pending|f
 // drop names an unknown or already delivered hand-off; 2 usage or I/O.
 func runHandoff(ctx context.Context, e *env) int {
 	fs := newFlags(e, "handoff")
-	db := fs.String("db", defaultDB, "SQLite database file")
+	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	asJSON := fs.Bool("json", false, "print one JSON object per hand-off")
 	var f store.HandoffFilter
 	fs.StringVar(&f.State, "state", "", "only hand-offs in this state: pending, failed (pending after a failed attempt), done, dropped, all (default: all but done)")

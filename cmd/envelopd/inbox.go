@@ -15,7 +15,7 @@ import (
 // View object per line (JSONL) for programs.
 func runInbox(ctx context.Context, e *env) int {
 	fs := newFlags(e, "inbox")
-	db := fs.String("db", defaultDB, "SQLite database file")
+	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
 	var ff filterFlags
 	ff.register(fs)

@@ -25,7 +25,7 @@ func runKeys(ctx context.Context, e *env) int {
 	}
 	verb := e.args[0]
 	fs := newFlags(e, "keys "+verb)
-	db := fs.String("db", defaultDB, "SQLite database file")
+	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := parseArgs(fs, e.args[1:])
 	if err != nil {

@@ -96,7 +96,7 @@ func runPoll(ctx context.Context, e *env) int {
 	wait := rt.start(wctx)
 	stop := sync.OnceFunc(func() { stopWorkers(); wait() })
 	defer stop()
-	rt.log.Info("envelopd polling", "mailboxes", len(pollers), "once", once, "db", f.db)
+	rt.log.Info("envelopd polling", "mailboxes", len(pollers), "once", once, "db", dbName(f.db))
 	st, err := mailin.PollAll(ctx, pollers, once)
 	if once {
 		// The workers may not have looked at what this run stored yet:

@@ -18,7 +18,7 @@ import (
 // entry's unsent recipients due now; `queue drop ID` gives them up.
 func runQueue(ctx context.Context, e *env) int {
 	fs := newFlags(e, "queue")
-	db := fs.String("db", defaultDB, "SQLite database file")
+	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	asJSON := fs.Bool("json", false, "print one JSON object per queue entry")
 	state := fs.String("state", "", "only entries with a recipient in this state (pending, sent, failed, dropped)")
 	pos, err := parseArgs(fs, e.args)

@@ -18,7 +18,7 @@ type sendFlags struct {
 }
 
 func (f *sendFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.db, "db", defaultDB, "SQLite database file (queue and threads)")
+	fs.StringVar(&f.db, "db", defaultDB, "SQLite database file (queue and threads), or a postgres:// URL")
 	fs.StringVar(&f.smtpURL, "smtp-url", "", "smarthost: smtps://USER@HOST:465 or smtp://USER@HOST:587; empty only queues (serve/poll deliver)")
 	fs.StringVar(&f.passwordFile, "password-file", "", "smarthost AUTH password file (or $"+mailout.PasswordEnv+")")
 	fs.StringVar(&f.format, "format", "text", "output: text or json")
@@ -60,7 +60,7 @@ func runSend(ctx context.Context, e *env) int {
 }
 
 // sendDraft queues d and delivers it. st, when not nil, is an open store.
-func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draftFlags, s *sendFlags, st *store.SQLite) int {
+func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draftFlags, s *sendFlags, st store.DB) int {
 	if s.format != "text" && s.format != "json" {
 		fmt.Fprintf(e.stderr, "envelopd %s: --format must be text or json\n", cmd)
 		return 2
@@ -153,7 +153,7 @@ func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draf
 // ACCEPT↔OFFER amounts, typed refs that exist, duplicate ids). It prints
 // each problem and reports whether to go on: not when there are problems,
 // unless force, which says it sends anyway.
-func checkOutbound(ctx context.Context, e *env, cmd string, st *store.SQLite, in *store.Incoming, force bool) bool {
+func checkOutbound(ctx context.Context, e *env, cmd string, st store.DB, in *store.Incoming, force bool) bool {
 	oc, err := st.Check(ctx, in)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd %s: check: %v\n", cmd, err)

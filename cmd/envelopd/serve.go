@@ -53,7 +53,7 @@ type ingestFlags struct {
 }
 
 func (f *ingestFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.db, "db", defaultDB, "SQLite database file")
+	fs.StringVar(&f.db, "db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	fs.StringVar(&f.dkimTXT, "dkim-txt", "", "static DKIM key file (name TXT-value lines); real DNS when empty")
 	fs.BoolVar(&f.lenient, "lenient", false, "accept Re: prefixes and any-case keywords (reference implementation mode)")
 	fs.BoolVar(&f.oops, "oops", true, "queue courtesy OOPS replies for unknown_type, dkim_failed, duplicate_proof, amount_mismatch, missing_field")
@@ -123,7 +123,7 @@ func (f *ingestFlags) handoffs(st store.Store, log *slog.Logger) []*mailin.Hando
 
 // runtime is what serve and poll build from ingestFlags.
 type runtime struct {
-	store    *store.SQLite
+	store    store.DB
 	pipeline *mailin.Pipeline
 	log      *slog.Logger
 	workers  []func(ctx context.Context) error
@@ -135,9 +135,9 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 	if err := f.prepareSecrets(); err != nil {
 		return nil, err
 	}
-	st, err := store.OpenSQLite(ctx, f.db)
+	st, err := store.Open(ctx, f.db)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", f.db, err)
+		return nil, fmt.Errorf("open %s: %w", dbName(f.db), err)
 	}
 	rt := &runtime{store: st, log: log}
 	f.checkDatabase(ctx, st, log)
@@ -339,7 +339,7 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	wctx, stopWorkers := context.WithCancel(context.Background())
 	wait := rt.start(wctx)
-	rt.log.Info("envelopd serving", "smtp", srv.Addr().String(), "db", f.db)
+	rt.log.Info("envelopd serving", "smtp", srv.Addr().String(), "db", dbName(f.db))
 	if e.ready != nil {
 		e.ready(srv.Addr().String())
 	}
@@ -369,9 +369,12 @@ func runServe(ctx context.Context, e *env) int {
 // and when the database file is readable by group or others (it holds
 // mailbox password hashes and relay DKIM private keys; envelopd creates it
 // 0600, an older one may be 0644).
-func (f *ingestFlags) checkDatabase(ctx context.Context, st *store.SQLite, log *slog.Logger) {
+func (f *ingestFlags) checkDatabase(ctx context.Context, st store.DB, log *slog.Logger) {
 	if err := st.CheckWritable(ctx); err != nil {
-		log.Warn("database is not writable: every mail will be refused with 451 until it is", "db", f.db, "err", err)
+		log.Warn("database is not writable: every mail will be refused with 451 until it is", "db", dbName(f.db), "err", err)
+	}
+	if store.IsPostgresDSN(f.db) {
+		return
 	}
 	if fi, err := os.Stat(f.db); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn(fmt.Sprintf("database permissions %04o are too open: it holds password hashes and DKIM keys (chmod 600 %s and its -wal, -shm files)", fi.Mode().Perm(), f.db),

@@ -16,7 +16,7 @@ import (
 // thread id.
 func runThread(ctx context.Context, e *env) int {
 	fs := newFlags(e, "thread")
-	db := fs.String("db", defaultDB, "SQLite database file")
+	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	pos, err := parseArgs(fs, e.args)
 	if err != nil || len(pos) != 1 {
 		fmt.Fprintln(e.stderr, "usage: envelopd thread ID [--db FILE]  (row id, Message-ID, Envelopay id or thread id)")

@@ -104,10 +104,10 @@ func runVacant(ctx context.Context, e *env) int {
 // chainNext reads the tip of chain from the store at path and returns the
 // next envelope's seq and prev.
 func chainNext(ctx context.Context, path, chain string) (int64, string, error) {
-	if _, err := os.Stat(path); err != nil {
+	if _, err := os.Stat(path); err != nil && !store.IsPostgresDSN(path) {
 		return 0, "", fmt.Errorf("no store to read the chain tip from: %w", err)
 	}
-	st, err := store.OpenSQLite(ctx, path)
+	st, err := store.Open(ctx, path)
 	if err != nil {
 		return 0, "", err
 	}

@@ -14,7 +14,7 @@ import (
 // filter as for inbox.
 func runWatch(ctx context.Context, e *env) int {
 	fs := newFlags(e, "watch")
-	db := fs.String("db", defaultDB, "SQLite database file")
+	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	since := fs.String("since", "", "cursor: print messages after this id (default: only new ones)")
 	all := fs.Bool("all", false, "start from the first stored message")
 	once := fs.Bool("once", false, "print what is there and exit")
