@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+
+	"github.com/envelopd/envelopd/internal/pgtest"
 )
 
 // startServe runs `envelopd serve` in-process on 127.0.0.1:0 with extra
@@ -105,7 +108,16 @@ func inboxJSON(t *testing.T, db string, filter ...string) []inboxLine {
 // lists them with their status, thread returns the whole flow, watch
 // resumes from a cursor.
 func TestServeInboxThreadWatch(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "envelopd.db")
+	testServeInboxThreadWatch(t, filepath.Join(t.TempDir(), "envelopd.db"))
+}
+
+// TestPostgresServeInboxThreadWatch is TestServeInboxThreadWatch with
+// --db a postgres:// URL (issue 21; skipped without Postgres).
+func TestPostgresServeInboxThreadWatch(t *testing.T) {
+	testServeInboxThreadWatch(t, pgtest.Schema(t))
+}
+
+func testServeInboxThreadWatch(t *testing.T, db string) {
 	// Signed senders: the replayed proof's sender is verified, so it is
 	// owed the courtesy OOPS (sent from agent@server.test, a signing domain).
 	k := newTestDKIM(t, "buyer.test", "worker.test", "payer.test")
@@ -165,7 +177,9 @@ func TestServeInboxThreadWatch(t *testing.T) {
 		t.Errorf("unknown thread exit %d, want 1", code)
 	}
 
-	out, _ = cli(t, "watch", "--once", "--db", db, "--since", "5")
+	// Ids are increasing, not dense (Postgres numbers them by
+	// transaction): resume after the fifth.
+	out, _ = cli(t, "watch", "--once", "--db", db, "--since", fmt.Sprint(all[4].ID))
 	if n := strings.Count(out, "\n"); n != 4 {
 		t.Errorf("watch --since 5 printed %d lines, want 4", n)
 	}
