@@ -50,9 +50,13 @@ type Handoff struct {
 	// (default 5 min, at least twice DeliverTimeout): a worker killed
 	// mid-delivery leaves its claim, and the delivery is retried when the
 	// lease ends (at least once).
-	Lease  time.Duration
-	Poll   time.Duration
-	Logger *slog.Logger
+	Lease time.Duration
+	Poll  time.Duration
+	// Changed, when set, returns a channel closed when new messages may
+	// have been stored (store MessagesChanged: on any node, for
+	// Postgres), so that Run wakes at once instead of at the next Poll.
+	Changed func() <-chan struct{}
+	Logger  *slog.Logger
 }
 
 // Run delivers until ctx ends, looking for due deliveries every Poll
@@ -65,6 +69,10 @@ func (h *Handoff) Run(ctx context.Context) error {
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
+		var changed <-chan struct{} // taken before looking, so no commit is missed
+		if h.Changed != nil {
+			changed = h.Changed()
+		}
 		n, err := h.RunOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			h.log().Error("hand-off", "target", h.Target, "err", err)
@@ -76,6 +84,7 @@ func (h *Handoff) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+		case <-changed:
 		}
 	}
 }

@@ -81,8 +81,11 @@ func (o *PostgresOptions) defaults() {
 	}
 }
 
-// pgNotifyChannel is the NOTIFY channel of new messages.
-const pgNotifyChannel = "envelopd_messages"
+// The NOTIFY channels: new messages, newly queued mail.
+const (
+	pgNotifyChannel = "envelopd_messages"
+	pgQueueChannel  = "envelopd_queue"
+)
 
 // pgMigrateLock is the advisory lock key of migrations ("envelopd").
 const pgMigrateLock = 0x656e76656c6f7064
@@ -210,13 +213,19 @@ func (p *Postgres) listen(ctx context.Context, cfg *pgx.ConnConfig) {
 	for {
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {
-			if _, err = conn.Exec(ctx, "LISTEN "+pgNotifyChannel); err == nil {
+			if _, err = conn.Exec(ctx, "LISTEN "+pgNotifyChannel+"; LISTEN "+pgQueueChannel); err == nil {
 				p.notify()
+				p.notifyQueue()
 				for {
-					if _, err = conn.WaitForNotification(ctx); err != nil {
+					n, err := conn.WaitForNotification(ctx)
+					if err != nil {
 						break
 					}
-					p.notify()
+					if n.Channel == pgQueueChannel {
+						p.notifyQueue()
+					} else {
+						p.notify()
+					}
 				}
 			}
 			conn.Close(context.Background())
@@ -273,6 +282,11 @@ func (p *Postgres) tryWrite(ctx context.Context, fn func(tx Tx) error) (err erro
 			return fmt.Errorf("store: notify: %w", err)
 		}
 	}
+	if t.queue {
+		if _, err := sqlTx.ExecContext(ctx, `SELECT pg_notify($1, '')`, pgQueueChannel); err != nil {
+			return fmt.Errorf("store: notify: %w", err)
+		}
+	}
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
 	}
@@ -280,6 +294,9 @@ func (p *Postgres) tryWrite(ctx context.Context, fn func(tx Tx) error) (err erro
 	p.writes.Add(1)
 	if t.stored {
 		p.notify()
+	}
+	if t.queue {
+		p.notifyQueue()
 	}
 	return nil
 }
@@ -328,6 +345,7 @@ type pgTx struct {
 	xid    int64 // this transaction's id, once InsertMessage needed it
 	n      int64 // messages numbered so far
 	stored bool  // a message was inserted: NOTIFY at commit
+	queue  bool  // mail was queued: NOTIFY at commit
 }
 
 func (t *pgTx) Exec(q string, args ...any) (sql.Result, error) {
@@ -380,6 +398,8 @@ func (t *pgTx) Lock(key string) error {
 	_, err := t.Exec(`SELECT pg_advisory_xact_lock(?)`, int64(h.Sum64()))
 	return err
 }
+
+func (t *pgTx) queued() { t.queue = true }
 
 func (t *pgTx) dialect() *dialect { return pgDialect }
 

@@ -96,6 +96,7 @@ func enqueueTx(tx Tx, out *Outgoing, now time.Time) (int64, error) {
 			return 0, fmt.Errorf("store: enqueue: %w", err)
 		}
 	}
+	tx.queued()
 	for _, r := range out.Recipients {
 		if _, err := tx.Exec(`INSERT INTO queue_rcpts (queue_id, rcpt, state, next_attempt_at)
 			VALUES (?, ?, 'pending', ?) ON CONFLICT DO NOTHING`, id, r, now.UnixNano()); err != nil {
@@ -260,6 +261,7 @@ func (s *core) QueueRetry(ctx context.Context, id int64) error {
 			WHERE queue_id = ? AND state != 'sent'`, now.UnixNano(), id); err != nil {
 			return fmt.Errorf("store: queue retry: %w", err)
 		}
+		tx.queued()
 		return nil
 	})
 }

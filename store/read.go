@@ -83,9 +83,10 @@ func (s *core) Messages(ctx context.Context, f Filter) ([]Message, error) {
 		args = append(args, v)
 	}
 	add("m.id > ?", f.AfterID)
-	if s.d.visible != "" && !f.Newest {
-		// Ascending: a cursor (watch, AfterID); stop before any row a
-		// transaction still running may yet commit below.
+	if s.d.visible != "" {
+		// Listings feed cursors (watch, AfterID, the newest id seen):
+		// stop before any row a transaction still running may yet
+		// commit below.
 		where = append(where, s.d.visible)
 	}
 	if f.Mailbox != "" {

@@ -38,6 +38,9 @@ type Tx interface {
 	// Lock serialises, until the transaction ends, every transaction that
 	// locks the same key: for a rule that must count before it inserts.
 	Lock(key string) error
+	// queued notes that the transaction queued outbound mail (Postgres
+	// announces it at commit; SQLite's writer wakes on every commit).
+	queued()
 	dialect() *dialect
 }
 
@@ -93,13 +96,14 @@ type core struct {
 	pollInterval time.Duration
 	quit         chan struct{}
 
-	mu     sync.Mutex
-	closed bool
-	newMsg chan struct{} // closed and replaced after a commit that stored messages
+	mu       sync.Mutex
+	closed   bool
+	newMsg   chan struct{} // closed and replaced after a commit that stored messages
+	newQueue chan struct{} // closed and replaced after a commit that queued mail
 }
 
 func newCore(d *dialect, poll time.Duration) *core {
-	return &core{d: d, pollInterval: poll, quit: make(chan struct{}), newMsg: make(chan struct{})}
+	return &core{d: d, pollInterval: poll, quit: make(chan struct{}), newMsg: make(chan struct{}), newQueue: make(chan struct{})}
 }
 
 func (s *core) isClosed() bool {
@@ -108,12 +112,34 @@ func (s *core) isClosed() bool {
 	return s.closed
 }
 
-// notify wakes every WaitNew.
+// notify wakes every WaitNew and every MessagesChanged waiter.
 func (s *core) notify() {
 	s.mu.Lock()
 	close(s.newMsg)
 	s.newMsg = make(chan struct{})
 	s.mu.Unlock()
+}
+
+// notifyQueue wakes every QueueChanged waiter.
+func (s *core) notifyQueue() {
+	s.mu.Lock()
+	close(s.newQueue)
+	s.newQueue = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// MessagesChanged returns a channel closed at the next commit that may
+// have stored messages — on any node, for Postgres (LISTEN/NOTIFY) — so
+// that hand-off workers wake instead of polling. Take it before looking,
+// then wait on it.
+func (s *core) MessagesChanged() <-chan struct{} { return s.newMsgChan() }
+
+// QueueChanged returns a channel closed at the next commit that may have
+// queued outbound mail (on any node, for Postgres), for queue workers.
+func (s *core) QueueChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newQueue
 }
 
 func (s *core) newMsgChan() <-chan struct{} {

@@ -154,9 +154,16 @@ func (s *SQLite) commit(tx *wtx, batch []*op) {
 	}
 	s.commits.Add(1)
 	s.writes.Add(int64(len(batch)))
-	// Wake WaitNew; it re-reads, so a batch without messages costs one
-	// cheap query per waiter.
-	s.notify()
+	// Wake WaitNew and the hand-off workers only after a batch that
+	// stored messages: they write (claims), and a wake on every commit
+	// would wake them on their own.
+	if tx.stored {
+		s.notify()
+	}
+	if tx.queue {
+		s.notifyQueue()
+	}
+	tx.stored, tx.queue = false, false
 	for i, o := range batch {
 		o.done <- errs[i]
 	}

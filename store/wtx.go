@@ -20,8 +20,10 @@ import (
 // uses the connection, so database/sql need not know about the
 // transaction.
 type wtx struct {
-	conn  *sql.Conn
-	stmts map[string]*sql.Stmt
+	conn   *sql.Conn
+	stmts  map[string]*sql.Stmt
+	queue  bool // the batch queued mail (QueueChanged)
+	stored bool // the batch stored messages (WaitNew, MessagesChanged)
 }
 
 func (w *wtx) stmt(q string) (*sql.Stmt, error) {
@@ -86,11 +88,14 @@ func (w *wtx) InsertMessage(args ...any) (int64, bool, error) {
 		return 0, false, err
 	}
 	id, err := res.LastInsertId()
+	w.stored = true
 	return id, err == nil, err
 }
 
 // Lock implements Tx: SQLite has one writer, so every write transaction
 // is already serialised.
 func (w *wtx) Lock(string) error { return nil }
+
+func (w *wtx) queued() { w.queue = true }
 
 func (w *wtx) dialect() *dialect { return sqliteDialect }

@@ -126,6 +126,25 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 	if w == nil {
 		return nil
 	}
+	if c, ok := st.(interface{ QueueChanged() <-chan struct{} }); ok && w.Wake == nil {
+		// Mail queued by any process (on Postgres: any node, NOTIFY)
+		// wakes the worker at once instead of at its next look.
+		wake := make(chan struct{}, 1)
+		w.Wake = wake
+		rt.workers = append(rt.workers, func(ctx context.Context) error {
+			for {
+				select {
+				case <-c.QueueChanged():
+				case <-ctx.Done():
+					return nil
+				}
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
 	rt.workers = append(rt.workers, w.Run)
 	return nil
 }

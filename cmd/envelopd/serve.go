@@ -109,7 +109,15 @@ func (f *ingestFlags) handoffs(st store.Store, log *slog.Logger) []*mailin.Hando
 		if f.handoffTimeout < time.Minute {
 			lease = 2 * f.handoffTimeout
 		}
-		return &mailin.Handoff{Store: st, Target: target, Deliver: d, DeliverTimeout: f.handoffTimeout, Lease: lease, Logger: log}
+		ho := &mailin.Handoff{Store: st, Target: target, Deliver: d, DeliverTimeout: f.handoffTimeout, Lease: lease, Logger: log}
+		if c, ok := st.(interface{ MessagesChanged() <-chan struct{} }); ok && store.IsPostgresDSN(f.db) {
+			// Postgres: wake on new mail from any node (NOTIFY) rather
+			// than poll the shared database. (SQLite keeps its poll: a
+			// claim released unattempted still counts an attempt, and
+			// waking sooner makes `poll --once` meet that more often.)
+			ho.Changed = c.MessagesChanged
+		}
+		return ho
 	}
 	if f.execCmd != "" {
 		hs = append(hs, h("exec", mailin.ExecDeliver(f.execCmd, f.handoffTimeout, f.execEnviron)))
