@@ -27,10 +27,11 @@ import (
 )
 
 var (
-	once     sync.Once
-	baseDSN  string
-	startErr error
-	dataDir  string
+	once      sync.Once
+	baseDSN   string
+	startErr  error
+	dataDir   string
+	pgCtlPath string
 )
 
 // Main runs the tests and stops a throwaway server started for them.
@@ -111,11 +112,16 @@ var schemas = struct {
 // start runs a throwaway server and returns the DSN of its database
 // "envelopd".
 func start() (string, error) {
-	for _, p := range []string{"initdb", "pg_ctl"} {
-		if _, err := exec.LookPath(p); err != nil {
-			return "", fmt.Errorf("%s not on PATH (Debian: postgresql): %w", p, err)
+	initdb, err := exec.LookPath("initdb")
+	if err != nil {
+		// Debian's postgresql package keeps them off PATH.
+		found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+		if len(found) == 0 {
+			return "", fmt.Errorf("initdb not on PATH nor in /usr/lib/postgresql/*/bin (Debian: postgresql): %w", err)
 		}
+		initdb = found[len(found)-1]
 	}
+	pgCtl := filepath.Join(filepath.Dir(initdb), "pg_ctl")
 	dir, err := os.MkdirTemp("", "envelopd-pg-")
 	if err != nil {
 		return "", err
@@ -138,18 +144,18 @@ func start() (string, error) {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	if err := run("initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"); err != nil {
+	if err := run(initdb, "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"); err != nil {
 		return "", err
 	}
 	port, err := freePort()
 	if err != nil {
 		return "", err
 	}
-	if err := run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "pg.log"), "-w", "-o",
+	if err := run(pgCtl, "-D", data, "-l", filepath.Join(dir, "pg.log"), "-w", "-o",
 		fmt.Sprintf("-k %s -c listen_addresses=127.0.0.1 -p %d -F -c max_connections=300", dir, port), "start"); err != nil {
 		return "", err
 	}
-	dataDir = data
+	dataDir, pgCtlPath = data, pgCtl
 	admin := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -171,7 +177,7 @@ func stop() {
 	if dataDir == "" {
 		return
 	}
-	args := []string{"pg_ctl", "-D", dataDir, "-m", "fast", "-w", "stop"}
+	args := []string{pgCtlPath, "-D", dataDir, "-m", "fast", "-w", "stop"}
 	cmd := exec.Command(args[0], args[1:]...)
 	if os.Geteuid() == 0 {
 		cmd = exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
