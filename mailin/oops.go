@@ -10,6 +10,7 @@ import (
 
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/parse"
+	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -58,27 +59,120 @@ func (p *Pipeline) oopsFunc(a *Analysis, meta Meta, now time.Time, automated boo
 			return plan
 		}
 		plan.Compose = func() (*store.Outgoing, json.RawMessage, error) {
-			raw, err := p.OOPS(r, prob, from)
-			if err != nil {
-				p.log().Warn("courtesy OOPS not composed", "err", err, "message_id", r.MessageID)
-				return nil, nil, err
-			}
-			oa := Analyze(context.Background(), raw, AnalyzeOptions{Now: now})
-			cp := Incoming(oa, raw, store.DirOut)
-			cp.Mailbox = meta.Mailbox
-			cp.ReceivedAt = now.UTC()
-			return &store.Outgoing{
-				From:       from,
-				Recipients: []string{to},
-				Raw:        raw,
-				MessageID:  oa.Result.MessageID,
-				Kind:       "oops",
-				Copy:       cp,
-				Expires:    now.Add(24 * time.Hour),
-			}, oa.Result.Body, nil
+			return p.composeOOPS(r, prob, from, to, meta.Mailbox, now)
 		}
 		return plan
 	}
+}
+
+// composeOOPS builds and signs the courtesy OOPS answering r's problem
+// prob, from from to to, with its stored copy (mailbox's Sent view).
+func (p *Pipeline) composeOOPS(r *parse.Result, prob protocols.Problem, from, to, mailbox string, now time.Time) (*store.Outgoing, json.RawMessage, error) {
+	raw, err := p.OOPS(r, prob, from)
+	if err != nil {
+		p.log().Warn("courtesy OOPS not composed", "err", err, "message_id", r.MessageID)
+		return nil, nil, err
+	}
+	oa := Analyze(context.Background(), raw, AnalyzeOptions{Now: now})
+	cp := Incoming(oa, raw, store.DirOut)
+	cp.Mailbox = mailbox
+	cp.ReceivedAt = now.UTC()
+	return &store.Outgoing{
+		From:       from,
+		Recipients: []string{to},
+		Raw:        raw,
+		MessageID:  oa.Result.MessageID,
+		Kind:       "oops",
+		Copy:       cp,
+		Expires:    now.Add(24 * time.Hour),
+	}, oa.Result.Body, nil
+}
+
+// OwedOOPSStore is what the owed-OOPS worker needs of the store.
+type OwedOOPSStore interface {
+	Message(ctx context.Context, id int64) (*store.Message, error)
+	OwedOOPSList(ctx context.Context, olderThan time.Time, limit int) ([]store.OwedOOPS, error)
+	ResolveOOPS(ctx context.Context, owed store.OwedOOPS, msg *store.Outgoing, body json.RawMessage, reason string) (*store.OOPSRecord, error)
+}
+
+// owedGrace is how old an owed OOPS must be before the worker takes it
+// over: the ingest that decided it composes it right after its commit.
+const owedGrace = time.Minute
+
+// RunOwedOOPS composes and queues the courtesy OOPS whose ingest died
+// between committing the mail and queueing its OOPS (store.OwedOOPS),
+// every interval until ctx ends. The OOPS is rebuilt from the stored
+// message (its parse result and errors); ResolveOOPS settles each once,
+// even with several nodes running this worker.
+func (p *Pipeline) RunOwedOOPS(ctx context.Context, st OwedOOPSStore, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if n, err := p.ComposeOwedOOPS(ctx, st, time.Now().Add(-owedGrace)); err != nil && ctx.Err() == nil {
+			p.log().Error("owed courtesy OOPS", "err", err)
+		} else if n > 0 {
+			p.log().Info("owed courtesy OOPS composed", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// ComposeOwedOOPS settles the OOPS owed since before olderThan and
+// returns how many it settled.
+func (p *Pipeline) ComposeOwedOOPS(ctx context.Context, st OwedOOPSStore, olderThan time.Time) (int, error) {
+	owed, err := st.OwedOOPSList(ctx, olderThan, 100)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, o := range owed {
+		m, err := st.Message(ctx, o.MessageID)
+		if err != nil {
+			return n, err
+		}
+		msg, body, why := p.recompose(m, o)
+		if _, err := st.ResolveOOPS(ctx, o, msg, body, why); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// recompose rebuilds the OOPS owed to stored message m, or says why it
+// cannot.
+func (p *Pipeline) recompose(m *store.Message, o store.OwedOOPS) (*store.Outgoing, json.RawMessage, string) {
+	r := &parse.Result{}
+	if len(m.Result) == 0 || json.Unmarshal(m.Result, r) != nil {
+		return nil, nil, "the stored message has no parse result"
+	}
+	if r.MessageID == "" {
+		r.MessageID = m.MessageID
+	}
+	var prob protocols.Problem
+	found := false
+	for _, e := range m.Errors {
+		if e.Code == o.Code {
+			prob, found = e, true
+			break
+		}
+	}
+	if !found {
+		return nil, nil, "the stored message no longer carries " + string(o.Code)
+	}
+	from := p.oopsFrom(Meta{Mailbox: m.Mailbox}, r)
+	if from == "" {
+		return nil, nil, "no domain to send it from"
+	}
+	msg, body, err := p.composeOOPS(r, prob, from, o.To, m.Mailbox, o.At)
+	if err != nil {
+		return nil, nil, err.Error()
+	}
+	return msg, body, ""
 }
 
 // senderVerified says how the From address from is verified, or "" when it

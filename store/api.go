@@ -145,9 +145,12 @@ const (
 // code answered, and either the OOPS queued (its queue id, Message-ID and
 // body: the stored OOPS is the sent OOPS) or why none was sent.
 type OOPSRecord struct {
-	Code      protocols.Code  `json:"code"`
-	To        string          `json:"to"`
-	Sent      bool            `json:"sent"`
+	Code protocols.Code `json:"code"`
+	To   string         `json:"to"`
+	Sent bool           `json:"sent"`
+	// Pending: allowed and owed, not composed and queued yet (it is
+	// composed after the ingest commits; see OwedOOPS).
+	Pending   bool            `json:"pending,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
 	QueueID   int64           `json:"queue_id,omitempty"`
 	MessageID string          `json:"message_id,omitempty"`

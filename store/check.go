@@ -41,7 +41,7 @@ func (s *core) Check(ctx context.Context, in *Incoming) (Outcome, error) {
 	cp.Handoff = nil
 	var out Outcome
 	err := s.write(ctx, func(tx Tx) error {
-		o, err := ingestTx(tx, &cp, false)
+		o, _, err := ingestTx(tx, &cp, false)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,13 +55,20 @@ func (s *core) Ingest(ctx context.Context, in *Incoming) (Outcome, error) {
 		return Outcome{}, err
 	}
 	var out Outcome
+	var owed *owedOOPS
 	err := s.write(ctx, func(tx Tx) error {
-		o, err := ingestTx(tx, in, true)
-		out = o
+		o, ow, err := ingestTx(tx, in, true)
+		out, owed = o, ow
 		return err
 	})
 	if err != nil {
 		return Outcome{}, err
+	}
+	if owed != nil {
+		// The mail is committed; the OOPS it is owed is composed and
+		// signed now, outside the ingest transaction (and SQLite's
+		// writer), and queued in a transaction of its own.
+		s.composeOwed(ctx, owed, &out)
 	}
 	return out, nil
 }
@@ -100,7 +108,7 @@ func checkIncoming(in *Incoming) error {
 //     so a rejected (e.g. forged) message cannot poison later ones.
 //  5. Status, hand-off rows (accepted only) and the courtesy OOPS (callOOPS
 //     false for stored copies of outgoing mail).
-func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, error) {
+func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 	dir := in.Direction
 	if dir == "" {
 		dir = DirIn
@@ -119,12 +127,12 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, error) {
 	// once: the thread and the ACCEPT check.
 	thread, err := threadFor(tx, in, sum[:])
 	if err != nil {
-		return Outcome{}, err
+		return Outcome{}, nil, err
 	}
 	if in.Type == "accept" && in.AcceptPaid != nil {
 		p, err := checkAccept(tx, in)
 		if err != nil {
-			return Outcome{}, err
+			return Outcome{}, nil, err
 		}
 		errs = append(errs, p...)
 	}
@@ -140,52 +148,54 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, error) {
 		nullJSON(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
 		wantAmount, wantToken, wantChain)
 	if err != nil {
-		return Outcome{}, fmt.Errorf("store: insert message: %w", err)
+		return Outcome{}, nil, fmt.Errorf("store: insert message: %w", err)
 	}
 	if !inserted {
-		return redelivery(tx, dir, in.Mailbox, in.MessageID, sum[:])
+		o, err := redelivery(tx, dir, in.Mailbox, in.MessageID, sum[:])
+		return o, nil, err
 	}
 	if _, err := tx.Exec(`INSERT INTO message_raw (message_id, raw) VALUES (?, ?)`, id, rawBytes(in.Raw)); err != nil {
-		return Outcome{}, fmt.Errorf("store: insert raw: %w", err)
+		return Outcome{}, nil, fmt.Errorf("store: insert raw: %w", err)
 	}
 
 	// Uniqueness facts, kept only if the message ends up accepted.
 	if _, err := tx.Exec("SAVEPOINT uniq"); err != nil {
-		return Outcome{}, fmt.Errorf("store: savepoint: %w", err)
+		return Outcome{}, nil, fmt.Errorf("store: savepoint: %w", err)
 	}
 	claimErrs, replay, err := takeUnique(tx, id, dir, in, now)
 	if err != nil {
-		return Outcome{}, err
+		return Outcome{}, nil, err
 	}
 	errs = append(errs, claimErrs...)
 	final := finalStatus(in.Status, errs, replay)
 	if final != StatusAccepted {
 		if _, err := tx.Exec("ROLLBACK TO uniq"); err != nil {
-			return Outcome{}, fmt.Errorf("store: rollback savepoint: %w", err)
+			return Outcome{}, nil, fmt.Errorf("store: rollback savepoint: %w", err)
 		}
 	}
 	if _, err := tx.Exec("RELEASE uniq"); err != nil {
-		return Outcome{}, fmt.Errorf("store: release savepoint: %w", err)
+		return Outcome{}, nil, fmt.Errorf("store: release savepoint: %w", err)
 	}
 	if final != status || len(claimErrs) > 0 {
 		status = final
 		if _, err := tx.Exec(`UPDATE messages SET status = ?, errors = ? WHERE id = ?`,
 			status, jsonOrEmpty(errs, "[]"), id); err != nil {
-			return Outcome{}, fmt.Errorf("store: update message: %w", err)
+			return Outcome{}, nil, fmt.Errorf("store: update message: %w", err)
 		}
 	}
 	if status == StatusAccepted {
 		if err := logHandoff(tx, id, in.Handoff, now); err != nil {
-			return Outcome{}, err
+			return Outcome{}, nil, err
 		}
 	}
 	out := Outcome{ID: id, Status: status, ThreadID: thread, Errors: errs, Warnings: warns, Replay: replay}
+	var owed *owedOOPS
 	if callOOPS && in.OOPS != nil {
-		if err := courtesyOOPS(tx, in, &out, now); err != nil {
-			return Outcome{}, err
+		if owed, err = courtesyOOPS(tx, in, &out, now); err != nil {
+			return Outcome{}, nil, err
 		}
 	}
-	return out, nil
+	return out, owed, nil
 }
 
 // courtesyOOPS asks in.OOPS whether the stored message out is owed a
@@ -196,39 +206,39 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, error) {
 // oops_sent. The counts and the insert run in the ingest's transaction
 // after Lock on the recipient and on the thread and code (SQLite
 // serialises writers anyway; Postgres takes advisory locks), so
-// concurrent ingests, on any node, cannot both take the last slot. The decision is stored with the message; a
+// concurrent ingests, on any node, cannot both take the last slot.
+//
+// An allowed OOPS is only recorded as owed here — its oops_sent row
+// (queue_id 0) holds the slot, and the message's record says pending —
+// and returned: composing and DKIM-signing it is slow, and happens after
+// the commit (composeOwed, or the owed-OOPS worker after a crash). A
 // suppressed OOPS adds the warning oops_suppressed.
-func courtesyOOPS(tx Tx, in *Incoming, out *Outcome, now time.Time) error {
+func courtesyOOPS(tx Tx, in *Incoming, out *Outcome, now time.Time) (*owedOOPS, error) {
 	plan := in.OOPS(*out)
 	if plan == nil {
-		return nil
+		return nil, nil
 	}
 	rec := &OOPSRecord{Code: plan.Code, To: plan.To}
 	reason, detail := plan.Suppressed, plan.Detail
 	if reason == "" {
 		var err error
 		if reason, detail, err = oopsLimited(tx, in.OOPSLimits, plan, out.ThreadID, now); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	if reason == "" && plan.Compose == nil {
+		reason, detail = OOPSComposeFailed, "the OOPS could not be composed: no composer"
+	}
+	var owed *owedOOPS
 	if reason == "" {
-		o, body, err := plan.Compose()
-		if err != nil || o == nil {
-			reason, detail = OOPSComposeFailed, fmt.Sprintf("the OOPS could not be composed: %v", err)
-		} else {
-			qid, err := enqueueTx(tx, o, now)
-			if err != nil {
-				return fmt.Errorf("store: courtesy OOPS: %w", err)
-			}
-			if _, err := tx.Exec(`INSERT INTO oops_sent (recipient, thread_id, code, sent_at, message_id, queue_id)
-				VALUES (?, ?, ?, ?, ?, ?)`, plan.To, out.ThreadID, string(plan.Code), now.UnixNano(), out.ID, qid); err != nil {
-				return fmt.Errorf("store: courtesy OOPS: %w", err)
-			}
-			out.QueuedOOPS = qid
-			rec.Sent, rec.QueueID, rec.MessageID, rec.Body = true, qid, o.MessageID, body
+		var oid int64
+		if err := tx.QueryRow(`INSERT INTO oops_sent (recipient, thread_id, code, sent_at, message_id, queue_id)
+			VALUES (?, ?, ?, ?, ?, 0) RETURNING id`, plan.To, out.ThreadID, string(plan.Code), now.UnixNano(), out.ID).Scan(&oid); err != nil {
+			return nil, fmt.Errorf("store: courtesy OOPS: %w", err)
 		}
-	}
-	if reason != "" {
+		rec.Pending = true
+		owed = &owedOOPS{OwedOOPS: OwedOOPS{ID: oid, MessageID: out.ID, Code: plan.Code, To: plan.To, At: now}, plan: plan}
+	} else {
 		rec.Reason = reason
 		if detail == "" {
 			detail = reason
@@ -239,9 +249,139 @@ func courtesyOOPS(tx Tx, in *Incoming, out *Outcome, now time.Time) error {
 	out.OOPS = rec
 	if _, err := tx.Exec(`UPDATE messages SET oops = ?, warnings = ? WHERE id = ?`,
 		[]byte(jsonOrEmpty(rec, "null")), jsonOrEmpty(out.Warnings, "[]"), out.ID); err != nil {
-		return fmt.Errorf("store: record courtesy OOPS: %w", err)
+		return nil, fmt.Errorf("store: record courtesy OOPS: %w", err)
 	}
-	return nil
+	return owed, nil
+}
+
+// OwedOOPS is a courtesy OOPS a stored message is owed whose limits
+// allowed it but which is not queued yet: its composer (the ingest that
+// decided it) died between the commit and the queueing.
+type OwedOOPS struct {
+	ID        int64          // oops_sent row
+	MessageID int64          // the stored message it answers
+	Code      protocols.Code // the error it answers
+	To        string
+	At        time.Time // when it was decided (the message's receipt)
+}
+
+// owedOOPS is an OwedOOPS with the caller's plan, composed right after
+// the ingest commits.
+type owedOOPS struct {
+	OwedOOPS
+	plan *OOPSPlan
+}
+
+// composeOwed composes the OOPS the ingest just recorded as owed and
+// queues it (ResolveOOPS), filling out's OOPS fields. A failure to queue
+// leaves it owed, for the owed-OOPS worker; the message itself is stored
+// whatever happens here.
+func (s *core) composeOwed(ctx context.Context, owed *owedOOPS, out *Outcome) {
+	ctx = context.WithoutCancel(ctx) // the mail is stored: finish its OOPS even if the caller has gone
+	o, body, err := owed.plan.Compose()
+	if err != nil || o == nil {
+		if err == nil {
+			err = errors.New("no message")
+		}
+		if rec, rerr := s.ResolveOOPS(ctx, owed.OwedOOPS, nil, nil, err.Error()); rerr == nil && rec != nil {
+			out.OOPS = rec
+			out.Warnings = append(out.Warnings, suppressedWarning(rec.Code, rec.Reason, "the OOPS could not be composed: "+err.Error()))
+		}
+		return
+	}
+	if rec, err := s.ResolveOOPS(ctx, owed.OwedOOPS, o, body, ""); err == nil && rec != nil {
+		out.OOPS, out.QueuedOOPS = rec, rec.QueueID
+	}
+}
+
+func suppressedWarning(code protocols.Code, reason, detail string) protocols.Problem {
+	if detail == "" {
+		detail = reason
+	}
+	return protocols.New(protocols.CodeOOPSSuppressed, "oops", "no courtesy OOPS for %s: %s", code, detail)
+}
+
+// OwedOOPSList returns the courtesy OOPS owed since before olderThan and
+// not queued (OwedOOPS), oldest first, at most limit.
+func (s *core) OwedOOPSList(ctx context.Context, olderThan time.Time, limit int) ([]OwedOOPS, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT o.id, o.message_id, o.code, o.recipient, o.sent_at FROM oops_sent o
+		JOIN messages m ON m.id = o.message_id
+		WHERE o.queue_id = 0 AND o.sent_at < ? ORDER BY o.id LIMIT ?`, olderThan.UTC().UnixNano(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: owed OOPS: %w", err)
+	}
+	defer rows.Close()
+	var out []OwedOOPS
+	for rows.Next() {
+		var o OwedOOPS
+		var code string
+		var at int64
+		if err := rows.Scan(&o.ID, &o.MessageID, &code, &o.To, &at); err != nil {
+			return nil, fmt.Errorf("store: owed OOPS: %w", err)
+		}
+		o.Code, o.At = protocols.Code(code), time.Unix(0, at).UTC()
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// ResolveOOPS settles an owed courtesy OOPS: with msg, it is queued (with
+// its stored copy) and the message's record names the queue entry, the
+// OOPS's Message-ID and body; without, none is sent and the record says
+// compose_failed (reason, a sentence, goes in the warning) and the rate
+// slot is given back. It returns the new record, or nil when the OOPS was
+// settled already (by another node's worker): the oops_sent row is locked
+// first, so it is settled once.
+func (s *core) ResolveOOPS(ctx context.Context, owed OwedOOPS, msg *Outgoing, body json.RawMessage, reason string) (*OOPSRecord, error) {
+	var rec *OOPSRecord
+	err := s.write(ctx, func(tx Tx) error {
+		rec = nil
+		var qid int64
+		err := tx.QueryRow(`SELECT queue_id FROM oops_sent WHERE id = ?`+tx.dialect().forUpdate, owed.ID).Scan(&qid)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && qid != 0 {
+			return nil // settled already
+		}
+		if err != nil {
+			return fmt.Errorf("store: courtesy OOPS: %w", err)
+		}
+		var warnsJSON string
+		if err := tx.QueryRow(`SELECT warnings FROM messages WHERE id = ?`, owed.MessageID).Scan(&warnsJSON); err != nil {
+			return fmt.Errorf("store: courtesy OOPS: %w", err)
+		}
+		warns := decodeProblems(warnsJSON)
+		r := &OOPSRecord{Code: owed.Code, To: owed.To}
+		if msg != nil {
+			if err := checkOutgoing(msg); err != nil {
+				return err
+			}
+			if qid, err = enqueueTx(tx, msg, owed.At); err != nil {
+				return fmt.Errorf("store: courtesy OOPS: %w", err)
+			}
+			if _, err := tx.Exec(`UPDATE oops_sent SET queue_id = ? WHERE id = ?`, qid, owed.ID); err != nil {
+				return fmt.Errorf("store: courtesy OOPS: %w", err)
+			}
+			r.Sent, r.QueueID, r.MessageID, r.Body = true, qid, msg.MessageID, body
+		} else {
+			if _, err := tx.Exec(`DELETE FROM oops_sent WHERE id = ?`, owed.ID); err != nil {
+				return fmt.Errorf("store: courtesy OOPS: %w", err)
+			}
+			r.Reason = OOPSComposeFailed
+			warns = append(warns, suppressedWarning(owed.Code, OOPSComposeFailed, "the OOPS could not be composed: "+reason))
+		}
+		if _, err := tx.Exec(`UPDATE messages SET oops = ?, warnings = ? WHERE id = ?`,
+			[]byte(jsonOrEmpty(r, "null")), jsonOrEmpty(warns, "[]"), owed.MessageID); err != nil {
+			return fmt.Errorf("store: record courtesy OOPS: %w", err)
+		}
+		rec = r
+		return nil
+	})
+	return rec, err
 }
 
 // oopsLimited returns why the limits forbid plan's OOPS ("" when they

@@ -88,7 +88,7 @@ func enqueueTx(tx Tx, out *Outgoing, now time.Time) (int64, error) {
 		if cp.ReceivedAt.IsZero() {
 			cp.ReceivedAt = now
 		}
-		o, err := ingestTx(tx, &cp, false)
+		o, _, err := ingestTx(tx, &cp, false)
 		if err != nil {
 			return 0, fmt.Errorf("store: store copy of outgoing message: %w", err)
 		}

@@ -181,6 +181,11 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		Metrics:    mailin.NewMetrics(reg),
 	}
 	rt.pipeline = p
+	if ow, ok := st.(mailin.OwedOOPSStore); ok {
+		// Courtesy OOPS whose ingest died before queueing them (any
+		// node's, on Postgres) are composed here.
+		rt.workers = append(rt.workers, func(ctx context.Context) error { return p.RunOwedOOPS(ctx, ow, time.Minute) })
+	}
 	for _, h := range f.handoffs(st, log) {
 		p.Handoff = append(p.Handoff, h.Target)
 		rt.workers = append(rt.workers, h.Run)

@@ -128,3 +128,89 @@ func testProblemTexts(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 	}
 }
+
+// owedStore is the owed-OOPS part of a backend (both implement it).
+type owedStore interface {
+	OwedOOPSList(ctx context.Context, olderThan time.Time, limit int) ([]store.OwedOOPS, error)
+	ResolveOOPS(ctx context.Context, owed store.OwedOOPS, msg *store.Outgoing, body json.RawMessage, reason string) (*store.OOPSRecord, error)
+}
+
+// testOwedOOPS (issue 21): the ingest records an allowed OOPS as owed in
+// its transaction and composes it after the commit. When the process dies
+// in between (here: the store is closed under the composer), the mail is
+// stored, the OOPS stays owed (its rate slot taken, its record pending),
+// and a worker settles it later — exactly once, even when two nodes' workers
+// race for it.
+func testOwedOOPS(t *testing.T, open func(t *testing.T) store.Store) {
+	ctx := context.Background()
+	s := open(t)
+	in := msg("owed@peer.test", "x@peer.test", "", func(in *store.Incoming) {
+		in.Type, in.Subject, in.Status = "", "REFUND | x", store.StatusQuarantined
+		in.Errors = protocols.Problems{protocols.New(protocols.CodeUnknownType, "subject", "unknown type")}
+		in.OOPS = func(o store.Outcome) *store.OOPSPlan {
+			return &store.OOPSPlan{Code: protocols.CodeUnknownType, To: "x@peer.test",
+				Compose: func() (*store.Outgoing, json.RawMessage, error) {
+					s.Close() // the process dies after the commit, before queueing
+					return oopsMail(in, o), json.RawMessage(`{"type":"oops"}`), nil
+				}}
+		}
+	})
+	out, err := s.Ingest(ctx, in)
+	if err != nil {
+		t.Fatalf("the mail must be stored even though its OOPS was not queued: %v", err)
+	}
+	if out.OOPS == nil || !out.OOPS.Pending || out.OOPS.Sent || out.QueuedOOPS != 0 {
+		t.Fatalf("outcome OOPS %+v queued %d, want pending", out.OOPS, out.QueuedOOPS)
+	}
+	ns := openNodes(t, open)
+	m, err := ns[0].Message(ctx, out.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.OOPS == nil || !m.OOPS.Pending {
+		t.Fatalf("stored record %+v, want pending", m.OOPS)
+	}
+	ow, ok := ns[0].(owedStore)
+	if !ok {
+		t.Fatalf("%T has no OwedOOPSList/ResolveOOPS", ns[0])
+	}
+	if got, err := ow.OwedOOPSList(ctx, base.Add(-time.Second), 10); err != nil || len(got) != 0 {
+		t.Fatalf("owed before its decision time: %v %v, want none", got, err)
+	}
+	owed, err := ow.OwedOOPSList(ctx, base.Add(time.Hour), 10)
+	if err != nil || len(owed) != 1 || owed[0].MessageID != out.ID || owed[0].Code != protocols.CodeUnknownType || owed[0].To != "x@peer.test" {
+		t.Fatalf("owed %+v %v, want the one for message %d", owed, err, out.ID)
+	}
+	// Two nodes' workers settle it at once: once.
+	recs := make([]*store.OOPSRecord, len(ns))
+	errs := make([]error, len(ns))
+	race(len(ns), func(i int) {
+		recs[i], errs[i] = ns[i].(owedStore).ResolveOOPS(ctx, owed[0], oopsMail(in, out), json.RawMessage(`{"type":"oops"}`), "")
+	})
+	settled := 0
+	for i, r := range recs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if r != nil {
+			settled++
+			if !r.Sent || r.Pending || r.QueueID == 0 || r.MessageID != "oops."+in.MessageID {
+				t.Errorf("record %+v", r)
+			}
+		}
+	}
+	if settled != 1 {
+		t.Errorf("settled %d times, want 1", settled)
+	}
+	q, err := ns[1].Queue(ctx, "")
+	if err != nil || len(q) != 1 || q[0].Kind != "oops" {
+		t.Errorf("queue %+v %v, want the one OOPS", q, err)
+	}
+	if got, err := ow.OwedOOPSList(ctx, base.Add(time.Hour), 10); err != nil || len(got) != 0 {
+		t.Errorf("still owed: %v %v", got, err)
+	}
+	m, err = ns[2].Message(ctx, out.ID)
+	if err != nil || m.OOPS == nil || !m.OOPS.Sent || m.OOPS.Pending || m.OOPS.QueueID != q[0].ID {
+		t.Errorf("stored record %+v %v, want sent as queue %d", m.OOPS, err, q[0].ID)
+	}
+}
