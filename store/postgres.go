@@ -136,12 +136,18 @@ func OpenPostgresOptions(ctx context.Context, dsn string, opts PostgresOptions) 
 		db.Close()
 		return nil, fmt.Errorf("store: postgres %s: %w", redactDSN(cfg), err)
 	}
+	// LISTEN before returning: no commit after Open goes unannounced.
+	conn, err := listenConn(ctx, cfg)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: postgres %s: listen: %w", redactDSN(cfg), err)
+	}
 	p := &Postgres{core: newCore(pgDialect, opts.PollInterval), db: db, opts: opts, listenDone: make(chan struct{})}
 	p.core.r = pgReader{db}
 	p.core.write = p.write
 	lctx, cancel := context.WithCancel(context.Background())
 	p.stopListen = cancel
-	go p.listen(lctx, cfg)
+	go p.listen(lctx, cfg, conn)
 	return p, nil
 }
 
@@ -205,35 +211,48 @@ func (p *Postgres) SchemaVersionPostgres(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// listen keeps one connection LISTENing for new messages and wakes
-// WaitNew on each notification. After (re)connecting it wakes them too:
-// rows may have committed while nobody listened.
-func (p *Postgres) listen(ctx context.Context, cfg *pgx.ConnConfig) {
+// listenConn connects and LISTENs on the channels of new messages and
+// newly queued mail.
+func listenConn(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgNotifyChannel+"; LISTEN "+pgQueueChannel); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// listen waits for notifications on conn and wakes the waiters of each
+// channel. When the connection fails it connects again, and wakes every
+// waiter then: rows may have committed while nobody listened.
+func (p *Postgres) listen(ctx context.Context, cfg *pgx.ConnConfig, conn *pgx.Conn) {
 	defer close(p.listenDone)
 	for {
-		conn, err := pgx.ConnectConfig(ctx, cfg)
-		if err == nil {
-			if _, err = conn.Exec(ctx, "LISTEN "+pgNotifyChannel+"; LISTEN "+pgQueueChannel); err == nil {
-				p.notify()
-				p.notifyQueue()
-				for {
-					n, err := conn.WaitForNotification(ctx)
-					if err != nil {
-						break
-					}
-					if n.Channel == pgQueueChannel {
-						p.notifyQueue()
-					} else {
-						p.notify()
-					}
-				}
+		for conn != nil {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				conn.Close(context.Background())
+				conn = nil
+				break
 			}
-			conn.Close(context.Background())
+			if n.Channel == pgQueueChannel {
+				p.notifyQueue()
+			} else {
+				p.notify()
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Second):
+		}
+		if c, err := listenConn(ctx, cfg); err == nil {
+			conn = c
+			p.notify()
+			p.notifyQueue()
 		}
 	}
 }
@@ -274,13 +293,11 @@ func (p *Postgres) tryWrite(ctx context.Context, fn func(tx Tx) error) (err erro
 		}
 	}()
 	if err := fn(t); err != nil {
-		return err
-	}
-	if t.stored {
-		// Delivered at commit, to every node's listener.
-		if _, err := sqlTx.ExecContext(ctx, `SELECT pg_notify($1, '')`, pgNotifyChannel); err != nil {
-			return fmt.Errorf("store: notify: %w", err)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" && !errors.Is(err, ErrConflict) { // unique_violation
+			return fmt.Errorf("%w: %w", ErrConflict, err)
 		}
+		return err
 	}
 	if t.queue {
 		if _, err := sqlTx.ExecContext(ctx, `SELECT pg_notify($1, '')`, pgQueueChannel); err != nil {
@@ -342,7 +359,6 @@ func (p *Postgres) Close() error {
 type pgTx struct {
 	ctx    context.Context
 	tx     *sql.Tx
-	xid    int64 // this transaction's id, once InsertMessage needed it
 	n      int64 // messages numbered so far
 	stored bool  // a message was inserted: NOTIFY at commit
 	queue  bool  // mail was queued: NOTIFY at commit
@@ -365,21 +381,20 @@ func (t *pgTx) QueryRow(q string, args ...any) *sql.Row {
 // one transaction are consecutive, and an id below (oldest running
 // transaction id << pgIDBits) can never appear later (dialect visible).
 func (t *pgTx) InsertMessage(args ...any) (int64, bool, error) {
-	if t.xid == 0 {
-		if err := t.QueryRow(`SELECT pg_current_xact_id()::text::bigint`).Scan(&t.xid); err != nil {
-			return 0, false, err
-		}
-	}
 	if t.n >= 1<<pgIDBits {
 		return 0, false, fmt.Errorf("%w: more than %d messages in one transaction", ErrBadInput, 1<<pgIDBits)
 	}
-	id := t.xid<<pgIDBits | t.n
+	n := t.n
 	t.n++
+	// One round trip: the id from the transaction id, and the NOTIFY
+	// (delivered at commit, like any NOTIFY in a transaction).
 	var got int64
-	err := t.QueryRow(insertMessageSQL+`, id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING RETURNING id`,
-		append(args[:len(args):len(args)], id)...).Scan(&got)
+	err := t.QueryRow(`WITH ins AS (`+insertMessageSQL+`, id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
+		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING RETURNING id)
+		SELECT ins.id FROM ins CROSS JOIN LATERAL (SELECT pg_notify('`+pgNotifyChannel+`', '')) AS notified`,
+		append(args[:len(args):len(args)], n)...).Scan(&got)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}

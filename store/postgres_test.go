@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/envelopd/envelopd/internal/pgtest"
 	"github.com/envelopd/envelopd/store"
@@ -27,4 +28,46 @@ func openPostgres(t *testing.T) store.Store {
 func TestPostgresConformance(t *testing.T) {
 	pgtest.Server(t)
 	storetest.Run(t, openPostgres)
+}
+
+// TestPostgresNotify: a message stored or mail queued through one store
+// instance wakes the waiters of another at once (LISTEN/NOTIFY): the
+// channels are closed only by notifications, never by a timer.
+func TestPostgresNotify(t *testing.T) {
+	dsn := pgtest.Schema(t)
+	ctx := context.Background()
+	a, err := store.OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := store.OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	msgs, queue := b.MessagesChanged(), b.QueueChanged()
+	select {
+	case <-msgs:
+		t.Fatal("woken before anything was stored")
+	case <-queue:
+		t.Fatal("woken before anything was queued")
+	default:
+	}
+	if _, err := a.Ingest(ctx, benchMessage(1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-msgs:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification of the stored message")
+	}
+	if _, err := a.Enqueue(ctx, &store.Outgoing{From: "a@x.test", Recipients: []string{"b@y.test"}, Raw: []byte("x"), MessageID: "n@x.test"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-queue:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification of the queued mail")
+	}
 }

@@ -2,8 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // op is one write submitted to the writer goroutine. fn runs inside the
@@ -208,5 +212,13 @@ func (s *SQLite) runOp(tx *wtx, o *op) (err error) {
 			err = fmt.Errorf("store: release savepoint: %w", rerr)
 		}
 	}()
-	return o.fn(tx)
+	if err := o.fn(tx); err != nil {
+		var se *sqlite.Error
+		if errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) &&
+			!errors.Is(err, ErrConflict) {
+			return fmt.Errorf("%w: %w", ErrConflict, err)
+		}
+		return err
+	}
+	return nil
 }
