@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"maps"
@@ -208,6 +209,31 @@ func testBadInput(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 	if _, err := s.Ingest(ctx, msg("ok@x.test", "x@x.test", "", nil)); err != nil {
 		t.Errorf("Ingest after a failed one: %v", err)
+	}
+	// Hostile bytes in the text fields (NUL, invalid UTF-8; a backend
+	// whose text type holds neither may replace them) never keep a mail
+	// out, and its raw bytes come back exactly.
+	raw := []byte("Subject: a\x00b\xff\r\n\r\n\x00\xfe body\r\n")
+	out, err := s.Ingest(ctx, msg("nul\x00\xff@x.test", "x\x00@x.test", "id\x00\xff", func(in *store.Incoming) {
+		in.Subject, in.Raw, in.Recipients = "a\x00b\xff", raw, []string{"r\x00@x.test"}
+		in.Claims = []protocols.Claim{{Kind: "k", Key: "a\x00\xffb", Value: "v\x00"}}
+	}))
+	if err != nil {
+		t.Fatalf("Ingest with NUL and invalid UTF-8 in text fields: %v", err)
+	}
+	m, err := s.Message(ctx, out.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(m.Raw, raw) || m.Status != store.StatusAccepted {
+		t.Errorf("stored %q %s, want the raw bytes exactly, accepted", m.Raw, m.Status)
+	}
+	// The claim key is binary and kept exactly: the same claim again is a replay.
+	again, err := s.Ingest(ctx, msg("nul2@x.test", "y@x.test", "", func(in *store.Incoming) {
+		in.Claims = []protocols.Claim{{Kind: "k", Key: "a\x00\xffb", Value: "v\x00"}}
+	}))
+	if err != nil || !again.Replay {
+		t.Errorf("the same binary claim again: %+v %v, want a replay", again, err)
 	}
 }
 
