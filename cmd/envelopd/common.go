@@ -148,3 +148,15 @@ func dbName(db string) string {
 	}
 	return u.String()
 }
+
+// dsnWithoutPassword is a Postgres URL with its password removed.
+func dsnWithoutPassword(db string) string {
+	u, err := url.Parse(db)
+	if err != nil {
+		return ""
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	return u.String()
+}

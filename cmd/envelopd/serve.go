@@ -93,10 +93,19 @@ func (f *ingestFlags) prepareSecrets() error {
 	if f.execCmd == "" {
 		return nil
 	}
-	db, err := filepath.Abs(f.db)
-	if err != nil {
-		return err
+	var db string
+	if store.IsPostgresDSN(f.db) {
+		// The agent gets the URL without its password (like every
+		// secret, it is not passed on): it authenticates with its own
+		// ~/.pgpass or PGPASSWORD.
+		db = dsnWithoutPassword(f.db)
+	} else {
+		var err error
+		if db, err = filepath.Abs(f.db); err != nil {
+			return err
+		}
 	}
+	var err error
 	f.execEnviron, err = mailin.ExecEnv(os.Environ(), f.execEnv, []string{"ENVELOPD_DB=" + db})
 	return err
 }
