@@ -48,6 +48,8 @@ type Postgres struct {
 
 	commits, writes atomic.Int64
 
+	msgChan, queueChan string // NOTIFY channels of this schema
+
 	stopListen context.CancelFunc
 	listenDone chan struct{}
 	closeOnce  sync.Once
@@ -81,7 +83,9 @@ func (o *PostgresOptions) defaults() {
 	}
 }
 
-// The NOTIFY channels: new messages, newly queued mail.
+// The NOTIFY channels: new messages, newly queued mail. Each store's
+// channels end in its schema (".public"), so that two deployments in
+// one database (search_path) do not wake each other.
 const (
 	pgNotifyChannel = "envelopd_messages"
 	pgQueueChannel  = "envelopd_queue"
@@ -136,13 +140,19 @@ func OpenPostgresOptions(ctx context.Context, dsn string, opts PostgresOptions) 
 		db.Close()
 		return nil, fmt.Errorf("store: postgres %s: %w", redactDSN(cfg), err)
 	}
+	var schema string
+	if err := db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: postgres %s: %w", redactDSN(cfg), err)
+	}
+	p := &Postgres{core: newCore(pgDialect, opts.PollInterval), db: db, opts: opts, listenDone: make(chan struct{}),
+		msgChan: pgNotifyChannel + "." + schema, queueChan: pgQueueChannel + "." + schema}
 	// LISTEN before returning: no commit after Open goes unannounced.
-	conn, err := listenConn(ctx, cfg)
+	conn, err := p.listenConn(ctx, cfg)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: postgres %s: listen: %w", redactDSN(cfg), err)
 	}
-	p := &Postgres{core: newCore(pgDialect, opts.PollInterval), db: db, opts: opts, listenDone: make(chan struct{})}
 	p.core.r = pgReader{db}
 	p.core.write = p.write
 	lctx, cancel := context.WithCancel(context.Background())
@@ -213,12 +223,12 @@ func (p *Postgres) SchemaVersionPostgres(ctx context.Context) (int, error) {
 
 // listenConn connects and LISTENs on the channels of new messages and
 // newly queued mail.
-func listenConn(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
+func (p *Postgres) listenConn(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgNotifyChannel+"; LISTEN "+pgQueueChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{p.msgChan}.Sanitize()+"; LISTEN "+pgx.Identifier{p.queueChan}.Sanitize()); err != nil {
 		conn.Close(context.Background())
 		return nil, err
 	}
@@ -238,7 +248,7 @@ func (p *Postgres) listen(ctx context.Context, cfg *pgx.ConnConfig, conn *pgx.Co
 				conn = nil
 				break
 			}
-			if n.Channel == pgQueueChannel {
+			if n.Channel == p.queueChan {
 				p.notifyQueue()
 			} else {
 				p.notify()
@@ -249,7 +259,7 @@ func (p *Postgres) listen(ctx context.Context, cfg *pgx.ConnConfig, conn *pgx.Co
 			return
 		case <-time.After(time.Second):
 		}
-		if c, err := listenConn(ctx, cfg); err == nil {
+		if c, err := p.listenConn(ctx, cfg); err == nil {
 			conn = c
 			p.notify()
 			p.notifyQueue()
@@ -283,7 +293,7 @@ func (p *Postgres) tryWrite(ctx context.Context, fn func(tx Tx) error) (err erro
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
-	t := &pgTx{ctx: ctx, tx: sqlTx}
+	t := &pgTx{ctx: ctx, tx: sqlTx, msgChan: p.msgChan}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("store: write panicked: %v", r)
@@ -300,7 +310,7 @@ func (p *Postgres) tryWrite(ctx context.Context, fn func(tx Tx) error) (err erro
 		return err
 	}
 	if t.queue {
-		if _, err := sqlTx.ExecContext(ctx, `SELECT pg_notify($1, '')`, pgQueueChannel); err != nil {
+		if _, err := sqlTx.ExecContext(ctx, `SELECT pg_notify($1, '')`, p.queueChan); err != nil {
 			return fmt.Errorf("store: notify: %w", err)
 		}
 	}
@@ -357,11 +367,12 @@ func (p *Postgres) Close() error {
 
 // pgTx is Tx over one Postgres transaction.
 type pgTx struct {
-	ctx    context.Context
-	tx     *sql.Tx
-	n      int64 // messages numbered so far
-	stored bool  // a message was inserted: NOTIFY at commit
-	queue  bool  // mail was queued: NOTIFY at commit
+	ctx     context.Context
+	tx      *sql.Tx
+	msgChan string
+	n       int64 // messages numbered so far
+	stored  bool  // a message was inserted: NOTIFY at commit
+	queue   bool  // mail was queued: NOTIFY at commit
 }
 
 func (t *pgTx) Exec(q string, args ...any) (sql.Result, error) {
@@ -393,8 +404,8 @@ func (t *pgTx) InsertMessage(args ...any) (int64, bool, error) {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
 		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING RETURNING id)
-		SELECT ins.id FROM ins CROSS JOIN LATERAL (SELECT pg_notify('`+pgNotifyChannel+`', '')) AS notified`,
-		append(args[:len(args):len(args)], n)...).Scan(&got)
+		SELECT ins.id FROM ins CROSS JOIN LATERAL (SELECT pg_notify(?, '')) AS notified`,
+		append(args[:len(args):len(args)], n, t.msgChan)...).Scan(&got)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
