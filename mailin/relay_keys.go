@@ -105,10 +105,18 @@ func LocalSigners(ctx context.Context, st store.Store, domains []string, res *dk
 			if err != nil {
 				return nil, err
 			}
-			if err := st.PutKey(ctx, LocalKeyProtocol, d, string(b)); err != nil {
+			pemKey = string(b)
+			if p, ok := st.(interface {
+				PutKeyIfAbsent(ctx context.Context, protocol, handle, key string) (string, error)
+			}); ok {
+				// Several nodes starting at once each make a key; the
+				// first stored wins and every node uses it.
+				if pemKey, err = p.PutKeyIfAbsent(ctx, LocalKeyProtocol, d, pemKey); err != nil {
+					return nil, err
+				}
+			} else if err := st.PutKey(ctx, LocalKeyProtocol, d, pemKey); err != nil {
 				return nil, err
 			}
-			pemKey = string(b)
 		}
 		k, err := dkim.ParseKey([]byte(pemKey))
 		if err != nil {

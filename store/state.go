@@ -52,6 +52,28 @@ func (s *core) PutKey(ctx context.Context, protocol, handle, key string) error {
 	})
 }
 
+// PutKeyIfAbsent stores key for (protocol, handle) unless one is there
+// already, and returns the stored one: the first writer wins, on any node
+// (INSERT … ON CONFLICT DO NOTHING), so that nodes starting together and
+// each generating a key all end up using one (relay DKIM keys).
+func (s *core) PutKeyIfAbsent(ctx context.Context, protocol, handle, key string) (string, error) {
+	if protocol == "" || handle == "" {
+		return "", fmt.Errorf("%w: key without protocol or handle", ErrBadInput)
+	}
+	var stored string
+	err := s.write(ctx, func(tx Tx) error {
+		if _, err := tx.Exec(`INSERT INTO protocol_keys (protocol, handle, key) VALUES (?, ?, ?)
+			ON CONFLICT (protocol, handle) DO NOTHING`, protocol, handle, s.d.key(key)); err != nil {
+			return fmt.Errorf("store: put key: %w", err)
+		}
+		if err := tx.QueryRow(`SELECT key FROM protocol_keys WHERE protocol = ? AND handle = ?`, protocol, handle).Scan(&stored); err != nil {
+			return fmt.Errorf("store: put key: %w", err)
+		}
+		return nil
+	})
+	return stored, err
+}
+
 // Keys implements Store: handle → key for protocol (empty map when none).
 func (s *core) Keys(ctx context.Context, protocol string) (map[string]string, error) {
 	if s.isClosed() {

@@ -45,6 +45,7 @@ const DefaultTimeout = 5 * time.Second
 type config struct {
 	domains []string
 	sign    bool
+	db      string
 }
 
 // Option configures Start.
@@ -52,6 +53,10 @@ type Option func(*config)
 
 // Domains sets the local domains (default "agents.test").
 func Domains(d ...string) Option { return func(c *config) { c.domains = append(c.domains, d...) } }
+
+// DB runs the relay on the store a --db value names (e.g. a postgres://
+// URL) instead of a fresh SQLite file.
+func DB(db string) Option { return func(c *config) { c.db = db } }
 
 // NoSigning turns --sign-local off: submitted mail is stored unsigned.
 func NoSigning() Option { return func(c *config) { c.sign = false } }
@@ -61,7 +66,7 @@ type Relay struct {
 	SMTPAddr       string // MX: mail for local domains, no AUTH (and no local From)
 	SubmissionAddr string // AUTH PLAIN/LOGIN required
 	IMAPAddr       string
-	Store          *store.SQLite
+	Store          store.DB
 	// Resolver holds the relay's DKIM keys (selector mailin.LocalSelector).
 	Resolver *dkim.StaticResolver
 	Relay    *mailin.Relay
@@ -82,7 +87,11 @@ func Start(t testing.TB, opts ...Option) *Relay {
 		cfg.domains = []string{"agents.test"}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "relay.db"))
+	db := cfg.db
+	if db == "" {
+		db = filepath.Join(t.TempDir(), "relay.db")
+	}
+	st, err := store.Open(ctx, db)
 	if err != nil {
 		t.Fatalf("relaytest: %v", err)
 	}

@@ -28,6 +28,7 @@ func testNodes(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("queue claims", func(t *testing.T) { testNodesQueue(t, open) })
 	t.Run("hand-off claims", func(t *testing.T) { testNodesHandoffs(t, open) })
 	t.Run("cursor", func(t *testing.T) { testNodesCursor(t, open) })
+	t.Run("first key wins", func(t *testing.T) { testNodesFirstKey(t, open) })
 }
 
 func openNodes(t *testing.T, open func(t *testing.T) store.Store) []store.Store {
@@ -279,5 +280,36 @@ func testNodesCursor(t *testing.T, open func(t *testing.T) store.Store) {
 		if _, ok := seen[m.ID]; !ok {
 			t.Errorf("the cursor skipped message %d (%s)", m.ID, m.MessageID)
 		}
+	}
+}
+
+// testNodesFirstKey: nodes starting together each generate a relay DKIM
+// key and store it if none is there; all of them get back one key.
+func testNodesFirstKey(t *testing.T, open func(t *testing.T) store.Store) {
+	ss := openNodes(t, open)
+	type putter interface {
+		PutKeyIfAbsent(ctx context.Context, protocol, handle, key string) (string, error)
+	}
+	got := make([]string, nodeRacers)
+	errs := make([]error, nodeRacers)
+	race(nodeRacers, func(i int) {
+		p, ok := ss[i%nodes].(putter)
+		if !ok {
+			errs[i] = fmt.Errorf("%T has no PutKeyIfAbsent", ss[i%nodes])
+			return
+		}
+		got[i], errs[i] = p.PutKeyIfAbsent(context.Background(), "dkim-local", "agents.test", fmt.Sprintf("key-%d\x00", i))
+	})
+	for i := range got {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if got[i] != got[0] {
+			t.Errorf("racer %d uses %q, racer 0 %q: want one key", i, got[i], got[0])
+		}
+	}
+	keys, err := ss[1].Keys(context.Background(), "dkim-local")
+	if err != nil || keys["agents.test"] != got[0] {
+		t.Errorf("stored %q (%v), want %q", keys["agents.test"], err, got[0])
 	}
 }
