@@ -142,7 +142,7 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 	if in.OfferWant != nil {
 		wantAmount, wantToken, wantChain = in.OfferWant.Amount, in.OfferWant.Token, in.OfferWant.Chain
 	}
-	id, inserted, err := tx.InsertMessage(
+	id, inserted, err := tx.InsertMessage(rawBytes(in.Raw),
 		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
 		status, thread, now.UnixNano(), jsonOrEmpty(errs, "[]"), jsonOrEmpty(warns, "[]"),
 		nullJSON(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
@@ -153,9 +153,6 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 	if !inserted {
 		o, err := redelivery(tx, dir, in.Mailbox, in.MessageID, sum[:])
 		return o, nil, err
-	}
-	if _, err := tx.Exec(`INSERT INTO message_raw (message_id, raw) VALUES (?, ?)`, id, rawBytes(in.Raw)); err != nil {
-		return Outcome{}, nil, fmt.Errorf("store: insert raw: %w", err)
 	}
 
 	// Uniqueness facts, kept only if the message ends up accepted.

@@ -391,21 +391,23 @@ func (t *pgTx) QueryRow(q string, args ...any) *sql.Row {
 // left by pgIDBits, plus how many messages it numbered before: ids of
 // one transaction are consecutive, and an id below (oldest running
 // transaction id << pgIDBits) can never appear later (dialect visible).
-func (t *pgTx) InsertMessage(args ...any) (int64, bool, error) {
+func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	if t.n >= 1<<pgIDBits {
 		return 0, false, fmt.Errorf("%w: more than %d messages in one transaction", ErrBadInput, 1<<pgIDBits)
 	}
 	n := t.n
 	t.n++
-	// One round trip: the id from the transaction id, and the NOTIFY
-	// (delivered at commit, like any NOTIFY in a transaction).
+	// One round trip: the row with its id from the transaction id, its
+	// raw bytes, and the NOTIFY (delivered at commit, like any NOTIFY in
+	// a transaction).
 	var got int64
 	err := t.QueryRow(`WITH ins AS (`+insertMessageSQL+`, id)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
-		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING RETURNING id)
+		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING RETURNING id),
+		raw AS (INSERT INTO message_raw (message_id, raw) SELECT id, ? FROM ins)
 		SELECT ins.id FROM ins CROSS JOIN LATERAL (SELECT pg_notify(?, '')) AS notified`,
-		append(args[:len(args):len(args)], n, t.msgChan)...).Scan(&got)
+		append(args[:len(args):len(args)], n, raw, t.msgChan)...).Scan(&got)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}

@@ -32,9 +32,10 @@ type Tx interface {
 	Query(q string, args ...any) (*sql.Rows, error)
 	QueryRow(q string, args ...any) *sql.Row
 	// InsertMessage runs insertMessageSQL (ON CONFLICT on the exact-copy
-	// key DO NOTHING) with args and returns the new row's id, or
-	// inserted false when an identical copy is already stored.
-	InsertMessage(args ...any) (id int64, inserted bool, err error)
+	// key DO NOTHING) with args, stores raw as its bytes, and returns the
+	// new row's id, or inserted false when an identical copy is already
+	// stored (raw is then not written).
+	InsertMessage(raw []byte, args ...any) (id int64, inserted bool, err error)
 	// Lock serialises, until the transaction ends, every transaction that
 	// locks the same key: for a rule that must count before it inserts.
 	Lock(key string) error

@@ -77,7 +77,7 @@ func (w *wtx) QueryRow(q string, args ...any) *sql.Row {
 
 // InsertMessage implements Tx: Exec, not RETURNING (no result set to set
 // up and tear down); a conflict (exact redelivery) changes no row.
-func (w *wtx) InsertMessage(args ...any) (int64, bool, error) {
+func (w *wtx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	res, err := w.Exec(insertMessageSQL+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING`, args...)
@@ -88,8 +88,14 @@ func (w *wtx) InsertMessage(args ...any) (int64, bool, error) {
 		return 0, false, err
 	}
 	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, false, err
+	}
 	w.stored = true
-	return id, err == nil, err
+	if _, err := w.Exec(`INSERT INTO message_raw (message_id, raw) VALUES (?, ?)`, id, raw); err != nil {
+		return 0, false, fmt.Errorf("insert raw: %w", err)
+	}
+	return id, true, nil
 }
 
 // Lock implements Tx: SQLite has one writer, so every write transaction
