@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -127,6 +129,13 @@ func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 
 // OpenPostgresOptions is OpenPostgres with options.
 func OpenPostgresOptions(ctx context.Context, dsn string, opts PostgresOptions) (*Postgres, error) {
+	dsn, n, err := poolSize(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres: %w", err)
+	}
+	if n > 0 {
+		opts.MaxConns = n
+	}
 	opts.defaults()
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -159,6 +168,23 @@ func OpenPostgresOptions(ctx context.Context, dsn string, opts PostgresOptions) 
 	p.stopListen = cancel
 	go p.listen(lctx, cfg, conn)
 	return p, nil
+}
+
+// poolSize takes the pool_max_conns parameter (as pgxpool names it) out
+// of a URL DSN: it sizes this node's pool and is not a server setting.
+func poolSize(dsn string) (string, int, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || !u.Query().Has("pool_max_conns") {
+		return dsn, 0, nil // pgx reports a bad URL
+	}
+	q := u.Query()
+	n, err := strconv.Atoi(q.Get("pool_max_conns"))
+	if err != nil || n < 1 {
+		return "", 0, fmt.Errorf("pool_max_conns %q: want a positive number", q.Get("pool_max_conns"))
+	}
+	q.Del("pool_max_conns")
+	u.RawQuery = q.Encode()
+	return u.String(), n, nil
 }
 
 func redactDSN(cfg *pgx.ConnConfig) string {
@@ -340,6 +366,10 @@ func retryable(err error) bool {
 func (p *Postgres) Stats() Stats {
 	return Stats{Commits: p.commits.Load(), Writes: p.writes.Load()}
 }
+
+// MaxConns is the size of this node's connection pool (pool_max_conns,
+// PostgresOptions.MaxConns).
+func (p *Postgres) MaxConns() int { return p.db.Stats().MaxOpenConnections }
 
 // CheckWritable takes a transaction id and commits, changing nothing: it
 // fails on a read-only server (a standby) or a read-only role.

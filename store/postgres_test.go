@@ -71,3 +71,23 @@ func TestPostgresNotify(t *testing.T) {
 		t.Fatal("no notification of the queued mail")
 	}
 }
+
+// TestPostgresPoolSize: pool_max_conns in the URL sizes the node's pool
+// (it is not sent to the server, which would refuse it).
+func TestPostgresPoolSize(t *testing.T) {
+	dsn := pgtest.Schema(t)
+	s, err := store.OpenPostgres(context.Background(), dsn+"&pool_max_conns=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := s.MaxConns(); n != 2 {
+		t.Errorf("pool of %d, want 2", n)
+	}
+	if _, err := s.Ingest(context.Background(), benchMessage(7)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.OpenPostgres(context.Background(), dsn+"&pool_max_conns=none"); err == nil {
+		t.Error("pool_max_conns=none accepted")
+	}
+}
