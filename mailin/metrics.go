@@ -75,7 +75,7 @@ func (m *Metrics) observe(in *store.Incoming, a *Analysis, out store.Outcome, d 
 	for _, e := range out.Errors {
 		m.Errors.WithLabelValues(string(e.Code)).Inc()
 	}
-	if out.OOPS != nil && !out.OOPS.Sent {
+	if out.OOPS != nil && !out.OOPS.Sent && !out.OOPS.Pending {
 		m.OOPSSuppressed.WithLabelValues(out.OOPS.Reason).Inc()
 	}
 }

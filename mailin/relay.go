@@ -176,7 +176,7 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 		if err != nil {
 			return "", err
 		}
-		oopsDone = oopsDone || out.QueuedOOPS != 0
+		oopsDone = oopsDone || out.QueuedOOPS != 0 || out.OOPS != nil && out.OOPS.Pending // pending: owed, queued by the owed-OOPS worker
 	}
 	if len(remote) > 0 {
 		// Rcpt let these through only for an authenticated user with a

@@ -41,7 +41,7 @@ import (
 // every transaction with a lower id has ended, so nothing can commit
 // below that line later. The cost: a long-running transaction anywhere
 // on the server holds cursors back (not a loss: they catch up when it
-// ends). New messages are announced with NOTIFY envelopd_messages, sent
+// ends). New messages are announced with NOTIFY envelopd_messages.SCHEMA, sent
 // at commit; each node LISTENs on one connection and wakes its waiters.
 type Postgres struct {
 	*core
