@@ -155,13 +155,17 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 		return o, nil, err
 	}
 
-	// Uniqueness facts, kept only if the message ends up accepted.
+	// Uniqueness facts, kept only if the message ends up accepted. A
+	// message whose keys are too long to be one (oversizeKeys) takes
+	// none: it is quarantined with invalid_field.
 	if _, err := tx.Exec("SAVEPOINT uniq"); err != nil {
 		return Outcome{}, nil, fmt.Errorf("store: savepoint: %w", err)
 	}
-	claimErrs, replay, err := takeUnique(tx, id, dir, in, now)
-	if err != nil {
-		return Outcome{}, nil, err
+	claimErrs, replay := oversizeKeys(in), false
+	if len(claimErrs) == 0 {
+		if claimErrs, replay, err = takeUnique(tx, id, dir, in, now); err != nil {
+			return Outcome{}, nil, err
+		}
 	}
 	errs = append(errs, claimErrs...)
 	final := finalStatus(in.Status, errs, replay)

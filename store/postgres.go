@@ -103,8 +103,12 @@ const pgIDBits = 10
 var pgDialect = &dialect{
 	name: "postgres",
 	threadSQL: func(n int) string {
-		return `SELECT id, thread_id FROM messages WHERE message_id IN (` + placeholders(n) + `) AND mailbox = ?
-			ORDER BY id LIMIT 1`
+		// MATERIALIZED: find the few matches by the Message-ID index,
+		// then take the earliest; never walk the primary key in id order
+		// looking for a match (the common case has none).
+		return `WITH m AS MATERIALIZED (SELECT id, thread_id FROM messages
+			WHERE message_id IN (` + placeholders(n) + `) AND mailbox = ?)
+			SELECT id, thread_id FROM m ORDER BY id LIMIT 1`
 	},
 	emptyBlob:  "''::bytea",
 	skipLocked: " FOR UPDATE SKIP LOCKED",
@@ -434,7 +438,7 @@ func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	err := t.QueryRow(`WITH ins AS (`+insertMessageSQL+`, id)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
-		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING RETURNING id),
+		ON CONFLICT (md5(message_id), mailbox, direction, content_hash) DO NOTHING RETURNING id),
 		raw AS (INSERT INTO message_raw (message_id, raw) SELECT id, ? FROM ins)
 		SELECT ins.id FROM ins CROSS JOIN LATERAL (SELECT pg_notify(?, '')) AS notified`,
 		append(args[:len(args):len(args)], n, raw, t.msgChan)...).Scan(&got)

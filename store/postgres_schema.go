@@ -15,7 +15,10 @@ package store
 //     is bytea; claims and states keys and values, and protocol keys, are
 //     bytea too, since they may hold NUL bytes, which text cannot, and
 //     compare bytewise (readRange's key ranges) whatever the collation;
-//   - timestamps stay Unix nanoseconds in bigint, as in SQLite.
+//   - timestamps stay Unix nanoseconds in bigint, as in SQLite;
+//   - the exact-copy key hashes the Message-ID, and Message-ID and
+//     Envelopay id lookups use hash indexes: neither has a length limit
+//     (the other keys are bounded by MaxKeyBytes).
 var pgMigrations = []struct {
 	version int
 	sql     string
@@ -46,8 +49,12 @@ CREATE TABLE messages (
 	want_chain   text,
 	oops         bytea
 );
-CREATE UNIQUE INDEX messages_copy ON messages (message_id, mailbox, direction, content_hash);
-CREATE INDEX messages_eid ON messages (envelopay_id);
+-- A Message-ID or an Envelopay id may be any length: the exact-copy key
+-- holds a hash of the Message-ID (btree entries are limited to ~2.7 KB),
+-- and the lookups by either use hash indexes, which have no such limit.
+CREATE UNIQUE INDEX messages_copy ON messages (md5(message_id), mailbox, direction, content_hash);
+CREATE INDEX messages_mid ON messages USING hash (message_id);
+CREATE INDEX messages_eid ON messages USING hash (envelopay_id);
 CREATE INDEX messages_thread ON messages (thread_id, id);
 CREATE INDEX messages_mailbox ON messages (mailbox, id);
 CREATE TABLE message_raw (

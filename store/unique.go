@@ -360,3 +360,40 @@ func earlier(tx Tx, id int64) string {
 	}
 	return "an earlier message"
 }
+
+// MaxKeyBytes bounds each value a message's uniqueness facts are keyed
+// on: its Envelopay id and sender, claim keys, state keys, chain names.
+// Longer ones cannot be meant (ids are short tokens), and an index keeps
+// them only up to a size (Postgres btree: about 2.7 KB), so such a
+// message takes no fact and is quarantined with invalid_field instead of
+// failing its ingest.
+const MaxKeyBytes = 1024
+
+// oversizeKeys reports in's key values longer than MaxKeyBytes.
+func oversizeKeys(in *Incoming) protocols.Problems {
+	var ps protocols.Problems
+	check := func(field, what, v string) {
+		if len(v) > MaxKeyBytes {
+			ps = append(ps, protocols.New(protocols.CodeInvalidField, field,
+				"%s is %d bytes long, more than the %d a key may have", what, len(v), MaxKeyBytes))
+		}
+	}
+	if in.EnvelopayID != "" {
+		check("id", "the id", in.EnvelopayID)
+		check("from", "the sender", in.Sender)
+	}
+	check("proof", "the proof fingerprint", in.ProofFingerprint)
+	for _, c := range in.Claims {
+		check("", c.Kind+" key", c.Key)
+	}
+	for _, c := range in.Checks {
+		check("", c.Kind+" key", c.Key)
+	}
+	for _, st := range in.Sets {
+		check("", st.Kind+" key", st.Key)
+	}
+	for _, l := range in.Links {
+		check("", "the chain name", l.Chain)
+	}
+	return ps
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,11 +211,28 @@ func testBadInput(t *testing.T, open func(t *testing.T) store.Store) {
 	if _, err := s.Ingest(ctx, msg("ok@x.test", "x@x.test", "", nil)); err != nil {
 		t.Errorf("Ingest after a failed one: %v", err)
 	}
+	// Keys too long to be keys (store.MaxKeyBytes) quarantine the mail
+	// with invalid_field instead of failing its ingest; a Message-ID of
+	// any length is stored, and the same mail again is a redelivery.
+	long := strings.Repeat("x", 3000)
+	huge := msg(long+"@x.test", "x@x.test", "pay_"+long, func(in *store.Incoming) {
+		in.Claims = []protocols.Claim{{Kind: "k", Key: long, Value: "v"}}
+	})
+	out, err := s.Ingest(ctx, huge)
+	if err != nil {
+		t.Fatalf("Ingest with 3,000-byte keys: %v", err)
+	}
+	if out.Status != store.StatusQuarantined || !out.Errors.Has(protocols.CodeInvalidField) {
+		t.Errorf("3,000-byte keys: %s %v, want quarantined with invalid_field", out.Status, codes(out.Errors))
+	}
+	if again, err := s.Ingest(ctx, huge); err != nil || !again.Redelivery || again.ID != out.ID {
+		t.Errorf("the same mail with a 3,000-byte Message-ID again: %+v %v, want a redelivery of %d", again, err, out.ID)
+	}
 	// Hostile bytes in the text fields (NUL, invalid UTF-8; a backend
 	// whose text type holds neither may replace them) never keep a mail
 	// out, and its raw bytes come back exactly.
 	raw := []byte("Subject: a\x00b\xff\r\n\r\n\x00\xfe body\r\n")
-	out, err := s.Ingest(ctx, msg("nul\x00\xff@x.test", "x\x00@x.test", "id\x00\xff", func(in *store.Incoming) {
+	out, err = s.Ingest(ctx, msg("nul\x00\xff@x.test", "x\x00@x.test", "id\x00\xff", func(in *store.Incoming) {
 		in.Subject, in.Raw, in.Recipients = "a\x00b\xff", raw, []string{"r\x00@x.test"}
 		in.Claims = []protocols.Claim{{Kind: "k", Key: "a\x00\xffb", Value: "v\x00"}}
 	}))
