@@ -169,7 +169,11 @@ func OpenSQLiteOptions(ctx context.Context, path string, opts Options) (*SQLite,
 		done:   make(chan struct{}),
 	}
 	s.core.r = r
-	s.core.write = s.write
+	// The rules and the shared reads write through Tx; SQLite's own
+	// methods (and any written for it alone) take *wtx directly.
+	s.core.write = func(ctx context.Context, fn func(tx Tx) error) error {
+		return s.write(ctx, func(w *wtx) error { return fn(w) })
+	}
 	go s.writer()
 	return s, nil
 }
@@ -208,7 +212,7 @@ func isBusy(err error) bool {
 // not. A server uses it to warn at start rather than only refusing mail
 // (451) later.
 func (s *SQLite) CheckWritable(ctx context.Context) error {
-	return s.write(ctx, func(tx Tx) error {
+	return s.write(ctx, func(tx *wtx) error {
 		var v int
 		if err := tx.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
 			return err
@@ -265,7 +269,7 @@ func (s *SQLite) Pragma(ctx context.Context, name string) (string, error) {
 		}
 	}
 	var v string
-	err := s.write(ctx, func(tx Tx) error {
+	err := s.write(ctx, func(tx *wtx) error {
 		return tx.QueryRow("PRAGMA " + name).Scan(&v)
 	})
 	return v, err

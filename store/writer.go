@@ -15,7 +15,7 @@ import (
 // only after the transaction committed (or failed).
 type op struct {
 	ctx  context.Context
-	fn   func(tx Tx) error
+	fn   func(tx *wtx) error
 	done chan error
 }
 
@@ -23,7 +23,7 @@ type op struct {
 // holding it is durable. fn may run together with other writes in one
 // transaction (group commit); an error from fn rolls back only fn's
 // savepoint.
-func (s *SQLite) write(ctx context.Context, fn func(tx Tx) error) error {
+func (s *SQLite) write(ctx context.Context, fn func(tx *wtx) error) error {
 	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.mu.Lock()
 	closed := s.closed
