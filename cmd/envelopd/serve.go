@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/mailin/metrics"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -118,7 +119,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		Keys:       aicpKeySource(st),
 		AuthServID: f.hostname,
 		Logger:     log,
-		Metrics:    mailin.NewMetrics(reg),
+		Metrics:    metrics.NewMetrics(reg),
 	}
 	rt.pipeline = p
 	for _, h := range f.handoffs(st, log) {

@@ -1,21 +1,44 @@
-package mailin
+package metrics
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/store"
 )
 
 func TestMetricsCountStatusTypeAndCodes(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "envelopd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	ts := startServer(t, SMTPConfig{}, func(p *Pipeline) { p.Metrics = m })
-	ts.deliver(t, "../testdata/flows/replay/01-pay.eml")
-	ts.deliver(t, "../testdata/flows/replay/01-pay.eml")
-	ts.deliver(t, "../testdata/flows/replay/02-pay-same-proof.eml")
-	ts.deliver(t, "../testdata/flows/exchange/01-offer.eml")
-	ts.deliver(t, "../testdata/flows/exchange/02-accept-short.eml")
+	p := &mailin.Pipeline{Store: st, Metrics: m}
+	deliver := func(path string) {
+		t.Helper()
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta := mailin.Meta{Source: "smtp", MailFrom: "sender@client.test", Rcpts: []string{"rcpt@server.test"}}
+		if _, err := p.Ingest(ctx, raw, meta); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	deliver("../../testdata/flows/replay/01-pay.eml")
+	deliver("../../testdata/flows/replay/01-pay.eml")
+	deliver("../../testdata/flows/replay/02-pay-same-proof.eml")
+	deliver("../../testdata/flows/exchange/01-offer.eml")
+	deliver("../../testdata/flows/exchange/02-accept-short.eml")
 	for _, c := range []struct {
 		got  float64
 		want float64
