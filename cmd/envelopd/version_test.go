@@ -73,6 +73,10 @@ func TestVersionJSONKeys(t *testing.T) {
 	if code := run(context.Background(), &env{args: []string{"version", "--json"}, stdout: &out, stderr: &errb}); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
+	var alias bytes.Buffer
+	if code := run(context.Background(), &env{args: []string{"--version", "--json"}, stdout: &alias, stderr: &errb}); code != 0 || alias.String() != out.String() {
+		t.Errorf("envelopd --version --json: exit %d, %q; want %q", code, alias.String(), out.String())
+	}
 	var m map[string]any
 	if err := json.Unmarshal(out.Bytes(), &m); err != nil {
 		t.Fatalf("%v: %q", err, out.String())
@@ -119,6 +123,11 @@ func TestVersionOfBuiltBinary(t *testing.T) {
 		bin := filepath.Join(dir, "envelopd-vcs-"+c.buildvcs)
 		cmd := exec.Command(gobin, "build", "-buildvcs="+c.buildvcs, "-o", bin, ".")
 		if out, err := cmd.CombinedOutput(); err != nil {
+			if c.buildvcs == "auto" && bytes.Contains(out, []byte("error obtaining VCS status")) {
+				// git refuses the checkout (e.g. owned by another user):
+				// the environment, which .ci/run's -buildvcs=false avoids.
+				t.Skipf("go build -buildvcs=auto: %s", out)
+			}
 			t.Fatalf("go build -buildvcs=%s: %v\n%s", c.buildvcs, err, out)
 		}
 		out, err := exec.Command(bin, "version", "--json").Output()
