@@ -1,6 +1,6 @@
 module github.com/envelopd/envelopd
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/emersion/go-imap/v2 v2.0.0-beta.8

@@ -298,7 +298,9 @@ func (ss *session) Data(r io.Reader) error {
 		if err == ErrBusy {
 			ss.s.log().Warn("DATA refused: in-flight budget exhausted", "remote", ss.remote, "max_in_flight_bytes", ss.s.cfg.MaxInFlightBytes)
 			if ss.s.p != nil {
-				ss.s.p.Metrics.inFlightBusy()
+				if b, ok := ss.s.p.Metrics.(BusyObserver); ok {
+					b.ObserveInFlightBusy()
+				}
 			}
 			return ErrBusy
 		}

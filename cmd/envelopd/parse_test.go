@@ -119,7 +119,7 @@ func TestParseUsage(t *testing.T) {
 	if code := run(context.Background(), &env{args: []string{"parse", "--help"}, stdin: strings.NewReader(""), stdout: &out, stderr: &errb}); code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
-	line, _, _ := strings.Cut(errb.String(), "\n")
+	line, _, _ := strings.Cut(out.String(), "\n")
 	if line != "usage: "+parseSynopsis {
 		t.Errorf("usage line %q", line)
 	}

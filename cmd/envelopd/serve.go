@@ -23,6 +23,7 @@ import (
 
 	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/mailin/metrics"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/store"
 )
@@ -170,7 +171,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		Keys:       aicpKeySource(st),
 		AuthServID: f.hostname,
 		Logger:     log,
-		Metrics:    mailin.NewMetrics(reg),
+		Metrics:    metrics.NewMetrics(reg),
 	}
 	rt.pipeline = p
 	for _, h := range f.handoffs(st, log) {
