@@ -68,7 +68,7 @@ func TestErrorChallenge(t *testing.T) {
 		want []byte
 	}{
 		{NewOAuthBearerClient("u", "t", "h", 1), []byte{0x01}}, // RFC 7628 §3.2.3
-		{NewXOAUTH2Client("u", "t"), []byte{}},                // Google: an empty response
+		{NewXOAUTH2Client("u", "t"), []byte{}},                 // Google: an empty response
 	} {
 		resp, err := tt.c.Next(challenge)
 		if err != nil || resp == nil || !bytes.Equal(resp, tt.want) {
@@ -104,7 +104,7 @@ func TestChoose(t *testing.T) {
 		err    error
 	}{
 		{"", []string{"XOAUTH2", "OAUTHBEARER"}, "OAUTHBEARER", nil}, // Gmail
-		{"auto", []string{"XOAUTH2"}, "XOAUTH2", nil},                 // Outlook
+		{"auto", []string{"XOAUTH2"}, "XOAUTH2", nil},                // Outlook
 		{"xoauth2", []string{"XOAUTH2", "OAUTHBEARER"}, "XOAUTH2", nil},
 		{"OAuthBearer", []string{"OAUTHBEARER"}, "OAUTHBEARER", nil},
 		{"oauthbearer", []string{"XOAUTH2"}, "", ErrMechanism},
