@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/emersion/go-sasl"
 )
@@ -132,16 +133,30 @@ func describeChallenge(b []byte) string {
 		Scope  string `json:"scope"`
 	}
 	if json.Unmarshal(b, &e) == nil && e.Status != "" {
-		s := "status " + e.Status
+		s := "status " + printable(e.Status)
 		if e.Scope != "" {
-			s += ", scope " + e.Scope
+			s += ", scope " + printable(e.Scope)
 		}
 		return s
 	}
-	if len(b) > 200 {
-		b = b[:200]
+	if len(b) > 60 {
+		b = b[:60] // quoted, at most 242 bytes
 	}
 	return strconv.Quote(string(b))
+}
+
+// printable bounds a server-supplied string to 100 bytes and drops
+// control characters, so it cannot forge log lines.
+func printable(s string) string {
+	if len(s) > 100 {
+		s = s[:100]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 var _ sasl.Client = (*Client)(nil)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,12 +153,19 @@ func (s Settings) Or(def Settings) Settings {
 //	# any provider, through a helper such as oama
 //	token-command = oama access agent@gmail.com
 func LoadConfig(path string) (Settings, error) {
-	var s Settings
 	f, err := os.Open(path)
 	if err != nil {
-		return s, fmt.Errorf("%w: %v", ErrConfig, err)
+		return Settings{}, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	defer f.Close()
+	return ParseConfig(f, path)
+}
+
+// ParseConfig reads an OAuth2 config (LoadConfig's format) from r; name is
+// its path, for relative file paths and error messages.
+func ParseConfig(r io.Reader, name string) (Settings, error) {
+	var s Settings
+	path := name
 	dir := filepath.Dir(path)
 	rel := func(p string) string {
 		if filepath.IsAbs(p) {
@@ -166,7 +174,7 @@ func LoadConfig(path string) (Settings, error) {
 		return filepath.Join(dir, p)
 	}
 	seen := map[string]int{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
