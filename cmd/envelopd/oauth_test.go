@@ -2,10 +2,18 @@ package main
 
 import (
 	"context"
+	"io"
+	"log"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
 
 	"github.com/envelopd/envelopd/internal/oauth"
 )
@@ -95,5 +103,100 @@ func TestNewSubmitterOAuth(t *testing.T) {
 	}
 	if s, err := newSubmitter(url, pw, &oauthFlags{}); err != nil || s.Username != "agent@contoso.test" {
 		t.Errorf("password: %v, %v", s, err)
+	}
+}
+
+// xoauth2Capture is an Office 365-like submission server on loopback: AUTH
+// XOAUTH2 only, one valid token for one user; it counts what it accepts.
+type xoauth2Capture struct {
+	mu     sync.Mutex
+	tokens []string // tokens presented
+	msgs   int
+	addr   string
+}
+
+type xoauth2Session struct {
+	c     *xoauth2Capture
+	authd bool
+}
+
+func (s *xoauth2Session) AuthMechanisms() []string { return []string{"XOAUTH2"} }
+func (s *xoauth2Session) Auth(string) (sasl.Server, error) {
+	failed := false
+	return saslServerFunc(func(resp []byte) ([]byte, bool, error) {
+		if failed {
+			return nil, true, smtp.ErrAuthFailed
+		}
+		rest, _ := strings.CutPrefix(string(resp), "user=agent@contoso.test\x01auth=Bearer ")
+		tok, ok := strings.CutSuffix(rest, "\x01\x01")
+		s.c.mu.Lock()
+		s.c.tokens = append(s.c.tokens, tok)
+		s.c.mu.Unlock()
+		if ok && tok == "EwBIA8l6-valid" {
+			s.authd = true
+			return nil, true, nil
+		}
+		failed = true
+		return []byte(`{"status":"401","schemes":"bearer"}`), false, nil
+	}), nil
+}
+func (s *xoauth2Session) Mail(string, *smtp.MailOptions) error {
+	if !s.authd {
+		return smtp.ErrAuthRequired
+	}
+	return nil
+}
+func (s *xoauth2Session) Rcpt(string, *smtp.RcptOptions) error { return nil }
+func (s *xoauth2Session) Data(r io.Reader) error {
+	io.Copy(io.Discard, r)
+	s.c.mu.Lock()
+	s.c.msgs++
+	s.c.mu.Unlock()
+	return nil
+}
+func (s *xoauth2Session) Reset()        {}
+func (s *xoauth2Session) Logout() error { return nil }
+
+type saslServerFunc func([]byte) ([]byte, bool, error)
+
+func (f saslServerFunc) Next(r []byte) ([]byte, bool, error) { return f(r) }
+
+// TestSendSmtpTokenCommand: `send --smtp-token-command` submits with AUTH
+// XOAUTH2 and the command's token; a token the server refuses fails the
+// recipient (exit 1), and the token shows nowhere in the output.
+func TestSendSmtpTokenCommand(t *testing.T) {
+	c := &xoauth2Capture{}
+	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &xoauth2Session{c: c}, nil }))
+	srv.Domain, srv.AllowInsecureAuth = "smtp.lab.test", true
+	srv.ReadTimeout, srv.WriteTimeout, srv.MaxMessageBytes = 10*time.Second, 10*time.Second, 1<<20
+	srv.ErrorLog = log.New(io.Discard, "", 0)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	dir := t.TempDir()
+	url := "smtp://agent%40contoso.test@" + l.Addr().String()
+	send := func(token string) (int, string) {
+		// A database per send: the same ORDER twice in one would be refused.
+		code, out, errs := runCmd(t, "", "send", "--db", filepath.Join(dir, token+".db"), "--smtp-url", url,
+			"--smtp-token-command", "printf '%s\\n' "+token, "--format", "json",
+			"--from", "agent@contoso.test", "--to", "worker@example.test", "--type", "ORDER", "--json", cliData+"order.json")
+		if strings.Contains(out+errs, token) {
+			t.Errorf("output holds the token:\n%s\n%s", out, errs)
+		}
+		return code, out
+	}
+	if code, out := send("EwBIA8l6-valid"); code != 0 || !strings.Contains(out, `"status":"sent"`) {
+		t.Fatalf("send with a valid token: exit %d, %s", code, out)
+	}
+	if code, out := send("EwBIA8l6-expired"); code != 1 || !strings.Contains(out, `"status":"failed"`) || !strings.Contains(out, "535") {
+		t.Fatalf("send with a refused token: exit %d, %s", code, out)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.msgs != 1 || strings.Join(c.tokens, ",") != "EwBIA8l6-valid,EwBIA8l6-expired" {
+		t.Errorf("server accepted %d messages, saw tokens %q", c.msgs, c.tokens)
 	}
 }
