@@ -73,13 +73,14 @@ func (p *testIdP) seen() []string {
 
 // dovecotOAuth2 is the auth part of the Dovecot config: the oauth2 passdb
 // (Dovecot 2.3) for XOAUTH2 and OAUTHBEARER, validating tokens by POSTing
-// them to the test's introspection endpoint. %s is Dovecot's directory.
+// them to the test's introspection endpoint. FILE is the oauth2 settings
+// file (dovecot-oauth2.conf.ext).
 const dovecotOAuth2 = `auth_mechanisms = xoauth2 oauthbearer
 auth_verbose = yes
 passdb {
   driver = oauth2
   mechanisms = xoauth2 oauthbearer
-  args = %s/../oauth2/dovecot-oauth2.conf.ext
+  args = FILE
 }`
 
 // TestInteropDovecotOAuth2: `envelopd poll` logs into a real Dovecot with
@@ -122,7 +123,7 @@ active_value = true
 	if err := os.WriteFile(filepath.Join(base, "oauth2", "dovecot-oauth2.conf.ext"), []byte(ext), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	auth := strings.Replace(dovecotOAuth2, "%s/..", base, 1)
+	auth := strings.Replace(dovecotOAuth2, "FILE", filepath.Join(base, "oauth2", "dovecot-oauth2.conf.ext"), 1)
 	d := startDovecot(t, auth)
 
 	files, _ := filepath.Glob("../testdata/imap/*.eml")

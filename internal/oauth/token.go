@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -164,6 +165,9 @@ type Refresh struct {
 	RefreshTokenFile string
 	// HTTPClient makes the token requests (default: 30 s timeout).
 	HTTPClient *http.Client
+	// Logger reports a rotated refresh token that could not be saved
+	// (default slog.Default()).
+	Logger *slog.Logger
 
 	mu      sync.Mutex
 	ts      oauth2.TokenSource
@@ -213,10 +217,19 @@ func (r *Refresh) Token(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%w: the token endpoint's access_token %v", ErrTokenRefresh, err)
 	}
 	if nrt := res.tok.RefreshToken; nrt != "" && nrt != r.refresh {
+		// The access token is good either way: a file that cannot be
+		// written is reported and tried again on the next call (the
+		// source keeps the new refresh token in memory meanwhile).
 		if err := writeSecretFile(r.RefreshTokenFile, nrt); err != nil {
-			return "", err
+			log := r.Logger
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Warn("oauth: the provider rotated the refresh token but it could not be saved; "+
+				"the next start would use the old one", "file", r.RefreshTokenFile, "err", err)
+		} else {
+			r.refresh = nrt
 		}
-		r.refresh = nrt
 	}
 	return res.tok.AccessToken, nil
 }

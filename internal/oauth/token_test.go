@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -292,5 +293,44 @@ mechanism = xoauth2
 	// Scopes may repeat or be blank-separated.
 	if s, err := LoadConfig(writeFile(t, dir, "scopes", "scope = a b\nscope = c\n")); err != nil || strings.Join(s.Scopes, ",") != "a,b,c" {
 		t.Errorf("scopes: %q, %v", s.Scopes, err)
+	}
+}
+
+// TestRefreshRotationUnsaved: a rotated refresh token that cannot be saved
+// still gives the access token, is reported, and is saved once it can be.
+func TestRefreshRotationUnsaved(t *testing.T) {
+	t.Parallel()
+	ep := &tokenEndpoint{refresh: "rt-1", expiresIn: 1}
+	srv := httptest.NewServer(ep)
+	defer srv.Close()
+	dir := filepath.Join(t.TempDir(), "state")
+	os.Mkdir(dir, 0o700)
+	rtFile := writeFile(t, dir, "refresh", "rt-1\n")
+	var logBuf strings.Builder
+	r := &Refresh{TokenURL: srv.URL, ClientID: "client-1", ClientSecret: "s3cret", RefreshTokenFile: rtFile,
+		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}
+	if tok, err := r.Token(context.Background()); err != nil || tok != "at-1" {
+		t.Fatalf("Token = %q, %v", tok, err)
+	}
+	// The directory goes away (even root cannot write there now), and the
+	// provider starts rotating.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	ep.mu.Lock()
+	ep.rotate = true
+	ep.mu.Unlock()
+	if tok, err := r.Token(context.Background()); err != nil || tok != "at-2" {
+		t.Fatalf("Token = %q, %v", tok, err)
+	}
+	if !strings.Contains(logBuf.String(), "could not be saved") || strings.Contains(logBuf.String(), "rt-3") {
+		t.Errorf("log %q", logBuf.String())
+	}
+	os.Mkdir(dir, 0o700)
+	if tok, err := r.Token(context.Background()); err != nil || tok != "at-3" {
+		t.Fatalf("Token = %q, %v", tok, err)
+	}
+	if b, _ := os.ReadFile(rtFile); string(b) != "rt-4\n" {
+		t.Errorf("refresh file %q, want rt-4", b)
 	}
 }
