@@ -95,11 +95,7 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 	}
 	var next mailout.Sender
 	if r.smarthost != "" {
-		pw, err := mailout.LoadPassword(f.out.passwordFile, nil)
-		if err != nil {
-			return nil, err
-		}
-		sub, err := mailout.NewSubmitter(r.smarthost, pw)
+		sub, err := newSubmitter(r.smarthost, f.out.passwordFile, &f.out.oauth)
 		if err != nil {
 			return nil, err
 		}
