@@ -123,7 +123,10 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 		}
 	}
 	if err := st.SetSetting(ctx, store.SettingOutbound, mode); err != nil {
-		return err
+		// A read-only database is a warning, not a stop (serve answers
+		// 451 until it is writable; TestInteropReadOnlyDB): `queue` then
+		// shows the mode last recorded.
+		rt.log.Warn("could not record the outbound mode", "mode", mode, "err", err)
 	}
 	if w == nil {
 		return nil
