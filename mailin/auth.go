@@ -1,7 +1,6 @@
 package mailin
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -50,34 +49,6 @@ func (l *loginServer) Next(resp []byte) ([]byte, bool, error) {
 // checkFunc checks credentials for a SASL server: identity is the
 // authorization identity ("" when none), user and pass the credentials.
 type checkFunc func(identity, user, pass string) error
-
-// plainServer is the server side of SASL PLAIN (RFC 4616). Unlike
-// go-sasl's, it hands a malformed response to check as well (as user "",
-// password ""), so that a malformed exchange costs the same as a wrong
-// password (issue 22) instead of answering at once.
-type plainServer struct {
-	check checkFunc
-	done  bool
-}
-
-func newPlainServer(check checkFunc) sasl.Server {
-	return &plainServer{check: check}
-}
-
-func (p *plainServer) Next(resp []byte) ([]byte, bool, error) {
-	if p.done {
-		return nil, true, errors.New("sasl plain: unexpected response")
-	}
-	if resp == nil {
-		return []byte{}, false, nil // empty challenge: send the credentials
-	}
-	p.done = true
-	parts := bytes.Split(resp, []byte{0})
-	if len(parts) != 3 {
-		return nil, true, p.check("", "", "")
-	}
-	return nil, true, p.check(string(parts[0]), string(parts[1]), string(parts[2]))
-}
 
 // fileUsers checks the --auth-file users. The passwords are compared as
 // HMAC-SHA256 values under a per-process random key, in constant time, and

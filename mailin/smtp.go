@@ -294,7 +294,7 @@ func (ss *session) Auth(mech string) (sasl.Server, error) {
 	}
 	switch mech {
 	case sasl.Plain:
-		return newPlainServer(check), nil
+		return authguard.NewPlainServer(check), nil
 	case sasl.Login:
 		return newLoginServer(check), nil
 	}
