@@ -25,6 +25,7 @@ package authguard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -105,7 +106,8 @@ func (g *Guard) log() *slog.Logger {
 // Check runs verify for a unless the throttle refuses it first: a locked
 // out IP gets ErrLockedOut, an IP or account with recent failures waits
 // its delay, then verify runs inside the gate (ErrBusy when full). A
-// failing verify is recorded and returned as ErrFailed. verify should cost
+// failing verify is recorded and returned as ErrFailed (also matching
+// ErrLockedOut when this failure locked the IP out). verify should cost
 // the same whatever is wrong (see the package doc of mailin's Relay).
 func (g *Guard) Check(ctx context.Context, a Attempt, verify func() error) error {
 	a.Account = normAccount(a.Account)
@@ -142,6 +144,11 @@ func (g *Guard) Check(ctx context.Context, a Attempt, verify func() error) error
 	g.Metrics.failed(a.Service, a.Mechanism)
 	g.log().Warn("auth failed", "service", a.Service, "ip", a.IP, "account", a.Account,
 		"mechanism", a.Mechanism, "ip_failures", n)
+	if g.Throttle != nil && g.Throttle.Locked(a.IP) {
+		g.log().Warn("auth: client locked out", "service", a.Service, "ip", a.IP,
+			"for", g.Throttle.Policy().Lockout.String())
+		return fmt.Errorf("%w (%w)", ErrFailed, ErrLockedOut)
+	}
 	return ErrFailed
 }
 

@@ -152,15 +152,15 @@ func (ss *session) login(mech, identity, username, password string) error {
 	err := ss.s.guard.Check(ss.ctx(), a, verify)
 	switch {
 	case err == nil:
+	case errors.Is(err, authguard.ErrLockedOut):
+		ss.conn.closeWithBye("Too many authentication failures from your address")
+		return errAuthLocked
 	case errors.Is(err, authguard.ErrFailed):
 		ss.fails++
 		if ss.fails >= ss.s.guard.MaxSessionFailures() {
 			ss.conn.closeWithBye("Too many authentication failures")
 		}
 		return imapserver.ErrAuthFailed
-	case errors.Is(err, authguard.ErrLockedOut):
-		ss.conn.closeWithBye("Too many authentication failures from your address")
-		return errAuthLocked
 	default:
 		return errAuthBusy
 	}
