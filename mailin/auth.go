@@ -112,6 +112,8 @@ type smtpConn struct {
 	idle    int
 	inTx    bool
 	txStart time.Time
+
+	rcpt rcptFilter // postmaster.go
 }
 
 // errNoProgress is what SetReadDeadline returns past maxIdle: a timeout,

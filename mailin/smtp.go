@@ -470,7 +470,7 @@ func (ss *session) Reset() {
 // isPostmaster reports the domainless postmaster address, any case
 // (RFC 5321 §4.5.1, §2.4).
 func isPostmaster(to string) bool {
-	return strings.EqualFold(to, "postmaster")
+	return strings.EqualFold(to, "postmaster") || strings.EqualFold(to, postmasterSentinel)
 }
 
 func (ss *session) Logout() error { return nil }
