@@ -338,6 +338,12 @@ func (ss *session) checkAuth(mech, identity, user, pass string) error {
 		ss.conn.progress()
 		return nil
 	case errors.Is(err, authguard.ErrBusy):
+		// Counts toward the session's limit too: a client that retries
+		// at once on 454 is closed like one that guesses.
+		ss.fails++
+		if ss.fails >= ss.s.guard.MaxSessionFailures() {
+			ss.closeAfterReply()
+		}
 		return ErrAuthBusy
 	case errors.Is(err, authguard.ErrLockedOut):
 		ss.closeAfterReply()
