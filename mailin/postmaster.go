@@ -34,30 +34,31 @@ type rcptFilter struct {
 const maxFilterLine = 1024
 
 // filter returns the bytes to hand to go-smtp for the bytes read, b.
+// Message bytes (a DATA body, a BDAT chunk) and everything after STARTTLS
+// pass without a copy: when nothing is rewritten, the result is b itself.
 func (f *rcptFilter) filter(b []byte) []byte {
-	if f.off {
-		return b
-	}
 	var out []byte
+	rest := func() []byte {
+		if out == nil {
+			return b
+		}
+		return append(out, b...)
+	}
 	for len(b) > 0 {
 		switch {
 		case f.off:
-			return append(out, b...)
+			return rest()
 		case f.bdat > 0:
-			n := int(min(f.bdat, int64(len(b))))
-			out, b, f.bdat = append(out, b[:n]...), b[n:], f.bdat-int64(n)
+			if f.bdat >= int64(len(b)) {
+				f.bdat -= int64(len(b))
+				return rest()
+			}
+			n := int(f.bdat)
+			out, b, f.bdat = append(out, b[:n]...), b[n:], 0
 		case f.data:
-			i := 0
-			for ; i < len(b); i++ {
-				f.tail = append(f.tail, b[i])
-				if len(f.tail) > 5 {
-					f.tail = f.tail[1:]
-				}
-				if string(f.tail) == "\r\n.\r\n" {
-					f.data = false
-					i++
-					break
-				}
+			i := f.endOfData(b)
+			if i < 0 {
+				return rest()
 			}
 			out, b = append(out, b[:i]...), b[i:]
 		default:
@@ -74,7 +75,38 @@ func (f *rcptFilter) filter(b []byte) []byte {
 			f.line, f.long = f.line[:0], false
 		}
 	}
+	if out == nil {
+		return b[:0]
+	}
 	return out
+}
+
+var endOfData = []byte("\r\n.\r\n")
+
+// endOfData returns the index in b just past the CRLF.CRLF that ends the
+// DATA body (which may have begun in earlier reads: f.tail holds their
+// last bytes), or -1, remembering b's last bytes.
+func (f *rcptFilter) endOfData(b []byte) int {
+	head := append(f.tail[:len(f.tail):len(f.tail)], b[:min(len(b), len(endOfData)-1)]...)
+	i := bytes.Index(head, endOfData)
+	if i >= 0 {
+		i += len(endOfData) - len(f.tail)
+	} else if i = bytes.Index(b, endOfData); i >= 0 {
+		i += len(endOfData)
+	}
+	if i >= 0 {
+		f.data, f.tail = false, f.tail[:0]
+		return i
+	}
+	if len(b) >= len(endOfData)-1 {
+		f.tail = append(f.tail[:0], b[len(b)-(len(endOfData)-1):]...)
+	} else {
+		f.tail = append(f.tail, b...)
+		if over := len(f.tail) - (len(endOfData) - 1); over > 0 {
+			f.tail = append(f.tail[:0], f.tail[over:]...)
+		}
+	}
+	return -1
 }
 
 // partial buffers part of a command line, or passes it through when the
@@ -102,7 +134,7 @@ func (f *rcptFilter) command(line []byte) []byte {
 	case "STARTTLS":
 		f.off = true
 	case "DATA":
-		f.data, f.tail = true, append(f.tail[:0], '\r', '\n')
+		f.data, f.tail = true, append(f.tail[:0], "\r\n"...)
 	case "BDAT":
 		n, _, _ := strings.Cut(strings.TrimSpace(arg), " ")
 		size, err := strconv.ParseInt(n, 10, 64)
@@ -132,24 +164,19 @@ func cutFold(s, prefix string) (string, bool) {
 // RCPT rewritten (see rcptFilter).
 func (c *smtpConn) Read(b []byte) (int, error) {
 	f := &c.rcpt
-	if len(f.pending) == 0 && f.err != nil {
-		err := f.err
-		f.err = nil
-		return 0, err
-	}
 	for len(f.pending) == 0 {
+		if f.err != nil {
+			err := f.err
+			f.err = nil
+			return 0, err
+		}
 		n, err := c.Conn.Read(b)
-		if f.off && len(f.pending) == 0 {
-			return n, err
+		out := f.filter(b[:n])
+		if len(out) == n && (n == 0 || &out[0] == &b[0]) {
+			return n, err // passed through unchanged, in place
 		}
-		f.pending = append(f.pending, f.filter(b[:n])...)
-		if err != nil {
-			if len(f.pending) == 0 {
-				return 0, err
-			}
-			f.err = err
-			break
-		}
+		f.pending = append(f.pending, out...)
+		f.err = err
 	}
 	n := copy(b, f.pending)
 	f.pending = f.pending[n:]
