@@ -438,3 +438,40 @@ func TestFileUsersEqualCost(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayRehash: a stored hash with another work factor is replaced on
+// the next successful login (transparently: the old password works on),
+// and only then.
+func TestRelayRehash(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "relay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	old, _ := HashPassword("right", 500)
+	if err := st.SetMailboxPassword(ctx, "bob@agents.test", old); err != nil {
+		t.Fatal(err)
+	}
+	r := &Relay{Domains: []string{"agents.test"}, Store: st, PasswordIterations: 1000}
+	if r.Authenticate("bob@agents.test", "wrong") == nil {
+		t.Fatal("wrong password accepted")
+	}
+	if h, _ := st.MailboxPassword(ctx, "bob@agents.test"); h != old {
+		t.Errorf("a failed login rehashed")
+	}
+	if err := r.Authenticate("bob@agents.test", "right"); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := st.MailboxPassword(ctx, "bob@agents.test")
+	if !strings.HasPrefix(h, "pbkdf2-sha256$1000$") || CheckPassword(h, "right") != nil {
+		t.Errorf("after login the stored hash is %q, want a 1000-round hash of the password", h)
+	}
+	r2 := &Relay{Domains: []string{"agents.test"}, Store: st, PasswordIterations: 1000}
+	if err := r2.Authenticate("bob@agents.test", "right"); err != nil {
+		t.Errorf("login with the rehashed password: %v", err)
+	}
+	if h2, _ := st.MailboxPassword(ctx, "bob@agents.test"); h2 != h {
+		t.Errorf("rehashed again at the current work factor")
+	}
+}

@@ -106,6 +106,9 @@ func (r *Relay) Authenticate(user, pass string) error {
 	if err := r.checkPassword(hash, pass); err != nil {
 		return ErrBadPassword
 	}
+	if h, ok := r.rehash(user, hash, pass); ok {
+		key = h + "\x00" + pass
+	}
 	r.authMu.Lock()
 	if r.authCache == nil {
 		r.authCache = map[string]string{}
@@ -120,6 +123,31 @@ func (r *Relay) checkPassword(hash, pass string) error {
 		return r.CheckPassword(hash, pass)
 	}
 	return CheckPassword(hash, pass)
+}
+
+// rehash replaces, after a successful login, a stored hash whose work
+// factor is not the current one (PasswordIterations) by a fresh hash of
+// the same password: older databases move to the current parameters
+// transparently, and every stored hash then costs what the dummy costs.
+func (r *Relay) rehash(user, hash, pass string) (string, bool) {
+	want := r.PasswordIterations
+	if want <= 0 {
+		want = DefaultPasswordIterations
+	}
+	if passwordIterations(hash) == want {
+		return "", false
+	}
+	h, err := HashPassword(pass, want)
+	if err == nil {
+		err = r.Store.SetMailboxPassword(context.Background(), user, h)
+	}
+	if err != nil {
+		if r.Logger != nil {
+			r.Logger.Warn("relay: rehash password", "mailbox", user, "err", err)
+		}
+		return "", false
+	}
+	return h, true
 }
 
 // DummyHash is the hash an authentication for a user without one is

@@ -64,6 +64,17 @@ func DummyPasswordHash(iterations int) string {
 	return fmt.Sprintf("%s$%d$%s$%s", passwordScheme, iterations, enc.EncodeToString(salt), enc.EncodeToString(key))
 }
 
+// passwordIterations is the work factor of a HashPassword hash (0 if it
+// cannot be read).
+func passwordIterations(hash string) int {
+	parts := strings.Split(hash, "$")
+	if len(parts) != 4 || parts[0] != passwordScheme {
+		return 0
+	}
+	n, _ := strconv.Atoi(parts[1])
+	return n
+}
+
 // CheckPassword compares pw with a HashPassword hash in constant time.
 func CheckPassword(hash, pw string) error {
 	parts := strings.Split(hash, "$")
