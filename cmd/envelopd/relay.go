@@ -115,6 +115,7 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 		scfg := *cfg
 		scfg.Addr = r.submission
 		scfg.Router = relay.Submission()
+		scfg.Service = "submission"
 		srv, err := mailin.NewSMTPServer(scfg, p)
 		if err != nil {
 			return nil, fmt.Errorf("submission: %w", err)
@@ -133,7 +134,9 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 			stop()
 			return nil, fmt.Errorf("imap: %w", err)
 		}
-		iv := imapview.New(imapview.Options{Store: rt.store, Authenticate: relay.Authenticate, Hostname: p.AuthServID, Logger: rt.log})
+		iv := imapview.New(imapview.Options{Store: rt.store, Authenticate: relay.Authenticate, Hostname: p.AuthServID, Logger: rt.log,
+			Guard: cfg.Auth, MaxConnections: cfg.MaxConnections, MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
+			MaxIdleCommands: cfg.MaxIdleCommands})
 		go iv.Serve(ln)
 		r.imapListening = ln.Addr().String()
 		stops = append(stops, func() { iv.Close() })

@@ -124,6 +124,7 @@ func (f *ingestFlags) handoffs(st store.Store, log *slog.Logger) []*mailin.Hando
 
 // runtime is what serve and poll build from ingestFlags.
 type runtime struct {
+	reg      *prometheus.Registry
 	store    *store.SQLite
 	pipeline *mailin.Pipeline
 	log      *slog.Logger
@@ -174,6 +175,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		Metrics:    metrics.NewMetrics(reg),
 	}
 	rt.pipeline = p
+	rt.reg = reg
 	for _, h := range f.handoffs(st, log) {
 		p.Handoff = append(p.Handoff, h.Target)
 		rt.workers = append(rt.workers, h.Run)
@@ -273,6 +275,8 @@ func runServe(ctx context.Context, e *env) int {
 	fs.StringVar(&tlsKey, "tls-key", "", "key PEM for STARTTLS")
 	fs.StringVar(&authFile, "auth-file", "", "AUTH PLAIN/LOGIN users, one user:password per line (mode 0600 or stricter)")
 	fs.Var(&acceptDomains, "accept-domain", "accept mail for this domain without AUTH (repeatable)")
+	var abuse abuseFlags
+	abuse.register(fs, &cfg)
 	var relay relayFlags
 	relay.register(fs)
 	if err := fs.Parse(e.args); err != nil {
@@ -323,6 +327,7 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	defer rt.close()
 	cfg.Logger = rt.log
+	cfg.Auth = abuse.guard(rt)
 	stopRelay, err := relay.setup(ctx, rt, &f, &cfg)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
