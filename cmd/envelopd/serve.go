@@ -268,6 +268,8 @@ func runServe(ctx context.Context, e *env) int {
 	fs.Var(&acceptDomains, "accept-domain", "accept mail for this domain without AUTH (repeatable)")
 	var relay relayFlags
 	relay.register(fs)
+	var httpAPI httpFlags
+	httpAPI.register(fs)
 	if err := fs.Parse(e.args); err != nil {
 		return 2
 	}
@@ -322,6 +324,12 @@ func runServe(ctx context.Context, e *env) int {
 		return 2
 	}
 	defer stopRelay()
+	stopHTTP, err := httpAPI.start(ctx, rt, &f, &relay, acceptDomains)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
+		return 2
+	}
+	defer stopHTTP()
 	if err := checkOOPS(rt.pipeline, rt.log); err != nil {
 		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
 		return 2
