@@ -209,6 +209,23 @@ func writeError(w http.ResponseWriter, e *Error) {
 	w.Write(append(b, '\n'))
 }
 
+// decodeSend reads a send/reply/forward body; ?force=true (which the
+// SDK can pass as requestOptions.queryParams, while it strips unknown
+// body fields) is the body's force.
+func decodeSend(r *http.Request, req *SendRequest) error {
+	if err := decode(r, req); err != nil {
+		return err
+	}
+	if v := r.URL.Query().Get("force"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return badField("force", "want true or false")
+		}
+		req.Force = req.Force || b
+	}
+	return nil
+}
+
 // decode reads a JSON request body into v: one object, fields of the
 // right types (unknown fields are ignored, as the SDK may send more),
 // within the body limit (413).
@@ -399,7 +416,7 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) send(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
 	var req SendRequest
-	if err := decode(r, &req); err != nil {
+	if err := decodeSend(r, &req); err != nil {
 		return nil, 0, err
 	}
 	v, err := h.svc.Send(r.Context(), p, r.PathValue("inbox_id"), req)
@@ -409,7 +426,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, p *Principal) (an
 func (h *Handler) reply(all bool) authed {
 	return func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
 		var req SendRequest
-		if err := decode(r, &req); err != nil {
+		if err := decodeSend(r, &req); err != nil {
 			return nil, 0, err
 		}
 		v, err := h.svc.Reply(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), req, all)
@@ -421,7 +438,7 @@ func (h *Handler) reply(all bool) authed {
 // reference's POST /v0/inboxes/{inbox}/threads/{thread_id}/reply).
 func (h *Handler) replyThread(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
 	var req SendRequest
-	if err := decode(r, &req); err != nil {
+	if err := decodeSend(r, &req); err != nil {
 		return nil, 0, err
 	}
 	t, err := h.svc.GetThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), ListParams{Limit: 1})
@@ -434,7 +451,7 @@ func (h *Handler) replyThread(w http.ResponseWriter, r *http.Request, p *Princip
 
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
 	var req SendRequest
-	if err := decode(r, &req); err != nil {
+	if err := decodeSend(r, &req); err != nil {
 		return nil, 0, err
 	}
 	v, err := h.svc.Forward(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), req)
