@@ -563,6 +563,13 @@ func TestRelayLocal(t *testing.T) {
 	if err != nil || len(mbs) != 1 || mbs[0].Address != "shop@shop.test" {
 		t.Errorf("mailboxes: %+v %v", mbs, err)
 	}
+	// A mailbox made by `envelopd mailbox add` is an inbox too.
+	if err := e.st.SetMailboxPassword(context.Background(), "agent@buyer.test", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.do(e.key, "GET", "/v0/inboxes/agent@buyer.test", nil, nil); c != 200 {
+		t.Errorf("mailbox as inbox: %d", c)
+	}
 	var sent struct {
 		ThreadID string `json:"thread_id"`
 	}

@@ -185,7 +185,10 @@ func (s *SQLite) SyncInboxes(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		var pending int
-		err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE id > (SELECT synced_id FROM api_sync))`).Scan(&pending)
+		// New messages, or relay mailboxes (envelopd mailbox add) not yet
+		// inboxes.
+		err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE id > (SELECT synced_id FROM api_sync))
+			OR EXISTS (SELECT 1 FROM mailboxes b WHERE NOT EXISTS (SELECT 1 FROM api_inboxes a WHERE a.address = b.address))`).Scan(&pending)
 		if err != nil {
 			return total, fmt.Errorf("store: sync inboxes: %w", err)
 		}
@@ -195,6 +198,10 @@ func (s *SQLite) SyncInboxes(ctx context.Context) (int, error) {
 		n := 0
 		err = s.write(ctx, func(tx *wtx) error {
 			n = 0
+			if _, err := tx.Exec(`INSERT INTO api_inboxes (address, created_at, updated_at)
+				SELECT address, created_at, created_at FROM mailboxes WHERE true ON CONFLICT (address) DO NOTHING`); err != nil {
+				return fmt.Errorf("store: sync inboxes: %w", err)
+			}
 			var synced int64
 			if err := tx.QueryRow(`SELECT synced_id FROM api_sync`).Scan(&synced); err != nil {
 				return fmt.Errorf("store: sync inboxes: %w", err)
