@@ -70,3 +70,22 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadContent: any stored bytes give a message object's content
+// (text, html, headers, attachments) without a panic, within bounds.
+func FuzzReadContent(f *testing.F) {
+	f.Add([]byte("From: a@b\r\nSubject: x\r\n\r\nhello\r\n"))
+	f.Add([]byte("Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nx\r\n--b\r\nContent-Type: application/json\r\nContent-Disposition: attachment; filename=a.json\r\n\r\n{}\r\n--b--\r\n"))
+	f.Add([]byte("Content-Type: text/html; charset=iso-8859-1\r\nContent-Transfer-Encoding: base64\r\n\r\nPGI+aGk8L2I+\r\n"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		c := readContent(raw)
+		if len(c.attachments) > maxParts {
+			t.Fatalf("%d attachments", len(c.attachments))
+		}
+		for _, a := range c.attachments {
+			if len(a.data) > len(raw)+1 {
+				t.Fatalf("attachment of %d bytes from %d", len(a.data), len(raw))
+			}
+		}
+	})
+}
