@@ -24,7 +24,7 @@ import (
 // Store is what the service reads and writes: *store.SQLite.
 type Store interface {
 	KeyStore
-	SyncInboxes(ctx context.Context) (int, error)
+	SyncInboxes(ctx context.Context, max int) (int, error)
 	CreateInbox(ctx context.Context, address, displayName, clientID string, mailbox bool) (store.Inbox, bool, error)
 	InboxByAddress(ctx context.Context, address string) (store.Inbox, error)
 	Inboxes(ctx context.Context, after string, limit int, desc bool, only []string) ([]store.Inbox, error)
@@ -97,11 +97,41 @@ func NewService(cfg Config) (*Service, error) {
 	return &Service{cfg: cfg, dlKey: k}, nil
 }
 
+// syncPerRequest bounds the indexing a request does itself (0: none):
+// every message committed before the request is indexed before it is
+// read, so an answer never lags the store. Run indexes in the background,
+// so that a backlog (a database from before the API) is mostly done
+// before the first request.
+const syncPerRequest = 0
+
 // sync indexes new mail before a read; a failure is logged, the read goes
 // on with the index as it is.
 func (s *Service) sync(ctx context.Context) {
-	if _, err := s.cfg.Store.SyncInboxes(ctx); err != nil && ctx.Err() == nil {
+	if _, err := s.cfg.Store.SyncInboxes(ctx, syncPerRequest); err != nil && ctx.Err() == nil {
 		s.cfg.Logger.Warn("api: inbox index sync", "err", err)
+	}
+}
+
+// Run keeps the inbox index up to date in the background (every
+// interval) until ctx ends, so that no request waits for a backlog.
+func (s *Service) Run(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := s.cfg.Store.SyncInboxes(ctx, 0)
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("api: inbox index sync", "err", err)
+		} else if n > 10000 {
+			s.cfg.Logger.Info("api: inbox index caught up", "messages", n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
 	}
 }
 

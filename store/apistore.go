@@ -176,9 +176,10 @@ func inboxesOf(mailbox, direction, sender, rcpts string) []string {
 }
 
 // SyncInboxes indexes the messages stored since the last call into their
-// inboxes (creating the inbox rows), and returns how many it indexed. A
-// reader answers the common case (nothing new) without the writer.
-func (s *SQLite) SyncInboxes(ctx context.Context) (int, error) {
+// inboxes (creating the inbox rows), at most max of them (0: all, in
+// batches), and returns how many it indexed. A reader answers the common
+// case (nothing new) without the writer.
+func (s *SQLite) SyncInboxes(ctx context.Context, max int) (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
 	}
@@ -253,7 +254,7 @@ func (s *SQLite) SyncInboxes(ctx context.Context) (int, error) {
 			return total, err
 		}
 		total += n
-		if n < syncBatch {
+		if n < syncBatch || (max > 0 && total >= max) {
 			return total, nil
 		}
 	}

@@ -81,6 +81,7 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 	if err != nil {
 		return nil, err
 	}
+	rt.workers = append(rt.workers, func(ctx context.Context) error { return svc.Run(ctx, time.Second) })
 	hd := api.NewHandler(svc, api.HandlerOptions{Throttle: h.throttle, MaxBody: h.maxBody, Logger: rt.log})
 	ln, err := net.Listen("tcp", h.addr)
 	if err != nil {
