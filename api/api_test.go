@@ -44,7 +44,7 @@ func (f *fakeThrottle) Fail(ip, account string) {
 func (f *fakeThrottle) Succeed(string, string) {}
 
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	st       *store.SQLite
 	srv      *httptest.Server
 	key      string
@@ -58,7 +58,7 @@ func record(raw []byte) *store.Incoming {
 	return in
 }
 
-func newEnv(t *testing.T, relay bool) *env {
+func newEnv(t testing.TB, relay bool) *env {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "t.db"))

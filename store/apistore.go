@@ -511,7 +511,14 @@ func (s *SQLite) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessag
 		where += ` AND x.message_id ` + op + ` ?`
 		args = append(args, q.CursorID)
 	}
-	sqlq := `SELECT x.inbox, x.labels, ` + messageCols + ` FROM inbox_messages x JOIN messages m ON m.id = x.message_id
+	from := `inbox_messages x`
+	if q.ThreadID != "" && q.Inbox != "" {
+		// Without statistics SQLite would walk the whole inbox by its
+		// primary key (which gives the order) instead of the thread's
+		// index (which gives it too).
+		from = `inbox_messages x INDEXED BY inbox_messages_thread`
+	}
+	sqlq := `SELECT x.inbox, x.labels, ` + messageCols + ` FROM ` + from + ` JOIN messages m ON m.id = x.message_id
 		WHERE ` + where + ` ORDER BY x.message_id ` + order
 	if q.Limit > 0 {
 		sqlq += ` LIMIT ?`
