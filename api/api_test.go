@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -547,6 +548,59 @@ func TestSendAndReply(t *testing.T) {
 	resp.Body.Close()
 	if !bytes.Contains(body, []byte("Message-ID: <m00000@buyer.test>")) || att.Size != len(body) {
 		t.Errorf("attachment download: %d bytes (size %d): %.80q", len(body), att.Size, body)
+	}
+}
+
+// TestThreadsUpdateDelete: thread labels and delete (a view change: the
+// stored messages stay), org-wide and per inbox.
+func TestThreadsUpdateDelete(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.ingest(3, "shop@shop.test")
+	var l struct {
+		Threads []struct {
+			ThreadID string `json:"thread_id"`
+		} `json:"threads"`
+	}
+	e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/threads", nil, &l)
+	if len(l.Threads) != 3 {
+		t.Fatalf("%d threads", len(l.Threads))
+	}
+	tid := l.Threads[0].ThreadID
+	var upd struct {
+		Labels []string `json:"labels"`
+	}
+	if c := e.do(e.key, "PATCH", "/v0/threads/"+tid, `{"add_labels":"todo"}`, &upd); c != 200 || !slices.Contains(upd.Labels, "todo") {
+		t.Errorf("thread labels: %d %v", c, upd)
+	}
+	var f struct {
+		Count int `json:"count"`
+	}
+	e.do(e.key, "GET", "/v0/threads?labels=todo", nil, &f)
+	if f.Count != 1 {
+		t.Errorf("threads labelled todo: %d, want 1", f.Count)
+	}
+	if c := e.do(e.key, "DELETE", "/v0/inboxes/shop@shop.test/threads/"+tid, nil, nil); c != 204 {
+		t.Errorf("delete thread: %d", c)
+	}
+	if c := e.do(e.key, "GET", "/v0/threads/"+tid, nil, nil); c != 404 {
+		t.Errorf("deleted thread: %d, want 404", c)
+	}
+	if c := e.do(e.key, "DELETE", "/v0/threads/"+tid, nil, nil); c != 404 {
+		t.Errorf("deleting twice: %d, want 404", c)
+	}
+	e.do(e.key, "GET", "/v0/threads", nil, &f)
+	if f.Count != 2 {
+		t.Errorf("threads after delete: %d, want 2", f.Count)
+	}
+	if c := e.do(e.key, "DELETE", "/v0/inboxes/shop@shop.test", nil, nil); c != 204 {
+		t.Errorf("delete inbox: %d", c)
+	}
+	if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test", nil, nil); c != 404 {
+		t.Errorf("deleted inbox: %d, want 404", c)
+	}
+	if ms, _ := e.st.Messages(context.Background(), store.Filter{}); len(ms) != 3 {
+		t.Errorf("stored messages: %d, want 3", len(ms))
 	}
 }
 

@@ -704,7 +704,11 @@ func (s *SQLite) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, e
 	if q.Ascending {
 		op, order = ">", "ASC"
 	}
-	if q.CursorID > 0 {
+	switch {
+	case q.CursorID > 0 && q.Inbox != "":
+		conds = append(conds, `t.last_id `+op+` ?`) // a range of inbox_threads_last
+		args = append(args, q.CursorID)
+	case q.CursorID > 0:
 		conds = append(conds, `(t.last_id, t.inbox) `+op+` (?, ?)`)
 		args = append(args, q.CursorID, q.CursorInbox)
 	}
