@@ -14,6 +14,7 @@ import (
 	"github.com/envelopd/envelopd/api"
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/store"
 )
 
 // httpFlags are serve's HTTP API flags (issue 19).
@@ -95,6 +96,12 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 		}
 	}()
 	rt.log.Info("http api", "addr", ln.Addr().String(), "domains", strings.Join(domains, ","))
+	if keys, err := rt.store.APIKeys(ctx); err == nil && !slices.ContainsFunc(keys, func(k store.APIKey) bool { return k.RevokedAt == nil }) {
+		rt.log.Warn("http api: no API key yet: every request is refused with 401 until one is made (envelopd apikey create --db " + f.db + ")")
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		rt.log.Warn("http api: listening on a non-loopback address without TLS: API keys and mail cross the network in clear; put a TLS proxy in front", "addr", ln.Addr().String())
+	}
 	return func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
