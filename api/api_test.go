@@ -434,7 +434,7 @@ func TestSendAndReply(t *testing.T) {
 		Message   string `json:"message"`
 	}
 	if c := e.do(e.key, "POST", "/v0/inboxes/shop@shop.test/messages/send",
-		map[string]any{"to": []string{"buyer@buyer.test"}, "subject": "METHODS", "text": `{"v":"0.2.0","type":"methods","id":"met_1","rails":[{"chain":"solana","token":"SOL","wallet":"6dL6n77jJFWq4bu3cQp57H8rMUPEXu7uYN1XApPxpUif","price":"500000000"}]}`, "headers": map[string]string{"X-Agent": "t"}}, &sent); c != 200 {
+		map[string]any{"to": []string{"buyer@buyer.test"}, "subject": "METHODS", "labels": []string{"quoted"}, "text": `{"v":"0.2.0","type":"methods","id":"met_1","rails":[{"chain":"solana","token":"SOL","wallet":"6dL6n77jJFWq4bu3cQp57H8rMUPEXu7uYN1XApPxpUif","price":"500000000"}]}`, "headers": map[string]string{"X-Agent": "t"}}, &sent); c != 200 {
 		t.Fatalf("send: %d %s", c, sent.Message)
 	}
 	q, err := e.st.Queue(ctx, store.QueuePending)
@@ -456,7 +456,7 @@ func TestSendAndReply(t *testing.T) {
 	if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/threads/"+sent.ThreadID, nil, &th); c != 200 {
 		t.Fatalf("thread: %d", c)
 	}
-	if th.MessageCount != 1 || th.Messages[0].MessageID != sent.MessageID || th.Messages[0].Labels[0] != "sent" ||
+	if th.MessageCount != 1 || th.Messages[0].MessageID != sent.MessageID || th.Messages[0].Labels[0] != "sent" || !slices.Contains(th.Messages[0].Labels, "quoted") ||
 		th.Messages[0].Envelopay.Type != "methods" || th.Messages[0].Headers["X-Agent"] != "t" || th.Messages[0].Headers["Dkim-Signature"] == "" {
 		t.Errorf("thread after send: %+v", th)
 	}
@@ -497,7 +497,7 @@ func TestSendAndReply(t *testing.T) {
 		MessageID string `json:"message_id"`
 		ThreadID  string `json:"thread_id"`
 	}
-	orig := url.PathEscape("<m00000@buyer.test>")
+	orig := url.PathEscape("<m00000@BUYER.test>") // Message-ID domains are case-insensitive
 	if c := e.do(e.key, "POST", "/v0/inboxes/shop@shop.test/messages/"+orig+"/reply", map[string]any{"text": "thanks"}, &rep); c != 200 {
 		t.Fatalf("reply: %d", c)
 	}

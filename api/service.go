@@ -333,6 +333,9 @@ func (s *Service) message(ctx context.Context, p *Principal, inbox, ref string) 
 	if err != nil {
 		return nil, err
 	}
+	if strings.Contains(ref, "@") {
+		ref = parse.NormalizeMessageID(ref) // the store keeps them so (domain lower case)
+	}
 	im, err := s.cfg.Store.InboxMessageByRef(ctx, b.Address, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("message %s not found in %s", ref, b.Address)
