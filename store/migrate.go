@@ -294,11 +294,56 @@ CREATE TABLE oops_sent (
 CREATE INDEX oops_sent_rcpt ON oops_sent (recipient, sent_at);
 CREATE INDEX oops_sent_thread ON oops_sent (thread_id, code);
 `,
+	// 12: the HTTP API (issue 19; api.go in this package: apistore.go):
+	// API keys (issue 22: a public id and the SHA-256 of a 256-bit random
+	// secret), inboxes, and the inbox index — which stored messages each
+	// inbox shows, with their user labels, and its threads by last message,
+	// for keyset paging. The index references stored messages; removing a
+	// row never deletes a message or the uniqueness facts it holds.
+	`
+CREATE TABLE api_keys (
+	id         TEXT PRIMARY KEY,                    -- public part of the key
+	hash       BLOB NOT NULL,                       -- SHA-256 of the secret part
+	inboxes    TEXT NOT NULL,                       -- JSON array; [] = every inbox
+	name       TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL,
+	revoked_at INTEGER
+);
+CREATE TABLE api_inboxes (
+	address      TEXT PRIMARY KEY,
+	display_name TEXT NOT NULL DEFAULT '',
+	client_id    TEXT UNIQUE,
+	created_at   INTEGER NOT NULL,
+	updated_at   INTEGER NOT NULL,
+	deleted      INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE api_sync (
+	id        INTEGER PRIMARY KEY CHECK (id = 1),
+	synced_id INTEGER NOT NULL
+);
+INSERT INTO api_sync (id, synced_id) VALUES (1, 0);
+CREATE TABLE inbox_messages (
+	inbox      TEXT NOT NULL,
+	message_id INTEGER NOT NULL REFERENCES messages (id),
+	thread_id  TEXT NOT NULL,
+	labels     TEXT NOT NULL DEFAULT ' ',           -- user labels, ' a b '
+	PRIMARY KEY (inbox, message_id)
+) WITHOUT ROWID;
+CREATE INDEX inbox_messages_thread ON inbox_messages (inbox, thread_id, message_id);
+CREATE TABLE inbox_threads (
+	inbox     TEXT NOT NULL,
+	thread_id TEXT NOT NULL,
+	last_id   INTEGER NOT NULL,
+	PRIMARY KEY (inbox, thread_id)
+) WITHOUT ROWID;
+CREATE INDEX inbox_threads_last ON inbox_threads (inbox, last_id);
+CREATE INDEX inbox_threads_all ON inbox_threads (last_id, inbox);
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -55,6 +55,7 @@ func commands() map[string]command {
 		"keys":    {"manage tunnelled-protocol public keys (keys add, keys list)", runKeys},
 		"mailbox": {"relay-mode mailboxes (mailbox add ADDR --password-file F, mailbox list)", runMailbox},
 		"aicp":    {"AICP helpers (aicp sign)", runAICP},
+		"apikey":  {"HTTP API keys (apikey create [--inbox ADDR]..., apikey list, apikey revoke ID)", runAPIKey},
 		"vacant":  {"Vacant helpers (vacant sign)", runVacant},
 		"version": {"print the version, VCS revision and Go version (--json)", runVersion},
 	}

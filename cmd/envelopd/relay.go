@@ -28,6 +28,10 @@ type relayFlags struct {
 	dkimTXTOut          string
 	submissionListening string
 	imapListening       string
+	// Set by setup for the HTTP API: the relay (its local signers) and
+	// the queue worker's wake channel.
+	srv  *mailin.Relay
+	wake chan struct{}
 }
 
 func (r *relayFlags) register(fs *flag.FlagSet) {
@@ -82,6 +86,7 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 	wake := make(chan struct{}, 1)
 	relay := &mailin.Relay{Domains: r.domains, Pipeline: p, Store: rt.store, Signers: signers,
 		Smarthost: r.smarthost != "", Wake: wake, Logger: rt.log}
+	r.srv, r.wake = relay, wake
 	if p.OOPS != nil && r.signLocal {
 		p.OOPS = relay.OOPS
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/envelopd/envelopd/authguard"
 	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/mailin/metrics"
@@ -279,6 +280,8 @@ func runServe(ctx context.Context, e *env) int {
 	abuse.register(fs, &cfg)
 	var relay relayFlags
 	relay.register(fs)
+	var httpAPI httpFlags
+	httpAPI.register(fs)
 	if err := fs.Parse(e.args); err != nil {
 		return 2
 	}
@@ -328,12 +331,20 @@ func runServe(ctx context.Context, e *env) int {
 	defer rt.close()
 	cfg.Logger = rt.log
 	cfg.Auth = abuse.guard(rt)
+	// Failed API keys count toward the same per-IP throttle (issue 19).
+	httpAPI.throttle = authguard.KeyThrottle{Guard: cfg.Auth, Service: "http", Mechanism: "bearer"}
 	stopRelay, err := relay.setup(ctx, rt, &f, &cfg)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
 		return 2
 	}
 	defer stopRelay()
+	stopHTTP, err := httpAPI.start(ctx, rt, &f, &relay, acceptDomains)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
+		return 2
+	}
+	defer stopHTTP()
 	if err := checkOOPS(rt.pipeline, rt.log); err != nil {
 		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
 		return 2
