@@ -20,7 +20,7 @@ import (
 // maxMessage bounds what `envelopd parse` reads (bytes).
 const maxMessage = 64 << 20
 
-// parseSynopsis is the usage line, as the README's synopsis.
+// parseSynopsis is the usage line, as the synopsis in docs/json.md.
 const parseSynopsis = "envelopd parse [--lenient] [--dkim-txt FILE] [--aicp-key HANDLE=KEY]… [--now RFC3339] [FILE|-]"
 
 // runParse is `envelopd parse`: parse one raw message
