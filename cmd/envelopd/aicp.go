@@ -38,7 +38,7 @@ func runAICP(ctx context.Context, e *env) int {
 	fs.SetOutput(e.stderr)
 	keyFile := fs.String("key", "", "Ed25519 private key: PEM PKCS#8, or base64/hex 32-byte seed")
 	nowFlag := fs.String("now", "", "the time to fill in and check against (RFC 3339); default now")
-	args, err := parseInterspersed(fs, e.args[1:])
+	args, err := parseArgs(fs, e.args[1:])
 	if err != nil {
 		return 2
 	}

@@ -44,7 +44,7 @@ func runVacant(ctx context.Context, e *env) int {
 	role := fs.String("role", "ROLE_USER", "message role for --text")
 	contextID := fs.String("context", "", "contextId for --text")
 	text := fs.String("text", "", "message text (one text part)")
-	args, err := parseInterspersed(fs, e.args[1:])
+	args, err := parseArgs(fs, e.args[1:])
 	if err != nil {
 		return 2
 	}
