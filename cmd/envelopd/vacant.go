@@ -111,4 +111,3 @@ func chainNext(ctx context.Context, path, chain string) (int64, string, error) {
 	seq, hash = tunnelsign.VacantNext(seq, hash)
 	return seq, hash, nil
 }
-
