@@ -48,6 +48,10 @@ func problems(ps protocols.Problems) []Problem {
 	return out
 }
 
+// AsError maps an error of the service to the API error a client sees
+// (other front ends, such as the MCP server, show the same errors).
+func AsError(err error) *Error { return asError(err) }
+
 // asError maps an error of the service to an API error; unknown errors
 // are 500s whose text is not shown.
 func asError(err error) *Error {
