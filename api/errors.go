@@ -40,6 +40,9 @@ type Problem struct {
 	Message string `json:"message"`
 }
 
+// Problems lists ps as Problem items (never nil).
+func Problems(ps protocols.Problems) []Problem { return problems(ps) }
+
 func problems(ps protocols.Problems) []Problem {
 	out := []Problem{}
 	for _, p := range ps {
