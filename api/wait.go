@@ -36,6 +36,9 @@ type WaitFilter struct {
 	// messages stored after it match. "" waits for messages stored after
 	// the call.
 	After string
+	// AfterID, when set, is a store row id cursor instead (0: from the
+	// inbox's first message): a previous WaitResult's Cursor.
+	AfterID *int64
 }
 
 // WaitResult is what WaitMessage found: the message, or TimedOut. Cursor
@@ -65,7 +68,9 @@ func (s *Service) WaitMessage(ctx context.Context, p *Principal, f WaitFilter, t
 		}
 	}
 	var after int64
-	if f.After != "" {
+	if f.AfterID != nil {
+		after = *f.AfterID
+	} else if f.After != "" {
 		im, err := s.message(ctx, p, b.Address, f.After)
 		if err != nil {
 			return WaitResult{}, err

@@ -133,7 +133,8 @@ type waitIn struct {
 	From           string   `json:"from,omitempty" jsonschema:"sender address"`
 	ThreadID       string   `json:"thread_id,omitempty"`
 	Labels         []string `json:"labels,omitempty" jsonschema:"labels that must all be present (default [received])"`
-	AfterMessageID string   `json:"after_message_id,omitempty" jsonschema:"only messages stored after this one (e.g. the message_id you sent, or a previous result's cursor); default: messages stored after the call"`
+	AfterMessageID string   `json:"after_message_id,omitempty" jsonschema:"only messages stored after this one of the inbox (e.g. the message_id you sent from it); default: messages stored after the call"`
+	Cursor         *int64   `json:"cursor,omitempty" jsonschema:"instead of after_message_id: a previous result's cursor (0: from the inbox's first message)"`
 	TimeoutSeconds int      `json:"timeout_seconds,omitempty" jsonschema:"how long to wait, 1 to 300 (default 30)"`
 }
 
@@ -296,7 +297,7 @@ func (s *server) register(srv *sdk.Server) {
 				labels = []string{"received"}
 			}
 			return s.cfg.Service.WaitMessage(ctx, p, api.WaitFilter{Inbox: in.InboxID, Type: in.Type, From: in.From,
-				ThreadID: in.ThreadID, Labels: labels, After: in.AfterMessageID}, d)
+				ThreadID: in.ThreadID, Labels: labels, After: in.AfterMessageID, AfterID: in.Cursor}, d)
 		})
 	add(srv, "label_message", "Add or remove your own labels on a message (received, sent, accepted, quarantined and duplicate are envelopd's and cannot be changed).",
 		func(ctx context.Context, req *sdk.CallToolRequest, in labelIn) (api.UpdateMessageResult, error) {
