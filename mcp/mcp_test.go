@@ -373,7 +373,8 @@ func TestToolErrors(t *testing.T) {
 		{"wait_for_message", map[string]any{"inbox_id": shop, "type": "bill"}, "ValidationError", []string{"invalid_field"}},
 		{"wait_for_message", map[string]any{"inbox_id": bob, "after_message_id": "<nope@buyer.test>"}, "NotFoundError", nil},
 		{"label_message", map[string]any{"inbox_id": bob, "message_id": sent.MessageID, "add_labels": []string{"accepted"}}, "ValidationError", []string{"invalid_field"}},
-		{"aicp_sign", map[string]any{"message": []any{1}}, "ValidationError", []string{"invalid_field"}},
+		{"aicp_sign", map[string]any{"message": map[string]any{"from": "a"}, "now": "yesterday"}, "ValidationError", []string{"invalid_field"}},
+		{"vacant_sign", map[string]any{"to": strings.Repeat("ab", 32), "message": map[string]any{}}, "ValidationError", []string{"invalid_field"}},
 		{"vacant_sign", map[string]any{"to": "xyz", "text": "hi"}, "ValidationError", []string{"invalid_field"}},
 		{"vacant_sign", map[string]any{"to": strings.Repeat("ab", 32), "text": "hi", "seq": 3}, "ValidationError", []string{"invalid_field"}},
 	} {

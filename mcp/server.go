@@ -100,10 +100,11 @@ func invalid(field, msg string) error {
 		Errors: []api.Problem{{Code: "invalid_field", Field: field, Message: msg}}}}
 }
 
-// schemaOpts infer the tools' schemas: a json.RawMessage (the envelopay
-// extension object, Envelopay bodies) is any JSON value.
+// schemaOpts infer the tools' schemas: every json.RawMessage of the tools
+// (the envelopay extension object, Envelopay bodies, signed AICP and
+// Vacant messages) is a JSON object.
 var schemaOpts = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[json.RawMessage](): {},
+	reflect.TypeFor[json.RawMessage](): {Type: "object"},
 }}
 
 // add registers a typed tool with schemas inferred by schemaOpts; h's
