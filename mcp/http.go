@@ -14,6 +14,10 @@ import (
 	"github.com/envelopd/envelopd/api"
 )
 
+// SessionTimeout closes an HTTP session idle this long (a client that
+// never ends its session holds no memory for ever).
+const SessionTimeout = 30 * time.Minute
+
 // HTTPOptions configure NewHTTPHandler.
 type HTTPOptions struct {
 	Keys     api.KeyStore     // the API's keys (required)
@@ -39,7 +43,7 @@ func NewHTTPHandler(cfg Config, o HTTPOptions) http.Handler {
 		o.MaxBody = api.DefaultMaxBody
 	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
-		&sdk.StreamableHTTPOptions{Logger: cfg.Logger, MaxRequestBodyBytes: o.MaxBody})
+		&sdk.StreamableHTTPOptions{Logger: cfg.Logger, MaxRequestBodyBytes: o.MaxBody, SessionTimeout: SessionTimeout})
 	verify := func(ctx context.Context, key string, r *http.Request) (*auth.TokenInfo, error) {
 		id, _, _ := api.ParseKey(key)
 		p, err := api.CheckKey(ctx, o.Keys, key)
