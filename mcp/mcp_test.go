@@ -506,3 +506,35 @@ func TestHTTP(t *testing.T) {
 		t.Fatalf("throttled: %d %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }
+
+// TestHTTPWaitOutlastsWriteTimeout: a wait longer than the HTTP server's
+// write timeout (serve's is 2 minutes, a wait up to 5) is answered: the
+// handler extends the write deadline of its request.
+func TestHTTPWaitOutlastsWriteTimeout(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	key, k, err := api.NewKey(nil, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.relay.Store.CreateAPIKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.svc.CreateInbox(ctx, &api.Principal{}, api.CreateInboxRequest{Username: "shop", Domain: "shop.test"}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(mcp.NewHTTPHandler(f.cfg, mcp.HTTPOptions{Keys: f.relay.Store}))
+	srv.Config.WriteTimeout = time.Second
+	srv.Start()
+	t.Cleanup(srv.Close)
+	tr := &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{key}}}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	w := call[api.WaitResult](t, cs, "wait_for_message", map[string]any{"inbox_id": shop, "timeout_seconds": 2})
+	if !w.TimedOut {
+		t.Fatalf("wait: %+v", w)
+	}
+}
