@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -62,10 +64,14 @@ func (s *Service) WaitMessage(ctx context.Context, p *Principal, f WaitFilter, t
 	if err != nil {
 		return WaitResult{}, err
 	}
-	for _, l := range f.Labels {
-		if l == "" || strings.ContainsAny(l, " \t\r\n\x00") || len(l) > 200 {
-			return WaitResult{}, badField("labels", "bad label %q", l)
+	if len(f.Labels) > 0 {
+		// The lists' label rule (ParseList), not a second copy of it.
+		j, _ := json.Marshal(f.Labels)
+		lp, err := ParseList(url.Values{"labels": {string(j)}})
+		if err != nil {
+			return WaitResult{}, err
 		}
+		f.Labels = lp.Labels
 	}
 	var after int64
 	if f.AfterID != nil {

@@ -371,6 +371,8 @@ func TestToolErrors(t *testing.T) {
 		{"reply", map[string]any{"inbox_id": shop, "message_id": "<nope@shop.test>", "text": "hi"}, "NotFoundError", nil},
 		{"wait_for_message", map[string]any{"inbox_id": shop, "timeout_seconds": 301}, "ValidationError", []string{"invalid_field"}},
 		{"wait_for_message", map[string]any{"inbox_id": shop, "type": "bill"}, "ValidationError", []string{"invalid_field"}},
+		{"wait_for_message", map[string]any{"inbox_id": shop, "labels": []string{"a b"}}, "ValidationError", []string{"invalid_field"}},
+		{"wait_for_message", map[string]any{"inbox_id": "nobody@shop.test"}, "NotFoundError", nil},
 		{"wait_for_message", map[string]any{"inbox_id": bob, "after_message_id": "<nope@buyer.test>"}, "NotFoundError", nil},
 		{"label_message", map[string]any{"inbox_id": bob, "message_id": sent.MessageID, "add_labels": []string{"accepted"}}, "ValidationError", []string{"invalid_field"}},
 		{"aicp_sign", map[string]any{"message": map[string]any{"from": "a"}, "now": "yesterday"}, "ValidationError", []string{"invalid_field"}},

@@ -38,8 +38,9 @@ func (p Paging) params() (api.ListParams, error) {
 	if p.Ascending {
 		q.Set("ascending", "true")
 	}
-	for _, l := range p.Labels {
-		q.Add("labels", l)
+	if len(p.Labels) > 0 {
+		j, _ := json.Marshal(p.Labels) // the JSON array form: labels are taken as they are
+		q.Set("labels", string(j))
 	}
 	return api.ParseList(q)
 }
