@@ -144,8 +144,9 @@ func runMCP(ctx context.Context, e *env) int {
 		return fail(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go svc.Run(ctx, time.Second)
+	indexed := make(chan struct{})
+	go func() { svc.Run(ctx, time.Second); close(indexed) }()
+	defer func() { cancel(); <-indexed }() // before the store closes
 	t := &sdk.IOTransport{Reader: readCloser{e.stdin}, Writer: writeCloser{e.stdout}}
 	if err := mcp.NewServer(cfg).Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		return fail(err)
