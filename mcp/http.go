@@ -2,10 +2,12 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -44,31 +46,57 @@ func NewHTTPHandler(cfg Config, o HTTPOptions) http.Handler {
 	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
 		&sdk.StreamableHTTPOptions{Logger: cfg.Logger, MaxRequestBodyBytes: o.MaxBody, SessionTimeout: SessionTimeout})
-	verify := func(ctx context.Context, key string, r *http.Request) (*auth.TokenInfo, error) {
-		id, _, _ := api.ParseKey(key)
-		p, err := api.CheckKey(ctx, o.Keys, key)
-		if errors.Is(err, api.ErrBadKey) {
-			o.Throttle.Fail(clientIP(r), id)
+	// The key was checked by the wrapper below (as the API checks it,
+	// every failure counted); the SDK's middleware only carries the
+	// principal into the session (TokenInfo, whose UserID binds the
+	// session to the key).
+	verify := func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p, ok := r.Context().Value(principalCtx{}).(*api.Principal)
+		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		if err != nil {
-			return nil, err
-		}
-		o.Throttle.Succeed(clientIP(r), id)
 		return &auth.TokenInfo{UserID: p.KeyID, Extra: map[string]any{principalKey: p}}, nil
 	}
 	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if d, ok := o.Throttle.Allow(clientIP(r)); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int((d+time.Second-1)/time.Second))))
-			http.Error(w, "too many failed API keys from this address", http.StatusTooManyRequests)
+		ip := clientIP(r)
+		if d, ok := o.Throttle.Allow(ip); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))))
+			writeError(w, &api.Error{Status: http.StatusTooManyRequests, Name: "RateLimitError", Message: "too many failed authentication attempts"})
 			return
 		}
+		f := strings.Fields(r.Header.Get("Authorization"))
+		key := ""
+		if len(f) == 2 && strings.EqualFold(f[0], "bearer") {
+			key = f[1]
+		}
+		p, err := api.CheckKey(r.Context(), o.Keys, key)
+		if err != nil {
+			id, _, _ := api.ParseKey(key)
+			if errors.Is(err, api.ErrBadKey) {
+				o.Throttle.Fail(ip, id)
+			} else {
+				cfg.Logger.Error("mcp: key check", "err", err)
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
+			writeError(w, api.AsError(err))
+			return
+		}
+		o.Throttle.Succeed(ip, p.KeyID)
 		// wait_for_message may hold a response for MaxWait: the server's
 		// write deadline is extended for this request only.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(MaxWait + time.Minute))
-		authed.ServeHTTP(w, r)
+		authed.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalCtx{}, p)))
 	})
+}
+
+// principalCtx is the request context key of the checked principal.
+type principalCtx struct{}
+
+func writeError(w http.ResponseWriter, e *api.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(e)
 }
 
 func clientIP(r *http.Request) string {

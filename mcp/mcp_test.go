@@ -498,8 +498,19 @@ func TestHTTP(t *testing.T) {
 			t.Fatalf("throttle fails: %v", th.fails)
 		}
 	}
+	// A request without a key counts too.
+	th.fails = th.fails[:2]
 	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("{}"))
 	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || len(th.fails) != 3 || th.fails[2] != "127.0.0.1/" {
+		t.Fatalf("no key: %d, fails %v", resp.StatusCode, th.fails)
+	}
+	req, _ = http.NewRequest("POST", srv.URL, strings.NewReader("{}"))
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
