@@ -37,6 +37,12 @@ func LoadEd25519Key(path string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseEd25519Key(b, path)
+}
+
+// ParseEd25519Key parses the contents b of a key file (LoadEd25519Key's
+// formats); name names it in errors.
+func ParseEd25519Key(b []byte, path string) (ed25519.PrivateKey, error) {
 	if blk, _ := pem.Decode(b); blk != nil {
 		k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
 		if err != nil {
