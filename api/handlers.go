@@ -441,11 +441,7 @@ func (h *Handler) replyThread(w http.ResponseWriter, r *http.Request, p *Princip
 	if err := decodeSend(r, &req); err != nil {
 		return nil, 0, err
 	}
-	t, err := h.svc.GetThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), ListParams{Limit: 1})
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.Reply(r.Context(), p, t.InboxID, t.LastMessageID, req, req.ReplyAll)
+	v, err := h.svc.ReplyThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), req)
 	return v, 0, err
 }
 

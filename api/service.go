@@ -39,6 +39,9 @@ type Store interface {
 	Message(ctx context.Context, id int64) (*store.Message, error)
 	Check(ctx context.Context, in *store.Incoming) (store.Outcome, error)
 	Enqueue(ctx context.Context, out *store.Outgoing) (int64, error)
+	// Messages and WaitNew follow new commits (WaitMessage).
+	Messages(ctx context.Context, f store.Filter) ([]store.Message, error)
+	WaitNew(ctx context.Context, after int64) error
 }
 
 // Events is told what the service did (the seam for webhooks and the
