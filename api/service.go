@@ -62,8 +62,11 @@ type Config struct {
 	// worker delivers it at once).
 	Wake   func()
 	Events Events
-	Logger *slog.Logger
-	Now    func() time.Time
+	// EventLog is what the websocket and webhooks follow (default: Store,
+	// when it keeps one).
+	EventLog EventLog
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // Service is the query/command layer of the HTTP API over the store: one
