@@ -83,6 +83,8 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 		return nil, err
 	}
 	rt.workers = append(rt.workers, func(ctx context.Context) error { return svc.Run(ctx, time.Second) })
+	// Webhooks of the API (api/webhooks.go), from their durable log.
+	rt.workers = append(rt.workers, (&api.WebhookSender{Service: svc}).Run)
 	hd := api.NewHandler(svc, api.HandlerOptions{Throttle: h.throttle, MaxBody: h.maxBody, Logger: rt.log})
 	ln, err := net.Listen("tcp", h.addr)
 	if err != nil {
