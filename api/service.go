@@ -922,6 +922,9 @@ func (s *Service) Forward(ctx context.Context, p *Principal, inbox, ref string, 
 // the codes) unless req.Force.
 func (s *Service) queue(ctx context.Context, b store.Inbox, m mailout.Mail, req SendRequest, kind string) (SendResult, error) {
 	_, dom, _ := strings.Cut(b.Address, "@")
+	if id := idemMessageIDFrom(ctx); id != "" {
+		m.MessageID = id + "@" + dom // Idempotency-Key: the queue is unique per Message-ID
+	}
 	out, err := s.cfg.Mailer(dom).PrepareMail(m, kind)
 	if err != nil {
 		return SendResult{}, err
