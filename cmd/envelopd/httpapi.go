@@ -86,6 +86,8 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 		return nil, err
 	}
 	rt.workers = append(rt.workers, func(ctx context.Context) error { return svc.Run(ctx, time.Second) })
+	// Webhooks of the API (api/webhooks.go), from their durable log.
+	rt.workers = append(rt.workers, (&api.WebhookSender{Service: svc}).Run)
 	var hd http.Handler = api.NewHandler(svc, api.HandlerOptions{Throttle: h.throttle, MaxBody: h.maxBody, Logger: rt.log})
 	// The MCP server's streamable HTTP transport at /mcp (issue 20), same keys.
 	mcfg := mcp.Config{Service: svc, ChainTip: rt.store.ChainTip, Version: mcpVersion(), Logger: rt.log}
