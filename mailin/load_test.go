@@ -166,7 +166,7 @@ func (c *abuseConn) cmd(tb testing.TB, line string) (int, string) {
 // connections get exactly 100 greetings and 400 polite 421 refusals; once
 // they close, the server greets again.
 func TestSMTPAbuse500Connections(t *testing.T) {
-	a := newAbuseServer(t, SMTPConfig{MaxConnections: 100})
+	a := newAbuseServer(t, SMTPConfig{MaxConnections: 100, MaxConnectionsPerIP: -1}) // all from 127.0.0.1
 	const n = 500
 	conns := make([]net.Conn, n)
 	codes := make([]int, n)

@@ -10,8 +10,6 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
@@ -188,11 +186,11 @@ func TestOOPSHostileText(t *testing.T) {
 func TestOOPSRateLimitAndMetric(t *testing.T) {
 	rec := &oopsRecorder{}
 	kit := newDKIMKit(t)
-	reg := prometheus.NewRegistry()
+	cm := &countMetrics{}
 	ts := startServer(t, SMTPConfig{}, func(p *Pipeline) {
 		p.OOPS, p.Verifier, p.OOPSDomains = rec.compose, kit.v, []string{"server.test"}
 		p.OOPSLimits = store.OOPSLimits{PerRecipientHour: 3}
-		p.Metrics = NewMetrics(reg)
+		p.Metrics = cm
 	})
 	for i := range 6 {
 		raw := kit.sign(t, unknownType("alice@buyer.test", fmt.Sprintf("r%d@x", i)), "buyer.test")
@@ -203,7 +201,8 @@ func TestOOPSRateLimitAndMetric(t *testing.T) {
 	if q := ts.queuedOOPS(t); len(q) != 3 {
 		t.Errorf("%d OOPS queued, want 3 (the hourly limit)", len(q))
 	}
-	if n := testutil.ToFloat64(ts.p.Metrics.OOPSSuppressed.WithLabelValues(store.OOPSRateRecipient)); n != 3 {
+	if _, sup := cm.counts(); sup[store.OOPSRateRecipient] != 3 {
+		n := sup[store.OOPSRateRecipient]
 		t.Errorf("envelopd_oops_suppressed_total{reason=%q} = %v, want 3", store.OOPSRateRecipient, n)
 	}
 }

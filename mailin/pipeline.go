@@ -74,7 +74,7 @@ type Pipeline struct {
 	AuthServID string
 	Now        func() time.Time
 	Logger     *slog.Logger
-	Metrics    *Metrics
+	Metrics    Metrics // nil records nothing; mailin/metrics has the Prometheus one
 }
 
 // Handler is what an agent embedding envelopd implements: Pipeline calls
@@ -113,7 +113,9 @@ func (p *Pipeline) Ingest(ctx context.Context, raw []byte, meta Meta) (store.Out
 		}
 		return out, errors.Join(ErrStore, err)
 	}
-	p.Metrics.observe(in, a, out, time.Since(start))
+	if p.Metrics != nil {
+		p.Metrics.Observe(in, a, out, time.Since(start))
+	}
 	if p.Handler != nil && !out.Redelivery {
 		if err := p.Handler.HandleMessage(ctx, a, out); err != nil {
 			p.log().Warn("handler failed", "id", out.ID, "err", err)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/envelopd/envelopd/internal/oauth"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -62,6 +63,14 @@ type Poller struct {
 	MaxBackoff time.Duration
 	// Insecure allows plain-text IMAP to a non-loopback host.
 	Insecure bool
+	// Tokens, when set, logs in with an OAuth2 access token (AUTHENTICATE
+	// OAUTHBEARER, RFC 7628, or XOAUTH2) instead of Account.Password; it is
+	// asked for a token on every (re)connect.
+	Tokens oauth.TokenSource
+	// Mechanism is the SASL mechanism for Tokens: oauth.Auto ("" too:
+	// OAUTHBEARER when offered, else XOAUTH2), oauth.XOAUTH2 or
+	// oauth.OAUTHBEARER.
+	Mechanism string
 	// TLSConfig overrides the TLS settings (tests: RootCAs).
 	TLSConfig *tls.Config
 	Logger    *slog.Logger

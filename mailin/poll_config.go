@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/envelopd/envelopd/internal/oauth"
 	"github.com/envelopd/envelopd/internal/secretfile"
 )
 
@@ -23,6 +24,11 @@ type PollAccountConfig struct {
 	MoveTo       string // move-to=FOLDER
 	Address      string // address=ADDR (the account's own mail address)
 	StoreMailbox string // mailbox=NAME (store mailbox, relay mode)
+	OAuth2Config string // oauth2=FILE (OAuth2 config: token command or refresh token)
+	// Tokens and Mechanism, set by the caller from OAuth2Config or flags,
+	// replace the password (Poller.Tokens).
+	Tokens    oauth.TokenSource
+	Mechanism string
 }
 
 // ParsePollConfig reads a poll config: one mailbox per line, the account
@@ -31,6 +37,7 @@ type PollAccountConfig struct {
 //
 //	imaps://me@fastmail.com@imap.fastmail.com/INBOX password-file=/etc/envelopd/fm.pw move-to=Processed
 //	imaps://agent%40gmail.com@imap.gmail.com/INBOX password-file=/etc/envelopd/gmail.pw
+//	imaps://agent%40outlook.com@outlook.office365.com/INBOX oauth2=/etc/envelopd/outlook.oauth2
 func ParsePollConfig(r io.Reader) ([]PollAccountConfig, error) {
 	var out []PollAccountConfig
 	seen := map[string]int{}
@@ -61,13 +68,18 @@ func ParsePollConfig(r io.Reader) ([]PollAccountConfig, error) {
 				dst = &c.Address
 			case "mailbox":
 				dst = &c.StoreMailbox
+			case "oauth2":
+				dst = &c.OAuth2Config
 			default:
-				return nil, fmt.Errorf("%w: line %d: unknown setting %q (want password-file, move-to, address, mailbox)", ErrPollConfig, n, k)
+				return nil, fmt.Errorf("%w: line %d: unknown setting %q (want password-file, oauth2, move-to, address, mailbox)", ErrPollConfig, n, k)
 			}
 			if *dst != "" {
 				return nil, fmt.Errorf("%w: line %d: %s given twice", ErrPollConfig, n, k)
 			}
 			*dst = v
+		}
+		if c.PasswordFile != "" && c.OAuth2Config != "" {
+			return nil, fmt.Errorf("%w: line %d: password-file and oauth2 both given; the account logs in with one", ErrPollConfig, n)
 		}
 		if prev, dup := seen[a.Key()]; dup {
 			return nil, fmt.Errorf("%w: line %d: %s already listed on line %d", ErrPollConfig, n, a.Key(), prev)

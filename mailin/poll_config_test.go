@@ -14,14 +14,18 @@ import (
 
 // TestParsePollConfig: each testdata/imap/config/NAME.conf has NAME.want:
 // one line per account ("LINE KEY password-file=… move-to=… address=…
-// mailbox=…"), or "error TEXT" where TEXT must appear in the error.
+// mailbox=…" and " oauth2=…" when set), or "error TEXT" where TEXT must appear in the error.
 func TestParsePollConfig(t *testing.T) {
 	testcorpus.Run(t, "../testdata/imap/config/*.conf", ErrPollConfig, func(in []byte) (string, error) {
 		got, err := ParsePollConfig(bytes.NewReader(in))
 		var b strings.Builder
 		for _, c := range got {
-			fmt.Fprintf(&b, "%d %s password-file=%s move-to=%s address=%s mailbox=%s\n",
+			fmt.Fprintf(&b, "%d %s password-file=%s move-to=%s address=%s mailbox=%s",
 				c.Line, c.Account.Key(), c.PasswordFile, c.MoveTo, c.Address, c.StoreMailbox)
+			if c.OAuth2Config != "" {
+				fmt.Fprintf(&b, " oauth2=%s", c.OAuth2Config)
+			}
+			b.WriteString("\n")
 		}
 		return b.String(), err
 	})

@@ -60,7 +60,17 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func startDovecot(t *testing.T) *dovecot {
+// passwordAuth is the default authentication of startDovecot: PLAIN and
+// LOGIN against the passwd file ("agent", "secret"). %s is the directory.
+const passwordAuth = `auth_mechanisms = plain login
+passdb {
+  driver = passwd-file
+  args = scheme=PLAIN username_format=%%n %s/passwd
+}`
+
+// startDovecot starts Dovecot; auth, when given, replaces passwordAuth
+// (auth_mechanisms and passdb blocks, with %s for the directory).
+func startDovecot(t *testing.T, auth ...string) *dovecot {
 	t.Helper()
 	for _, prog := range []string{"dovecot", "/usr/lib/dovecot/dovecot-lda", "swaks"} {
 		if _, err := exec.LookPath(prog); err != nil {
@@ -73,6 +83,10 @@ func startDovecot(t *testing.T) *dovecot {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	d := &dovecot{dir: dir, conf: filepath.Join(dir, "dovecot.conf"), imapPort: freePort(t), lmtp: freePort(t)}
+	authConf := fmt.Sprintf(passwordAuth, dir)
+	if len(auth) > 0 {
+		authConf = strings.ReplaceAll(auth[0], "%s", dir)
+	}
 	conf := fmt.Sprintf(`protocols = imap lmtp
 listen = 127.0.0.1
 base_dir = %[1]s/run
@@ -80,16 +94,12 @@ state_dir = %[1]s/run
 log_path = %[1]s/dovecot.log
 ssl = no
 disable_plaintext_auth = no
-auth_mechanisms = plain login
 default_internal_user = dovecot
 default_internal_group = dovecot
 default_login_user = dovenull
 first_valid_uid = 8
 mail_location = maildir:~/Maildir
-passdb {
-  driver = passwd-file
-  args = scheme=PLAIN username_format=%%n %[1]s/passwd
-}
+%[4]s
 userdb {
   driver = passwd-file
   args = username_format=%%n %[1]s/passwd
@@ -119,7 +129,7 @@ protocol lmtp {
 protocol lda {
   postmaster_address = postmaster@lab.test
 }
-`, dir, d.imapPort, d.lmtp)
+`, dir, d.imapPort, d.lmtp, authConf)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

@@ -16,6 +16,8 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 	"github.com/emersion/go-sasl"
+
+	"github.com/envelopd/envelopd/internal/oauth"
 )
 
 // How one session keeps "exactly once" (issue 7):
@@ -165,7 +167,7 @@ func (p *Poller) connect(ctx context.Context) (*pollConn, error) {
 		}
 	}
 	if c.State() == imap.ConnStateNotAuthenticated {
-		if err := p.login(c); err != nil {
+		if err := p.login(ctx, c); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -191,8 +193,12 @@ func (p *Poller) connect(ctx context.Context) (*pollConn, error) {
 }
 
 // login authenticates with LOGIN, or AUTHENTICATE PLAIN when the server
-// disables LOGIN (RFC 9051 §6.2.3). The password is never logged.
-func (p *Poller) login(c *imapclient.Client) error {
+// disables LOGIN (RFC 9051 §6.2.3), or with an OAuth2 token (loginToken).
+// The password is never logged.
+func (p *Poller) login(ctx context.Context, c *imapclient.Client) error {
+	if p.Tokens != nil {
+		return p.loginToken(ctx, c)
+	}
 	a := p.Account
 	var err error
 	if c.Caps().Has(imap.CapLoginDisabled) {
@@ -211,6 +217,47 @@ func (p *Poller) login(c *imapclient.Client) error {
 		return fmt.Errorf("%w: %s: %v", ErrIMAPLogin, a.Username, err)
 	}
 	return fmt.Errorf("%w: login: %v", ErrIMAPConn, err)
+}
+
+// loginToken authenticates with AUTHENTICATE OAUTHBEARER (RFC 7628 §4.1)
+// or XOAUTH2, with a token asked for now (a token command runs on every
+// connect). A token that cannot be had for good (refresh token revoked,
+// file missing) is ErrIMAPLogin, a passing failure ErrIMAPConn; the
+// server's refusal is ErrIMAPLogin with its OAuth2 status. The token is
+// never logged.
+func (p *Poller) loginToken(ctx context.Context, c *imapclient.Client) error {
+	a := p.Account
+	mech, err := oauth.Choose(p.Mechanism, func(m string) bool { return c.Caps().Has(imap.AuthCap(m)) })
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrIMAPLogin, a.Addr(), err)
+	}
+	tok, err := p.Tokens.Token(ctx)
+	if err != nil {
+		if oauth.Permanent(err) {
+			return fmt.Errorf("%w: %s: %w", ErrIMAPLogin, a.Username, err)
+		}
+		return fmt.Errorf("%w: %w", ErrIMAPConn, err)
+	}
+	sc, err := oauth.NewClient(mech, a.Username, tok, a.Host, a.Port)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrIMAPLogin, err)
+	}
+	err = c.Authenticate(sc)
+	if err == nil {
+		return nil
+	}
+	detail := ""
+	if sc.ServerError != "" {
+		detail = " (" + sc.ServerError + ")"
+	}
+	var ie *imap.Error
+	if errors.As(err, &ie) {
+		if ie.Code == imap.ResponseCodeUnavailable {
+			return fmt.Errorf("%w: AUTHENTICATE %s: %v%s", ErrIMAPConn, mech, err, detail)
+		}
+		return fmt.Errorf("%w: %s: AUTHENTICATE %s: %v%s", ErrIMAPLogin, a.Username, mech, err, detail)
+	}
+	return fmt.Errorf("%w: AUTHENTICATE %s: %v", ErrIMAPConn, mech, err)
 }
 
 // ensureMailbox creates name unless it exists.

@@ -53,6 +53,16 @@ type Relay struct {
 	// logging in per message pays the key derivation once per password.
 	authMu    sync.Mutex
 	authCache map[string]string // user → hash\x00password that matched
+
+	// PasswordIterations is the PBKDF2 work factor of the dummy hash
+	// unknown users are checked against: that of the stored hashes
+	// (0: DefaultPasswordIterations, what `mailbox add` uses).
+	PasswordIterations int
+	// CheckPassword verifies a password against a hash; nil means
+	// CheckPassword. Tests inject a counting one.
+	CheckPassword func(hash, pass string) error
+	dummyOnce     sync.Once
+	dummy         string
 }
 
 // Local reports whether addr is at a local domain.
@@ -74,13 +84,20 @@ var (
 
 // Authenticate implements Router: the mailbox's password hash, set by
 // `envelopd mailbox add`. A mailbox without a password cannot log in.
+//
+// Every failure costs one full password hash, whatever went wrong (issue
+// 22): an address outside the local domains, an unknown mailbox, one
+// without a password or a store error are checked against a dummy hash of
+// the same parameters (DummyHash), so the reply time does not tell which
+// addresses exist. The comparison itself is constant-time (CheckPassword).
 func (r *Relay) Authenticate(user, pass string) error {
 	user = strings.ToLower(user)
-	if !r.Local(user) {
-		return ErrBadPassword
+	hash := ""
+	if r.Local(user) {
+		hash, _ = r.Store.MailboxPassword(context.Background(), user)
 	}
-	hash, err := r.Store.MailboxPassword(context.Background(), user)
-	if err != nil {
+	if hash == "" {
+		r.checkPassword(r.DummyHash(), pass)
 		return ErrBadPassword
 	}
 	key := hash + "\x00" + pass
@@ -90,8 +107,11 @@ func (r *Relay) Authenticate(user, pass string) error {
 	if hit {
 		return nil
 	}
-	if err := CheckPassword(hash, pass); err != nil {
-		return err
+	if err := r.checkPassword(hash, pass); err != nil {
+		return ErrBadPassword
+	}
+	if h, ok := r.rehash(user, hash, pass); ok {
+		key = h + "\x00" + pass
 	}
 	r.authMu.Lock()
 	if r.authCache == nil {
@@ -100,6 +120,46 @@ func (r *Relay) Authenticate(user, pass string) error {
 	r.authCache[user] = key
 	r.authMu.Unlock()
 	return nil
+}
+
+func (r *Relay) checkPassword(hash, pass string) error {
+	if r.CheckPassword != nil {
+		return r.CheckPassword(hash, pass)
+	}
+	return CheckPassword(hash, pass)
+}
+
+// rehash replaces, after a successful login, a stored hash whose work
+// factor is not the current one (PasswordIterations) by a fresh hash of
+// the same password: older databases move to the current parameters
+// transparently, and every stored hash then costs what the dummy costs.
+func (r *Relay) rehash(user, hash, pass string) (string, bool) {
+	want := r.PasswordIterations
+	if want <= 0 {
+		want = DefaultPasswordIterations
+	}
+	if passwordIterations(hash) == want {
+		return "", false
+	}
+	h, err := HashPassword(pass, want)
+	if err == nil {
+		err = r.Store.SetMailboxPassword(context.Background(), user, h)
+	}
+	if err != nil {
+		if r.Logger != nil {
+			r.Logger.Warn("relay: rehash password", "mailbox", user, "err", err)
+		}
+		return "", false
+	}
+	return h, true
+}
+
+// DummyHash is the hash an authentication for a user without one is
+// checked against: a random salt and key with PasswordIterations rounds
+// (the cost of a real check), made once.
+func (r *Relay) DummyHash() string {
+	r.dummyOnce.Do(func() { r.dummy = DummyPasswordHash(r.PasswordIterations) })
+	return r.dummy
 }
 
 // ErrNoMailbox refuses an unauthenticated recipient at a local domain that
@@ -112,7 +172,9 @@ var ErrNoMailbox = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5,
 // is delivered to).
 func (r *Relay) Rcpt(user, _, to string) error {
 	if r.Local(to) {
-		if user != "" {
+		// The postmaster is always accepted (RFC 5321 §4.5.1); its
+		// mailbox is created on first delivery.
+		if user != "" || strings.EqualFold(to, r.Postmaster()) {
 			return nil
 		}
 		if _, err := r.Store.MailboxPassword(context.Background(), strings.ToLower(to)); err != nil {
@@ -172,7 +234,7 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 		if oopsDone {
 			m.NoOOPS = store.OOPSOnePerMail
 		}
-		out, err := r.deliverLocal(ctx, raw, m, user != "")
+		out, err := r.deliverLocal(ctx, raw, m, user != "" || rc == strings.ToLower(r.Postmaster()))
 		if err != nil {
 			return "", err
 		}
@@ -391,4 +453,13 @@ func domainOf(addr string) string {
 		return ""
 	}
 	return strings.ToLower(strings.TrimSuffix(addr[i+1:], "."))
+}
+
+// Postmaster is where RCPT TO:<postmaster> (no domain, RFC 5321 §4.5.1)
+// goes in relay mode: the postmaster mailbox of the first local domain.
+func (r *Relay) Postmaster() string {
+	if len(r.Domains) == 0 {
+		return "postmaster"
+	}
+	return "postmaster@" + r.Domains[0]
 }

@@ -49,6 +49,32 @@ func HashPassword(pw string, iterations int) (string, error) {
 	return fmt.Sprintf("%s$%d$%s$%s", passwordScheme, iterations, enc.EncodeToString(salt), enc.EncodeToString(key)), nil
 }
 
+// DummyPasswordHash returns a hash in HashPassword's format with a random
+// salt and a random key: checking any password against it costs exactly
+// what checking against a real hash of that many iterations costs, and
+// always fails (issue 22: unknown users cost the same as known ones).
+func DummyPasswordHash(iterations int) string {
+	if iterations <= 0 {
+		iterations = DefaultPasswordIterations
+	}
+	salt, key := make([]byte, 16), make([]byte, 32)
+	rand.Read(salt)
+	rand.Read(key)
+	enc := base64.RawStdEncoding
+	return fmt.Sprintf("%s$%d$%s$%s", passwordScheme, iterations, enc.EncodeToString(salt), enc.EncodeToString(key))
+}
+
+// passwordIterations is the work factor of a HashPassword hash (0 if it
+// cannot be read).
+func passwordIterations(hash string) int {
+	parts := strings.Split(hash, "$")
+	if len(parts) != 4 || parts[0] != passwordScheme {
+		return 0
+	}
+	n, _ := strconv.Atoi(parts[1])
+	return n
+}
+
 // CheckPassword compares pw with a HashPassword hash in constant time.
 func CheckPassword(hash, pw string) error {
 	parts := strings.Split(hash, "$")

@@ -15,6 +15,9 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+
+	"github.com/envelopd/envelopd/authguard"
+	"github.com/envelopd/envelopd/connlimit"
 )
 
 // SMTPConfig configures the SMTP front end. Every limit has a finite
@@ -49,6 +52,27 @@ type SMTPConfig struct {
 	// 1 min; negative: not at all) for room, then gets 451 4.3.2.
 	MaxInFlightBytes int64
 	InFlightWait     time.Duration
+
+	// Abuse limits (issue 17 §3, issue 22).
+	// MaxConnectionsPerIP caps concurrent connections from one client IP
+	// (IPv6: one /64); more → 421 at connect. Default 20 (a fifth of
+	// MaxConnections' default); < 0: no cap.
+	MaxConnectionsPerIP int
+	// IdleTimeout bounds the wait for a command outside a mail
+	// transaction (default 1 min; within one, ReadTimeout applies and the
+	// whole transaction must end within 2×ReadTimeout).
+	IdleTimeout time.Duration
+	// MaxIdleCommands is how many commands a session may send outside a
+	// mail transaction without progress (a message received, whatever
+	// its answer, or a successful AUTH) before it is closed with 421.
+	// Default 20; < 0: none.
+	MaxIdleCommands int
+	// Auth throttles and bounds password checks (shared by every front
+	// end of the process); nil: a Guard with the default policy.
+	Auth *authguard.Guard
+	// Service names this server in auth logs and metrics ("smtp",
+	// "submission"); default "smtp".
+	Service string
 }
 
 // Router decides who may log in, which recipients a session may use and
@@ -97,6 +121,18 @@ func (c *SMTPConfig) defaults() {
 	if c.InFlightWait == 0 {
 		c.InFlightWait = DefaultInFlightWait
 	}
+	if c.MaxConnectionsPerIP == 0 {
+		c.MaxConnectionsPerIP = 20
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = time.Minute
+	}
+	if c.MaxIdleCommands == 0 {
+		c.MaxIdleCommands = 20
+	}
+	if c.Service == "" {
+		c.Service = "smtp"
+	}
 }
 
 // ErrOpenRelay is returned when a configuration would make envelopd an open
@@ -114,6 +150,8 @@ type SMTPServer struct {
 	cancel context.CancelFunc
 	// inFlight is the DATA byte budget (MaxInFlightBytes).
 	inFlight *byteBudget
+	guard    *authguard.Guard
+	users    *fileUsers // --auth-file users, nil when none
 }
 
 // NewSMTPServer validates cfg and listens; Serve starts accepting.
@@ -131,7 +169,13 @@ func NewSMTPServer(cfg SMTPConfig, p *Pipeline) (*SMTPServer, error) {
 		ln.Close()
 		return nil, fmt.Errorf("mailin: the in-flight budget (%d bytes) is smaller than the largest message (%d bytes)", cfg.MaxInFlightBytes, cfg.MaxMessageBytes)
 	}
-	s := &SMTPServer{cfg: cfg, p: p, inFlight: newByteBudget(cfg.MaxInFlightBytes)}
+	s := &SMTPServer{cfg: cfg, p: p, inFlight: newByteBudget(cfg.MaxInFlightBytes), guard: cfg.Auth}
+	if s.guard == nil {
+		s.guard = authguard.New(0, cfg.Logger, nil)
+	}
+	if len(cfg.Users) > 0 {
+		s.users = newFileUsers(cfg.Users)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv := smtp.NewServer(s)
 	srv.Domain = cfg.Hostname
@@ -145,8 +189,39 @@ func NewSMTPServer(cfg SMTPConfig, p *Pipeline) (*SMTPServer, error) {
 	srv.AllowInsecureAuth = isLoopback(ln.Addr())
 	srv.ErrorLog = slogPrinter{s.log()}
 	s.srv = srv
-	s.ln = &limitListener{Listener: ln, max: cfg.MaxConnections, rate: newIPRate(cfg.MaxConnRate)}
+	s.ln = &smtpListener{s: s, Listener: &connlimit.Listener{Listener: ln, Max: cfg.MaxConnections,
+		PerIP: cfg.MaxConnectionsPerIP, Rate: cfg.MaxConnRate, Refuse: smtpRefusal,
+		Refused: func(r connlimit.Reason, remote string) {
+			s.log().Info("smtp connection refused", "reason", string(r), "remote", remote)
+		}}}
 	return s, nil
+}
+
+// smtpRefusal is the line a client refused at connect gets (RFC 5321 §3.8).
+func smtpRefusal(r connlimit.Reason) string {
+	switch r {
+	case connlimit.TooFast:
+		return "421 4.7.0 Too many connections from your address, slow down\r\n"
+	case connlimit.TooManyFromIP:
+		return "421 4.7.0 Too many concurrent connections from your address\r\n"
+	}
+	return "421 4.7.0 Too many connections, try again later\r\n"
+}
+
+// smtpListener wraps each accepted connection in an smtpConn.
+type smtpListener struct {
+	*connlimit.Listener
+	s *SMTPServer
+}
+
+func (l *smtpListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	cfg := &l.s.cfg
+	return &smtpConn{Conn: c.(*connlimit.Conn), idleTimeout: cfg.IdleTimeout, txTimeout: 2 * cfg.ReadTimeout,
+		maxIdle: max(cfg.MaxIdleCommands, 0), log: l.s.log()}, nil
 }
 
 // Addr is the address the server listens on.
@@ -187,11 +262,36 @@ func (s *SMTPServer) log() *slog.Logger {
 
 // NewSession implements smtp.Backend.
 func (s *SMTPServer) NewSession(c *smtp.Conn) (smtp.Session, error) {
-	return &session{s: s, remote: c.Conn().RemoteAddr().String()}, nil
+	if badHelo(c.Hostname()) {
+		// Never echo it back (go-smtp's reply would: "250 Hello …").
+		return nil, errBadHelo
+	}
+	nc := c.Conn()
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, _ := nc.(*smtpConn)
+	return &session{s: s, c: c, conn: sc, remote: c.Conn().RemoteAddr().String()}, nil
+}
+
+// errBadHelo refuses a HELO/EHLO argument holding control characters (a
+// bare CR, say): RFC 5321 §4.1.1.1 wants a domain or address literal.
+var errBadHelo = &smtp.SMTPError{Code: 501, EnhancedCode: smtp.EnhancedCode{5, 5, 2}, Message: "Invalid HELO/EHLO argument"}
+
+func badHelo(h string) bool {
+	for i := 0; i < len(h); i++ {
+		if h[i] < 0x20 || h[i] == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 type session struct {
 	s       *SMTPServer
+	c       *smtp.Conn
+	conn    *smtpConn // nil if the connection did not come from our listener
+	fails   int       // failed AUTH attempts in this session
 	remote  string
 	authed  bool
 	user    string
@@ -209,33 +309,80 @@ func (ss *session) AuthMechanisms() []string {
 }
 
 func (ss *session) Auth(mech string) (sasl.Server, error) {
-	check := func(user, pass string) error {
-		if r := ss.s.cfg.Router; r != nil {
-			if r.Authenticate(user, pass) != nil {
-				return smtp.ErrAuthFailed
-			}
-			ss.authed, ss.user = true, user
-			return nil
-		}
-		want, ok := ss.s.cfg.Users[user]
-		if !ok || !constantTimeEqual(want, pass) {
-			return smtp.ErrAuthFailed
-		}
-		ss.authed, ss.user = true, user
-		return nil
+	check := func(identity, user, pass string) error {
+		return ss.checkAuth(mech, identity, user, pass)
 	}
 	switch mech {
 	case sasl.Plain:
-		return sasl.NewPlainServer(func(identity, user, pass string) error {
-			if identity != "" && identity != user {
-				return smtp.ErrAuthFailed
-			}
-			return check(user, pass)
-		}), nil
+		return authguard.NewPlainServer(check), nil
 	case sasl.Login:
 		return newLoginServer(check), nil
 	}
 	return nil, smtp.ErrAuthUnknownMechanism
+}
+
+// Replies of AUTH beyond 535 (RFC 4954 §6).
+var (
+	ErrAuthBusy    = &smtp.SMTPError{Code: 454, EnhancedCode: smtp.EnhancedCode{4, 7, 0}, Message: "Temporary authentication failure, try again later"}
+	ErrAuthLocked  = &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 7, 0}, Message: "Too many authentication failures from your address, closing connection"}
+	ErrAuthTooMany = &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 7, 0}, Message: "Too many authentication failures, closing connection"}
+)
+
+// checkAuth runs one AUTH attempt through the guard: throttled before any
+// hash, bounded in concurrency, logged and counted. Every failure costs
+// one full password check whatever was wrong (issue 22): an authorization
+// identity other than the user is checked, then refused.
+func (ss *session) checkAuth(mech, identity, user, pass string) error {
+	verify := func() error {
+		var err error
+		if r := ss.s.cfg.Router; r != nil {
+			err = r.Authenticate(user, pass)
+		} else if ss.s.users != nil {
+			err = ss.s.users.check(user, pass)
+		} else {
+			err = ErrBadPassword
+		}
+		if err == nil && identity != "" && identity != user {
+			err = ErrBadPassword
+		}
+		return err
+	}
+	a := authguard.Attempt{Service: ss.s.cfg.Service, IP: ss.remote, Account: user, Mechanism: mech}
+	err := ss.s.guard.Check(ss.s.ctx, a, verify)
+	switch {
+	case err == nil:
+		// The authenticated user: a relay's mailbox, or an --auth-file
+		// user (a verified sender for courtesy OOPS, issue 17 §1).
+		ss.authed, ss.user = true, user
+		ss.conn.progress()
+		return nil
+	case errors.Is(err, authguard.ErrBusy):
+		// Counts toward the session's limit too: a client that retries
+		// at once on 454 is closed like one that guesses.
+		ss.fails++
+		if ss.fails >= ss.s.guard.MaxSessionFailures() {
+			ss.closeAfterReply()
+		}
+		return ErrAuthBusy
+	case errors.Is(err, authguard.ErrLockedOut):
+		ss.closeAfterReply()
+		return ErrAuthLocked
+	case errors.Is(err, authguard.ErrFailed):
+		ss.fails++
+		if ss.fails >= ss.s.guard.MaxSessionFailures() {
+			ss.closeAfterReply()
+			return ErrAuthTooMany
+		}
+		return smtp.ErrAuthFailed
+	}
+	return ErrAuthBusy // the server is shutting down
+}
+
+// closeAfterReply ends the connection once the current reply is sent.
+func (ss *session) closeAfterReply() {
+	if ss.conn != nil {
+		ss.conn.CloseAfterWrite()
+	}
 }
 
 func (ss *session) Mail(from string, opts *smtp.MailOptions) error {
@@ -243,11 +390,23 @@ func (ss *session) Mail(from string, opts *smtp.MailOptions) error {
 	if opts != nil {
 		ss.size = opts.Size
 	}
+	ss.conn.transaction(true)
 	return nil
 }
 
 func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	cfg := ss.s.cfg
+	if isPostmaster(to) {
+		// RFC 5321 §4.5.1: <postmaster> without a domain must be accepted.
+		// Relay mode delivers it to postmaster@ the first --domain; plain
+		// mode stores it like any accepted mail.
+		if pr, ok := cfg.Router.(interface{ Postmaster() string }); ok {
+			to = pr.Postmaster()
+		} else if cfg.Router == nil {
+			ss.rcpts = append(ss.rcpts, "postmaster")
+			return nil
+		}
+	}
 	if cfg.Router != nil {
 		if err := cfg.Router.Rcpt(ss.user, ss.from, to); err != nil {
 			return err
@@ -281,6 +440,7 @@ var ErrLineTooLong = &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 func (ss *session) Data(r io.Reader) error {
+	ss.conn.dataDeadline(ss.s.cfg.ReadTimeout)
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer func() {
@@ -298,7 +458,9 @@ func (ss *session) Data(r io.Reader) error {
 		if err == ErrBusy {
 			ss.s.log().Warn("DATA refused: in-flight budget exhausted", "remote", ss.remote, "max_in_flight_bytes", ss.s.cfg.MaxInFlightBytes)
 			if ss.s.p != nil {
-				ss.s.p.Metrics.inFlightBusy()
+				if b, ok := ss.s.p.Metrics.(BusyObserver); ok {
+					b.ObserveInFlightBusy()
+				}
 			}
 			return ErrBusy
 		}
@@ -312,6 +474,10 @@ func (ss *session) Data(r io.Reader) error {
 	if hasBareLineEnd(buf.Bytes()) {
 		return ErrBareLineEnd
 	}
+	// A whole message received is progress, whatever its answer: a
+	// client whose mail the store refuses (451 on a full disk) is busy,
+	// not idle (--max-idle-commands).
+	ss.conn.progress()
 	raw := buf.Bytes()
 	if buf.Cap() <= 1<<20 {
 		raw = bytes.Clone(raw) // buf goes back to the pool
@@ -341,6 +507,20 @@ func (ss *session) Data(r io.Reader) error {
 
 func (ss *session) Reset() {
 	ss.from, ss.rcpts, ss.hasMail, ss.size = "", nil, false, 0
+	ss.conn.transaction(false)
+	if badHelo(ss.c.Hostname()) {
+		// A later EHLO with control characters: go-smtp resets the session,
+		// then echoes the argument; closing now keeps it off the wire.
+		if ss.conn != nil {
+			ss.conn.Close()
+		}
+	}
+}
+
+// isPostmaster reports the domainless postmaster address, any case
+// (RFC 5321 §4.5.1, §2.4).
+func isPostmaster(to string) bool {
+	return strings.EqualFold(to, "postmaster") || strings.EqualFold(to, postmasterSentinel)
 }
 
 func (ss *session) Logout() error { return nil }

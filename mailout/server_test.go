@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"io"
 	"log"
 	"math/big"
@@ -26,10 +27,14 @@ import (
 // indexed by attempt (per recipient for Rcpt, per transaction for Data),
 // and an attempt past the end of a list is answered 250.
 type serverScript struct {
-	TLS   string              `json:"tls"`   // "", "starttls" or "implicit"
-	Users map[string]string   `json:"users"` // AUTH PLAIN accounts; none: no AUTH
-	Rcpt  map[string][]string `json:"rcpt"`
-	Data  []string            `json:"data"`
+	TLS   string            `json:"tls"`   // "", "starttls" or "implicit"
+	Users map[string]string `json:"users"` // AUTH PLAIN accounts; none: no AUTH
+	// OAuth2: the mechanisms offered (XOAUTH2, OAUTHBEARER) and the one
+	// access token each user may log in with.
+	OAuthMechs []string            `json:"oauth_mechs"`
+	Tokens     map[string]string   `json:"tokens"`
+	Rcpt       map[string][]string `json:"rcpt"`
+	Data       []string            `json:"data"`
 }
 
 type received struct {
@@ -48,6 +53,8 @@ type testServer struct {
 	rcptSeen map[string]int
 	dataSeen int
 	Msgs     []received
+	// authMechs lists the SASL mechanisms clients used successfully.
+	authMechs []string
 }
 
 // startServer runs a go-smtp server on 127.0.0.1:0 until the test ends.
@@ -119,20 +126,93 @@ type testSession struct {
 }
 
 func (s *testSession) AuthMechanisms() []string {
-	if len(s.srv.script.Users) == 0 {
-		return nil
+	var out []string
+	if len(s.srv.script.Users) > 0 {
+		out = append(out, sasl.Plain)
 	}
-	return []string{sasl.Plain}
+	return append(out, s.srv.script.OAuthMechs...)
 }
 
 func (s *testSession) Auth(mech string) (sasl.Server, error) {
-	return sasl.NewPlainServer(func(identity, user, pass string) error {
-		if want, ok := s.srv.script.Users[user]; ok && want == pass {
-			s.authd = true
-			return nil
+	ok := func() {
+		s.authd = true
+		s.srv.mu.Lock()
+		s.srv.authMechs = append(s.srv.authMechs, mech)
+		s.srv.mu.Unlock()
+	}
+	tokenOK := func(user, token string) bool {
+		want, found := s.srv.script.Tokens[user]
+		return found && token == want
+	}
+	switch mech {
+	case sasl.Plain:
+		return sasl.NewPlainServer(func(identity, user, pass string) error {
+			if want, found := s.srv.script.Users[user]; found && want == pass {
+				ok()
+				return nil
+			}
+			return smtp.ErrAuthFailed
+		}), nil
+	case sasl.OAuthBearer:
+		// go-sasl's server, its error mapped to Gmail's 535 5.7.8.
+		return authFailed{sasl.NewOAuthBearerServer(func(o sasl.OAuthBearerOptions) *sasl.OAuthBearerError {
+			// RFC 7628 §3.1: host and port are the server's as the
+			// client named it.
+			if tokenOK(o.Username, o.Token) && o.Host == "mail.example.test" && o.Port != 0 {
+				ok()
+				return nil
+			}
+			return &sasl.OAuthBearerError{Status: "invalid_token", Schemes: "bearer"}
+		})}, nil
+	case "XOAUTH2":
+		return &xoauth2Server{check: func(user, token string) bool {
+			if tokenOK(user, token) {
+				ok()
+				return true
+			}
+			return false
+		}}, nil
+	}
+	return nil, smtp.ErrAuthUnsupported
+}
+
+// authFailed turns a SASL failure into 535 5.7.8, as providers answer.
+type authFailed struct{ sasl.Server }
+
+func (a authFailed) Next(resp []byte) ([]byte, bool, error) {
+	ch, done, err := a.Server.Next(resp)
+	if err != nil {
+		err = smtp.ErrAuthFailed
+	}
+	return ch, done, err
+}
+
+// xoauth2Server is the server side of Google's XOAUTH2: the initial
+// response "user=U\x01auth=Bearer T\x01\x01"; a bad token gets an error
+// challenge (JSON), the client's empty answer then 535 5.7.8.
+type xoauth2Server struct {
+	check  func(user, token string) bool
+	failed bool
+}
+
+func (x *xoauth2Server) Next(resp []byte) ([]byte, bool, error) {
+	if x.failed {
+		if len(resp) != 0 {
+			return nil, true, errors.New("XOAUTH2: want an empty response after the error challenge")
 		}
-		return smtp.ErrAuthFailed
-	}), nil
+		return nil, true, smtp.ErrAuthFailed
+	}
+	if resp == nil {
+		return []byte{}, false, nil
+	}
+	rest, ok := strings.CutPrefix(string(resp), "user=")
+	user, rest, ok2 := strings.Cut(rest, "\x01auth=Bearer ")
+	token, ok3 := strings.CutSuffix(rest, "\x01\x01")
+	if ok && ok2 && ok3 && x.check(user, token) {
+		return nil, true, nil
+	}
+	x.failed = true
+	return []byte(`{"status":"400","schemes":"Bearer","scope":"https://mail.google.com/"}`), false, nil
 }
 
 func (s *testSession) Mail(from string, _ *smtp.MailOptions) error {

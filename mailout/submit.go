@@ -16,6 +16,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/envelopd/envelopd/internal/oauth"
 	"github.com/envelopd/envelopd/internal/secretfile"
 )
 
@@ -45,6 +46,11 @@ type Submitter struct {
 	Logger      *slog.Logger
 
 	password string
+	// tokens, when set, replaces the password: AUTH OAUTHBEARER (RFC 7628
+	// §4.2) or XOAUTH2 with a token asked for on every connection; mech
+	// is oauth.Auto, oauth.XOAUTH2 or oauth.OAUTHBEARER.
+	tokens oauth.TokenSource
+	mech   string
 	// dialContext replaces the TCP dialer (tests reach a "remote" name on
 	// loopback through it).
 	dialContext func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -55,11 +61,42 @@ type Submitter struct {
 // AUTH PLAIN. A password inside the URL is refused: it would show in process
 // listings and shell history.
 func NewSubmitter(rawURL, password string) (*Submitter, error) {
+	s, err := parseSubmitURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	s.password = password
+	if s.Username != "" && password == "" {
+		return nil, fmt.Errorf("mailout: smtp url names user %q but no password was given (password file or %s)", s.Username, PasswordEnv)
+	}
+	return s, nil
+}
+
+// NewTokenSubmitter is NewSubmitter for providers that want OAuth2 (Gmail,
+// Office 365): the URL must name the user, and AUTH uses a bearer token
+// from tokens, asked for on every connection, with mech (oauth.Auto or
+// "": OAUTHBEARER when offered, else XOAUTH2).
+func NewTokenSubmitter(rawURL string, tokens oauth.TokenSource, mech string) (*Submitter, error) {
+	s, err := parseSubmitURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if s.Username == "" {
+		return nil, fmt.Errorf("mailout: smtp url %q: OAuth2 needs the user in the url (smtps://USER@HOST)", redactURL(rawURL))
+	}
+	if s.mech, err = oauth.ParseMechanism(mech); err != nil {
+		return nil, fmt.Errorf("mailout: %w", err)
+	}
+	s.tokens = tokens
+	return s, nil
+}
+
+func parseSubmitURL(rawURL string) (*Submitter, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("mailout: smtp url: %w", err)
 	}
-	s := &Submitter{Host: u.Hostname(), Port: u.Port(), password: password}
+	s := &Submitter{Host: u.Hostname(), Port: u.Port()}
 	switch u.Scheme {
 	case "smtps":
 		s.ImplicitTLS = true
@@ -87,9 +124,6 @@ func NewSubmitter(rawURL, password string) (*Submitter, error) {
 			return nil, fmt.Errorf("mailout: smtp url: put the password in a password file or %s, not in the url", PasswordEnv)
 		}
 		s.Username = u.User.Username()
-	}
-	if s.Username != "" && password == "" {
-		return nil, fmt.Errorf("mailout: smtp url names user %q but no password was given (password file or %s)", s.Username, PasswordEnv)
 	}
 	return s, nil
 }
@@ -273,7 +307,11 @@ func (s *Submitter) dial(ctx context.Context) (*smtp.Client, error) {
 	if err := c.Hello(name); err != nil {
 		return fail("connect", err)
 	}
-	if s.Username != "" {
+	if s.tokens != nil {
+		if err := s.authToken(ctx, c); err != nil {
+			return fail("auth", err)
+		}
+	} else if s.Username != "" {
 		if ok, _ := c.Extension("AUTH"); !ok || !c.SupportsAuth("PLAIN") {
 			return fail("auth", &policyError{"server does not offer AUTH PLAIN"})
 		}
@@ -282,6 +320,39 @@ func (s *Submitter) dial(ctx context.Context) (*smtp.Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// authToken authenticates with an OAuth2 bearer token: OAUTHBEARER (RFC
+// 7628 §4.2) or XOAUTH2 (Gmail, Office 365), as chosen from what the
+// server offers. A failing token source is a temporary error (the queue
+// retries; the user fixes the command or refresh token meanwhile); the
+// server's refusal is its SMTP reply (535: permanent), with the OAuth2
+// status it sent. The token is never logged.
+func (s *Submitter) authToken(ctx context.Context, c *smtp.Client) error {
+	ok, _ := c.Extension("AUTH")
+	mech, err := oauth.Choose(s.mech, func(m string) bool { return ok && c.SupportsAuth(m) })
+	if err != nil {
+		return &policyError{err.Error()}
+	}
+	tok, err := s.tokens.Token(ctx)
+	if err != nil {
+		return err
+	}
+	port, _ := strconv.Atoi(s.Port)
+	sc, err := oauth.NewClient(mech, s.Username, tok, s.Host, port)
+	if err != nil {
+		return &policyError{err.Error()}
+	}
+	if err := c.Auth(sc); err != nil {
+		var se *smtp.SMTPError
+		if sc.ServerError != "" && errors.As(err, &se) {
+			se2 := *se
+			se2.Message += " (" + mech + ": " + sc.ServerError + ")"
+			return &se2
+		}
+		return err
+	}
+	return nil
 }
 
 func (s *Submitter) tlsConfig() *tls.Config {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -20,8 +21,13 @@ var testRaw = []byte("From: alice@x.test\r\nTo: bob@y.test\r\nSubject: PAY\r\n\r
 type submitCase struct {
 	// URL has "{port}" replaced by the server's port; a host that is not
 	// 127.0.0.1 is dialled on loopback all the same.
-	URL       string       `json:"url"`
-	Password  string       `json:"password"`
+	URL      string `json:"url"`
+	Password string `json:"password"`
+	// Token, when set, authenticates with OAuth2 (NewTokenSubmitter) and
+	// Mechanism ("" = auto); AuthMech is the mechanism the server saw.
+	Token     string       `json:"token"`
+	Mechanism string       `json:"mechanism"`
+	AuthMech  string       `json:"auth_mech"`
 	Server    serverScript `json:"server"`
 	NoServer  bool         `json:"no_server"` // nothing listens: connection refused
 	Untrusted bool         `json:"untrusted"` // the client does not trust the server's certificate
@@ -73,7 +79,11 @@ func TestSubmit(t *testing.T) {
 				ts = startServer(t, tc.Server)
 				_, port, _ = net.SplitHostPort(ts.Addr)
 			}
-			s, err := NewSubmitter(strings.ReplaceAll(tc.URL, "{port}", port), tc.Password)
+			url := strings.ReplaceAll(tc.URL, "{port}", port)
+			s, err := NewSubmitter(url, tc.Password)
+			if tc.Token != "" {
+				s, err = NewTokenSubmitter(url, staticToken(tc.Token), tc.Mechanism)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,6 +127,12 @@ func TestSubmit(t *testing.T) {
 			if ts == nil {
 				return
 			}
+			ts.mu.Lock()
+			mechs := strings.Join(ts.authMechs, ",")
+			ts.mu.Unlock()
+			if tc.AuthMech != "" && mechs != tc.AuthMech {
+				t.Errorf("server saw AUTH %q, want %q", mechs, tc.AuthMech)
+			}
 			msgs := ts.messages()
 			if len(msgs) != tc.Delivered {
 				t.Fatalf("server accepted %d messages, want %d", len(msgs), tc.Delivered)
@@ -132,6 +148,11 @@ func TestSubmit(t *testing.T) {
 		})
 	}
 }
+
+// staticToken is a TokenSource with one token.
+type staticToken string
+
+func (s staticToken) Token(context.Context) (string, error) { return string(s), nil }
 
 func TestNewSubmitterURL(t *testing.T) {
 	for _, tc := range []struct {
@@ -187,5 +208,69 @@ func TestLoadPassword(t *testing.T) {
 	}
 	if _, err := LoadPassword(filepath.Join(dir, "missing"), env); err == nil {
 		t.Error("missing file: no error")
+	}
+}
+
+// countingTokens hands out tokens from a list, one per call, or fails.
+type countingTokens struct {
+	mu    sync.Mutex
+	toks  []string
+	calls int
+	err   error
+}
+
+func (c *countingTokens) Token(context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	if c.err != nil {
+		return "", c.err
+	}
+	return c.toks[min(c.calls-1, len(c.toks)-1)], nil
+}
+
+// TestSubmitToken: the token is asked for on every connection; a refused
+// one fails with the server's OAuth2 status and without the token; a
+// failing token source is temporary (the queue retries).
+func TestSubmitToken(t *testing.T) {
+	ts := startServer(t, serverScript{TLS: "starttls", OAuthMechs: []string{"XOAUTH2"},
+		Tokens: map[string]string{"agent@example.com": "good-1"}})
+	_, port, _ := net.SplitHostPort(ts.Addr)
+	tokens := &countingTokens{toks: []string{"good-1", "stale-2"}}
+	s, err := NewTokenSubmitter("smtp://agent@example.com@mail.example.test:"+port, tokens, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.TLSConfig = &tls.Config{RootCAs: ts.Roots}
+	s.dialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, ts.Addr)
+	}
+	ctx := context.Background()
+	if r := s.Submit(ctx, "agent@example.com", []string{"bob@y.test"}, testRaw); r[0].Err != nil {
+		t.Fatalf("first submission: %v", r[0].Err)
+	}
+	r := s.Submit(ctx, "agent@example.com", []string{"bob@y.test"}, testRaw)
+	if err := r[0].Err; err == nil || !IsPermanent(err) || !strings.Contains(err.Error(), "XOAUTH2: status 400, scope https://mail.google.com/") ||
+		strings.Contains(err.Error(), "stale-2") {
+		t.Fatalf("second submission: %v; want a permanent 535 naming the OAuth2 status, not the token", err)
+	}
+	if tokens.calls != 2 {
+		t.Errorf("token source asked %d times, want once per connection (2)", tokens.calls)
+	}
+	tokens.err = errors.New("oauth: token command failed: exit status 1")
+	r = s.Submit(ctx, "agent@example.com", []string{"bob@y.test"}, testRaw)
+	var se *SendError
+	if err := r[0].Err; !errors.As(err, &se) || se.Stage != "auth" || IsPermanent(err) {
+		t.Fatalf("token source failure: %v; want a temporary auth error", err)
+	}
+	if len(ts.messages()) != 1 {
+		t.Errorf("server accepted %d messages, want 1", len(ts.messages()))
+	}
+	if _, err := NewTokenSubmitter("smtps://mail.example.test", tokens, ""); err == nil || !strings.Contains(err.Error(), "needs the user") {
+		t.Errorf("no user: %v", err)
+	}
+	if _, err := NewTokenSubmitter("smtps://a@mail.example.test", tokens, "plain"); err == nil {
+		t.Error("mechanism plain accepted")
 	}
 }

@@ -110,13 +110,23 @@ var pgDialect = &dialect{
 			WHERE message_id IN (` + placeholders(n) + `) AND mailbox = ?)
 			SELECT id, thread_id FROM m ORDER BY id LIMIT 1`
 	},
-	emptyBlob:  "''::bytea",
-	skipLocked: " FOR UPDATE SKIP LOCKED",
-	forUpdate:  " FOR UPDATE",
-	greatest:   "greatest",
-	visible:    fmt.Sprintf("m.id < (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << %d)", pgIDBits),
-	key:        func(s string) any { return []byte(s) },
+	emptyBlob:    "''::bytea",
+	skipLocked:   " FOR UPDATE SKIP LOCKED",
+	forUpdate:    " FOR UPDATE",
+	greatest:     "greatest",
+	visible:      fmt.Sprintf("m.id < (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << %d)", pgIDBits),
+	key:          func(s string) any { return []byte(s) },
+	instr:        "strpos",
+	snapshotXmax: "pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
+	snapshotXmin: "pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
+	eventVisible: fmt.Sprintf("e.id < (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << %d)", pgEventIDBits),
 }
+
+// pgEventIDBits is how many low bits of an API event id number the events
+// of one transaction (envelopd_api_event in migration 13): ids are the
+// transaction id << pgEventIDBits | n, as message ids are, so that a
+// cursor over the event log never skips an event committing late.
+const pgEventIDBits = 20
 
 // IsPostgresDSN reports whether a --db value names a Postgres database
 // (a postgres:// or postgresql:// URL) rather than a SQLite file.

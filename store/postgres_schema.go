@@ -188,4 +188,161 @@ CREATE TABLE oops_sent (
 CREATE INDEX oops_sent_rcpt ON oops_sent (recipient, sent_at);
 CREATE INDEX oops_sent_thread ON oops_sent (thread_id, code);
 `},
+	// 12: the HTTP API (issue 19): API keys, inboxes and the inbox index
+	// (SQLite migration 12). Keyset columns compare bytewise (COLLATE
+	// "C"), as SQLite's do, so pages come in the same order on both.
+	{12, `
+CREATE TABLE api_keys (
+	id         text PRIMARY KEY,
+	hash       bytea NOT NULL,
+	inboxes    text NOT NULL,
+	name       text NOT NULL DEFAULT '',
+	created_at bigint NOT NULL,
+	revoked_at bigint
+);
+CREATE TABLE api_inboxes (
+	address      text COLLATE "C" PRIMARY KEY,
+	display_name text NOT NULL DEFAULT '',
+	client_id    text UNIQUE,
+	created_at   bigint NOT NULL,
+	updated_at   bigint NOT NULL,
+	deleted      integer NOT NULL DEFAULT 0
+);
+CREATE TABLE api_sync (
+	id        integer PRIMARY KEY CHECK (id = 1),
+	synced_id bigint NOT NULL
+);
+INSERT INTO api_sync (id, synced_id) VALUES (1, 0);
+CREATE TABLE inbox_messages (
+	inbox      text COLLATE "C" NOT NULL,
+	message_id bigint NOT NULL REFERENCES messages (id),
+	thread_id  text COLLATE "C" NOT NULL,
+	labels     text NOT NULL DEFAULT ' ',
+	PRIMARY KEY (inbox, message_id)
+);
+CREATE INDEX inbox_messages_thread ON inbox_messages (inbox, thread_id, message_id);
+CREATE TABLE inbox_threads (
+	inbox     text COLLATE "C" NOT NULL,
+	thread_id text COLLATE "C" NOT NULL,
+	last_id   bigint NOT NULL,
+	PRIMARY KEY (inbox, thread_id)
+);
+CREATE INDEX inbox_threads_last ON inbox_threads (inbox, last_id);
+CREATE INDEX inbox_threads_all ON inbox_threads (last_id, inbox);
+CREATE INDEX inbox_threads_thread ON inbox_threads (thread_id);
+`},
+	// 13: the HTTP API's events (SQLite migration 13): the event log,
+	// written by triggers in the transaction that makes each event true,
+	// webhooks and their delivery log, Idempotency-Key records.
+	//
+	// SQLite numbers events with AUTOINCREMENT, which commits in id order
+	// behind its one writer. Here transactions commit concurrently, so an
+	// event id is its transaction's id << 20 | n (envelopd_api_event_id,
+	// n counted in a transaction-local setting), as message ids are, and
+	// readers following the log only see ids below the oldest running
+	// transaction's (dialect eventVisible): no event can commit later
+	// below an id a cursor has passed. The functions pin the search_path
+	// they were created with (the store's schema). The delivered/bounced
+	// trigger also NOTIFYs the messages channel, so websockets on every
+	// node wake. Recipients are JSON written by the store (json.Marshal);
+	// a \u0000 escape, which Postgres's json text cannot hold, is read as
+	// U+FFFD.
+	{13, `
+CREATE TABLE api_events (
+	id         bigint PRIMARY KEY,                   -- transaction id << 20 | n
+	type       text NOT NULL,
+	inbox      text NOT NULL,
+	message_id bigint NOT NULL,
+	recipients text NOT NULL DEFAULT '[]',
+	detail     text NOT NULL DEFAULT '',
+	created_at bigint NOT NULL
+);
+CREATE INDEX api_events_inbox ON api_events (inbox, id);
+CREATE FUNCTION envelopd_api_event_id() RETURNS bigint LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+	n bigint := coalesce(nullif(current_setting('envelopd.api_event_n', true), ''), '0')::bigint;
+BEGIN
+	IF n >= 1048576 THEN
+		RAISE EXCEPTION 'envelopd: more than 1048576 API events in one transaction';
+	END IF;
+	PERFORM set_config('envelopd.api_event_n', (n + 1)::text, true);
+	RETURN (pg_current_xact_id()::text::bigint << 20) | n;
+END
+$fn$;
+CREATE FUNCTION envelopd_api_events_message() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+	b text;
+BEGIN
+	FOR b IN
+		SELECT NEW.mailbox WHERE NEW.mailbox <> ''
+		UNION SELECT lower(NEW.sender) WHERE NEW.mailbox = '' AND NEW.direction = 'out' AND NEW.sender <> ''
+		UNION SELECT lower(r) FROM json_array_elements_text(CASE WHEN NEW.mailbox = '' AND NEW.direction <> 'out'
+			THEN replace(NEW.recipients, '\u0000', '\uFFFD')::json ELSE '[]'::json END) AS r WHERE r <> ''
+		ORDER BY 1
+	LOOP
+		INSERT INTO api_events (id, type, inbox, message_id, created_at)
+		VALUES (envelopd_api_event_id(), CASE NEW.direction WHEN 'out' THEN 'message.sent' ELSE 'message.received' END,
+			b, NEW.id, NEW.received_at);
+	END LOOP;
+	RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER api_events_message AFTER INSERT ON messages FOR EACH ROW EXECUTE FUNCTION envelopd_api_events_message();
+CREATE FUNCTION envelopd_api_events_rcpt() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+	INSERT INTO api_events (id, type, inbox, message_id, recipients, detail, created_at)
+	SELECT envelopd_api_event_id(), CASE NEW.state WHEN 'sent' THEN 'message.delivered' ELSE 'message.bounced' END,
+		CASE WHEN m.mailbox <> '' THEN m.mailbox ELSE lower(m.sender) END, m.id, json_build_array(NEW.rcpt)::text,
+		CASE NEW.state WHEN 'failed' THEN NEW.last_error ELSE '' END,
+		(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint
+	FROM queue q JOIN messages m ON m.id = q.copy_id WHERE q.id = NEW.queue_id;
+	PERFORM pg_notify('envelopd_messages.' || current_schema(), '');
+	RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER api_events_rcpt AFTER UPDATE OF state ON queue_rcpts FOR EACH ROW
+	WHEN (NEW.state IN ('sent', 'failed') AND OLD.state <> NEW.state) EXECUTE FUNCTION envelopd_api_events_rcpt();
+CREATE TABLE api_webhooks (
+	id          text COLLATE "C" PRIMARY KEY,
+	url         text NOT NULL,
+	event_types text NOT NULL DEFAULT '[]',
+	inbox_ids   text NOT NULL DEFAULT '[]',
+	secret      text NOT NULL,
+	enabled     boolean NOT NULL DEFAULT true,
+	client_id   text UNIQUE,
+	key_id      text NOT NULL DEFAULT '',
+	created_at  bigint NOT NULL,
+	updated_at  bigint NOT NULL
+);
+CREATE TABLE api_webhook_deliveries (
+	webhook_id      text COLLATE "C" NOT NULL REFERENCES api_webhooks (id) ON DELETE CASCADE,
+	event_id        bigint NOT NULL REFERENCES api_events (id),
+	state           text NOT NULL CHECK (state IN ('pending', 'done', 'dropped')),
+	attempts        integer NOT NULL DEFAULT 0,
+	next_attempt_at bigint NOT NULL,
+	last_error      text NOT NULL DEFAULT '',
+	PRIMARY KEY (webhook_id, event_id)
+);
+CREATE INDEX api_webhook_due ON api_webhook_deliveries (state, next_attempt_at);
+CREATE FUNCTION envelopd_api_events_fanout() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+	INSERT INTO api_webhook_deliveries (webhook_id, event_id, state, next_attempt_at)
+	SELECT w.id, NEW.id, 'pending', NEW.created_at FROM api_webhooks w
+	WHERE w.enabled
+		AND (w.event_types = '[]' OR replace(w.event_types, '\u0000', '\uFFFD')::jsonb @> jsonb_build_array(NEW.type))
+		AND (w.inbox_ids = '[]' OR replace(w.inbox_ids, '\u0000', '\uFFFD')::jsonb @> jsonb_build_array(NEW.inbox));
+	RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER api_events_fanout AFTER INSERT ON api_events FOR EACH ROW EXECUTE FUNCTION envelopd_api_events_fanout();
+CREATE TABLE api_idempotency (
+	key_id     text NOT NULL,
+	idem_key   text NOT NULL,
+	request    bytea NOT NULL,
+	status     integer NOT NULL DEFAULT 0,
+	response   bytea,
+	created_at bigint NOT NULL,
+	PRIMARY KEY (key_id, idem_key)
+);
+`},
 }

@@ -212,3 +212,11 @@ func (s *core) where(cond string) string {
 	}
 	return " WHERE " + cond
 }
+
+// and is " AND cond", or "" for an empty cond.
+func (s *core) and(cond string) string {
+	if cond == "" {
+		return ""
+	}
+	return " AND " + cond
+}

@@ -90,6 +90,10 @@ var sqliteDialect = &dialect{
 	emptyBlob: "x''",
 	greatest:  "max",
 	key:       func(s string) any { return s },
+	instr:     "instr",
+	// Without statistics SQLite would walk the whole inbox by its
+	// primary key instead of the thread's index.
+	inboxThreadIndex: " INDEXED BY inbox_messages_thread",
 }
 
 var _ Store = (*SQLite)(nil)

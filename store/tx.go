@@ -75,6 +75,20 @@ type dialect struct {
 	// later commit can precede (a cursor never skips a late-committing
 	// row); "" when ids commit in order (SQLite's one writer).
 	visible string
+	// instr is the function giving the position of a substring (text,
+	// sub).
+	instr string
+	// inboxThreadIndex follows "FROM inbox_messages x" for one thread of
+	// one inbox where SQLite must be told its index; "" elsewhere.
+	inboxThreadIndex string
+	// eventVisible is visible for the API's event log (api_events e):
+	// only events no later commit can precede; "" when ids commit in
+	// order.
+	eventVisible string
+	// snapshotXmax and snapshotXmin are expressions giving the first
+	// transaction id not yet assigned and the oldest one still running
+	// (Postgres); "" when ids commit in order.
+	snapshotXmax, snapshotXmin string
 	// key converts a claims/states key or value for binding: Postgres
 	// keeps them in bytea (they hold NUL bytes), SQLite in TEXT.
 	key func(string) any
@@ -200,6 +214,46 @@ type DB interface {
 	Setting(ctx context.Context, key string) (string, time.Time, error)
 	CheckWritable(ctx context.Context) error
 	Stats() Stats
+	APIStore
+}
+
+// APIStore is the HTTP API's part of the store (apistore.go, events.go),
+// on both backends: what the api and mcp packages' store interfaces ask.
+type APIStore interface {
+	CreateAPIKey(ctx context.Context, k APIKey) error
+	APIKeyByID(ctx context.Context, id string) (APIKey, error)
+	APIKeys(ctx context.Context) ([]APIKey, error)
+	RevokeAPIKey(ctx context.Context, id string) error
+
+	SyncInboxes(ctx context.Context, max int) (int, error)
+	CreateInbox(ctx context.Context, address, displayName, clientID string, mailbox bool) (Inbox, bool, error)
+	InboxByAddress(ctx context.Context, address string) (Inbox, error)
+	Inboxes(ctx context.Context, after string, limit int, desc bool, only []string) ([]Inbox, error)
+	UpdateInbox(ctx context.Context, address, displayName string) error
+	DeleteInbox(ctx context.Context, address string) error
+	InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessage, error)
+	InboxMessageByRef(ctx context.Context, inbox, ref string) (*InboxMessage, error)
+	SetInboxLabels(ctx context.Context, inbox string, id int64, add, remove []string) ([]string, error)
+	HideMessages(ctx context.Context, inbox, thread string, ids []int64) error
+	InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, error)
+	ThreadInboxes(ctx context.Context, thread string) ([]string, error)
+
+	Events(ctx context.Context, f EventFilter) ([]Event, error)
+	LastEventID(ctx context.Context) (int64, error)
+	WaitEvents(ctx context.Context, after int64) error
+
+	CreateWebhook(ctx context.Context, w Webhook) (Webhook, bool, error)
+	WebhookByID(ctx context.Context, id string) (Webhook, error)
+	Webhooks(ctx context.Context, cursorAt int64, cursorID string, limit int) ([]Webhook, error)
+	UpdateWebhook(ctx context.Context, w Webhook) error
+	DeleteWebhook(ctx context.Context, id string) error
+	ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookDelivery, error)
+	WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error
+	WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error
+	WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error
+
+	ClaimIdempotency(ctx context.Context, keyID, key string, req []byte, now time.Time, stale time.Duration) (claimed bool, status int, resp []byte, err error)
+	FinishIdempotency(ctx context.Context, keyID, key string, status int, resp []byte) error
 }
 
 var (

@@ -29,6 +29,7 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 func newFlags(e *env, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("envelopd "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
+	fs.Usage = func() { printUsage(fs, name) }
 	return fs
 }
 

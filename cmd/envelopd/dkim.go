@@ -57,7 +57,10 @@ func (l *dkimList) Set(v string) error { *l = append(*l, v); return nil }
 func dkimParse(e *env, name string, define func(fs *flag.FlagSet)) ([]string, bool) {
 	fs := flag.NewFlagSet("envelopd dkim "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	fs.Usage = func() { fmt.Fprint(e.stderr, dkimUsage) }
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), dkimUsage+"\nflags of dkim "+name+":\n")
+		fs.PrintDefaults()
+	}
 	define(fs)
 	args := e.args[1:]
 	var pos []string

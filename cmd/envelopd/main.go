@@ -55,7 +55,10 @@ func commands() map[string]command {
 		"keys":    {"manage tunnelled-protocol public keys (keys add, keys list)", runKeys},
 		"mailbox": {"relay-mode mailboxes (mailbox add ADDR --password-file F, mailbox list)", runMailbox},
 		"aicp":    {"AICP helpers (aicp sign)", runAICP},
+		"apikey":  {"HTTP API keys (apikey create [--inbox ADDR]..., apikey list, apikey revoke ID)", runAPIKey},
 		"vacant":  {"Vacant helpers (vacant sign)", runVacant},
+		"mcp":     {"MCP server over stdio for model-driven agents (tools over the API's service)", runMCP},
+		"version": {"print the version, VCS revision and Go version (--json)", runVersion},
 	}
 }
 
@@ -68,21 +71,33 @@ func main() {
 
 func run(ctx context.Context, e *env) int {
 	cmds := commands()
-	if len(e.args) == 0 || e.args[0] == "help" || e.args[0] == "-h" || e.args[0] == "--help" {
+	if len(e.args) == 0 {
 		usage(e.stderr, cmds)
-		if len(e.args) == 0 {
-			return 2
-		}
-		return 0
+		return 2
 	}
-	c, ok := cmds[e.args[0]]
+	name, args := e.args[0], e.args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(args) == 0 {
+			usage(e.stdout, cmds)
+			return 0
+		}
+		// envelopd help COMMAND [VERB] is envelopd COMMAND [VERB] --help.
+		name, args = args[0], append(args[1:len(args):len(args)], "--help")
+	case "-version", "--version":
+		name = "version"
+	}
+	c, ok := cmds[name]
 	if !ok {
-		fmt.Fprintf(e.stderr, "envelopd: unknown command %q\n", e.args[0])
+		fmt.Fprintf(e.stderr, "envelopd: unknown command %q\n", name)
 		usage(e.stderr, cmds)
 		return 2
 	}
 	sub := *e
-	sub.args = e.args[1:]
+	sub.args = args
+	if asksHelp(args) {
+		return runHelp(ctx, name, c, &sub)
+	}
 	return c.run(ctx, &sub)
 }
 
@@ -96,6 +111,7 @@ func usage(w io.Writer, cmds map[string]command) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
 	}
+	fmt.Fprintln(w, "\nenvelopd COMMAND -h prints a command's flags.")
 }
 
 // notYet is what a command that has not landed yet answers.

@@ -21,6 +21,7 @@ import (
 // OOPS mails, and the smarthost the outbound queue is delivered through.
 type outboundFlags struct {
 	smtpURL, passwordFile string
+	oauth                 oauthFlags // --smtp-token-command, --smtp-oauth2-*
 	dkimKeys, dkimSels    multiFlag
 	dkimDomain            string
 	dkimConfig            string
@@ -33,6 +34,7 @@ type outboundFlags struct {
 func (o *outboundFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.smtpURL, "smtp-url", "", "deliver the outbound queue through this smarthost (smtps://USER@HOST:465 or smtp://USER@HOST:587); empty keeps it pending")
 	fs.StringVar(&o.passwordFile, "password-file", "", "smarthost AUTH password file (or $"+mailout.PasswordEnv+")")
+	o.oauth.register(fs, "smtp-", "smarthost")
 	fs.Var(&o.dkimKeys, "dkim-key", "DKIM private key PEM for outgoing mail (repeatable, paired with --dkim-selector)")
 	fs.Var(&o.dkimSels, "dkim-selector", "DKIM selector for the --dkim-key at the same position")
 	fs.StringVar(&o.dkimDomain, "dkim-domain", "", "DKIM signing domain (d=)")
@@ -121,7 +123,10 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 		}
 	}
 	if err := st.SetSetting(ctx, store.SettingOutbound, mode); err != nil {
-		return err
+		// A read-only database is a warning, not a stop (serve answers
+		// 451 until it is writable; TestInteropReadOnlyDB): `queue` then
+		// shows the mode last recorded.
+		rt.log.Warn("could not record the outbound mode", "mode", mode, "err", err)
 	}
 	if w == nil {
 		return nil
@@ -158,11 +163,7 @@ func (o *outboundFlags) worker(st store.Store, log *slog.Logger) (*mailout.Worke
 	if o.smtpURL == "" {
 		return nil, nil
 	}
-	pw, err := mailout.LoadPassword(o.passwordFile, nil)
-	if err != nil {
-		return nil, err
-	}
-	sub, err := mailout.NewSubmitter(o.smtpURL, pw)
+	sub, err := newSubmitter(o.smtpURL, o.passwordFile, &o.oauth)
 	if err != nil {
 		return nil, err
 	}

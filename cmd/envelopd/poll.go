@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/envelopd/envelopd/internal/oauth"
 	"github.com/envelopd/envelopd/mailin"
 )
 
@@ -39,13 +41,15 @@ func runPoll(ctx context.Context, e *env) int {
 	var interval time.Duration
 	fs.Var(&urls, "imap", "mailbox to poll: imaps://USER@HOST[:PORT]/MAILBOX or imap://… with STARTTLS (repeatable)")
 	fs.StringVar(&pwFile, "imap-password-file", "", "file whose first line is the IMAP password (default: $"+mailin.IMAPPasswordEnv+")")
-	fs.StringVar(&config, "config", "", "file listing mailboxes, one per line: URL [password-file=F] [move-to=FOLDER] [address=A] [mailbox=M]")
+	fs.StringVar(&config, "config", "", "file listing mailboxes, one per line: URL [password-file=F | oauth2=F] [move-to=FOLDER] [address=A] [mailbox=M]")
 	fs.StringVar(&moveTo, "move-to", "", "move processed mail to this folder (created if missing) instead of flagging it \\Seen")
 	fs.StringVar(&address, "address", "", "the mailbox's own address (courtesy OOPS sender when at a signing domain); default: the user name if it contains @")
 	fs.BoolVar(&once, "once", false, "process what is there and exit (status 2 if anything failed)")
 	fs.DurationVar(&interval, "interval", mailin.DefaultPollInterval, "poll interval when the server has no IDLE (or with --no-idle)")
 	fs.BoolVar(&noIdle, "no-idle", false, "poll every --interval even if the server offers IDLE")
 	fs.BoolVar(&insecure, "insecure", false, "allow plain-text IMAP (password in clear) to a non-loopback server")
+	var imapOAuth oauthFlags // --token-command, --oauth2-*: OAuth2 instead of a password
+	imapOAuth.register(fs, "", "IMAP")
 	if err := fs.Parse(e.args); err != nil {
 		return 2
 	}
@@ -53,7 +57,7 @@ func runPoll(ctx context.Context, e *env) int {
 		fmt.Fprintf(e.stderr, "envelopd poll: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	accounts, err := pollAccounts(urls, config, pwFile, moveTo, address)
+	accounts, err := pollAccounts(urls, config, pwFile, moveTo, address, &imapOAuth)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd poll: %v\n", err)
 		return 2
@@ -84,6 +88,8 @@ func runPoll(ctx context.Context, e *env) int {
 			Interval:     interval,
 			NoIdle:       noIdle,
 			Insecure:     insecure,
+			Tokens:       a.Tokens,
+			Mechanism:    a.Mechanism,
 			Logger:       rt.log,
 			Progress:     progress,
 		}
@@ -160,9 +166,13 @@ func drainOnce(ctx context.Context, rt *runtime, f *ingestFlags, timeout time.Du
 }
 
 // pollAccounts collects the mailboxes from --imap and --config, with their
-// passwords. Flags apply to --imap accounts and are defaults for config
-// lines.
-func pollAccounts(urls []string, config, pwFile, moveTo, address string) ([]mailin.PollAccountConfig, error) {
+// passwords or OAuth2 token sources. Flags apply to --imap accounts and are
+// defaults for config lines (a line's password-file= or oauth2= wins).
+func pollAccounts(urls []string, config, pwFile, moveTo, address string, of *oauthFlags) ([]mailin.PollAccountConfig, error) {
+	flagOAuth, err := of.settings()
+	if err != nil {
+		return nil, err
+	}
 	var out []mailin.PollAccountConfig
 	for _, u := range urls {
 		a, err := mailin.ParseIMAPURL(u)
@@ -201,6 +211,11 @@ func pollAccounts(urls []string, config, pwFile, moveTo, address string) ([]mail
 			return nil, fmt.Errorf("%s given twice", k)
 		}
 		seen[k] = true
+		if set, err := pollOAuth(&out[i], pwFile, flagOAuth); err != nil {
+			return nil, fmt.Errorf("%s: %w", out[i].Account, err)
+		} else if set {
+			continue
+		}
 		pw, err := mailin.LoadIMAPPassword(out[i].PasswordFile, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", out[i].Account, err)
@@ -208,6 +223,30 @@ func pollAccounts(urls []string, config, pwFile, moveTo, address string) ([]mail
 		out[i].Account.Password = pw
 	}
 	return out, nil
+}
+
+// pollOAuth sets a's token source when it logs in with OAuth2: its
+// oauth2= file, else the --token-command / --oauth2-* flags unless the
+// config line names its own password file. It reports whether it did.
+func pollOAuth(a *mailin.PollAccountConfig, flagPwFile string, flags oauth.Settings) (bool, error) {
+	s := flags
+	if a.OAuth2Config != "" {
+		c, err := oauth.LoadConfig(a.OAuth2Config)
+		if err != nil {
+			return false, err
+		}
+		s = c
+	} else if s.Empty() || (a.PasswordFile != "" && a.PasswordFile != flagPwFile) {
+		return false, nil
+	} else if flagPwFile != "" {
+		return false, errors.New("--imap-password-file and an OAuth2 token (--token-command, --oauth2-*) both given; the account logs in with one")
+	}
+	ts, err := s.Source()
+	if err != nil {
+		return false, err
+	}
+	a.Tokens, a.Mechanism = ts, s.Mechanism
+	return true, nil
 }
 
 // isTerminal reports whether w is a character device (progress lines only

@@ -28,6 +28,10 @@ type relayFlags struct {
 	dkimTXTOut          string
 	submissionListening string
 	imapListening       string
+	// Set by setup for the HTTP API: the relay (its local signers) and
+	// the queue worker's wake channel.
+	srv  *mailin.Relay
+	wake chan struct{}
 }
 
 func (r *relayFlags) register(fs *flag.FlagSet) {
@@ -82,6 +86,7 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 	wake := make(chan struct{}, 1)
 	relay := &mailin.Relay{Domains: r.domains, Pipeline: p, Store: rt.store, Signers: signers,
 		Smarthost: r.smarthost != "", Wake: wake, Logger: rt.log}
+	r.srv, r.wake = relay, wake
 	if p.OOPS != nil && r.signLocal {
 		p.OOPS = relay.OOPS
 	}
@@ -95,11 +100,7 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 	}
 	var next mailout.Sender
 	if r.smarthost != "" {
-		pw, err := mailout.LoadPassword(f.out.passwordFile, nil)
-		if err != nil {
-			return nil, err
-		}
-		sub, err := mailout.NewSubmitter(r.smarthost, pw)
+		sub, err := newSubmitter(r.smarthost, f.out.passwordFile, &f.out.oauth)
 		if err != nil {
 			return nil, err
 		}
@@ -119,6 +120,7 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 		scfg := *cfg
 		scfg.Addr = r.submission
 		scfg.Router = relay.Submission()
+		scfg.Service = "submission"
 		srv, err := mailin.NewSMTPServer(scfg, p)
 		if err != nil {
 			return nil, fmt.Errorf("submission: %w", err)
@@ -137,7 +139,9 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 			stop()
 			return nil, fmt.Errorf("imap: %w", err)
 		}
-		iv := imapview.New(imapview.Options{Store: rt.store, Authenticate: relay.Authenticate, Hostname: p.AuthServID, Logger: rt.log})
+		iv := imapview.New(imapview.Options{Store: rt.store, Authenticate: relay.Authenticate, Hostname: p.AuthServID, Logger: rt.log,
+			Guard: cfg.Auth, MaxConnections: cfg.MaxConnections, MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
+			MaxIdleCommands: cfg.MaxIdleCommands})
 		go iv.Serve(ln)
 		r.imapListening = ln.Addr().String()
 		stops = append(stops, func() { iv.Close() })

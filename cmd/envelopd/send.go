@@ -15,12 +15,14 @@ import (
 // the smarthost and the output format.
 type sendFlags struct {
 	db, smtpURL, passwordFile, format string
+	oauth                             oauthFlags // --smtp-token-command, --smtp-oauth2-*
 }
 
 func (f *sendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.db, "db", defaultDB, "SQLite database file (queue and threads), or a postgres:// URL")
 	fs.StringVar(&f.smtpURL, "smtp-url", "", "smarthost: smtps://USER@HOST:465 or smtp://USER@HOST:587; empty only queues (serve/poll deliver)")
 	fs.StringVar(&f.passwordFile, "password-file", "", "smarthost AUTH password file (or $"+mailout.PasswordEnv+")")
+	f.oauth.register(fs, "smtp-", "smarthost")
 	fs.StringVar(&f.format, "format", "text", "output: text or json")
 }
 
@@ -72,12 +74,8 @@ func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draf
 	}
 	var sub *mailout.Submitter
 	if s.smtpURL != "" {
-		pw, err := mailout.LoadPassword(s.passwordFile, nil)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
-			return 2
-		}
-		if sub, err = mailout.NewSubmitter(s.smtpURL, pw); err != nil {
+		var err error
+		if sub, err = newSubmitter(s.smtpURL, s.passwordFile, &s.oauth); err != nil {
 			fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
 			return 2
 		}

@@ -21,8 +21,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/envelopd/envelopd/authguard"
 	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/mailin/metrics"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/store"
 )
@@ -140,6 +142,7 @@ func (f *ingestFlags) handoffs(st store.Store, log *slog.Logger) []*mailin.Hando
 
 // runtime is what serve and poll build from ingestFlags.
 type runtime struct {
+	reg      *prometheus.Registry
 	store    store.DB
 	pipeline *mailin.Pipeline
 	log      *slog.Logger
@@ -187,7 +190,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		Keys:       aicpKeySource(st),
 		AuthServID: f.hostname,
 		Logger:     log,
-		Metrics:    mailin.NewMetrics(reg),
+		Metrics:    metrics.NewMetrics(reg),
 	}
 	rt.pipeline = p
 	if ow, ok := st.(mailin.OwedOOPSStore); ok {
@@ -195,6 +198,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		// node's, on Postgres) are composed here.
 		rt.workers = append(rt.workers, func(ctx context.Context) error { return p.RunOwedOOPS(ctx, ow, time.Minute) })
 	}
+	rt.reg = reg
 	for _, h := range f.handoffs(st, log) {
 		p.Handoff = append(p.Handoff, h.Target)
 		rt.workers = append(rt.workers, h.Run)
@@ -294,8 +298,12 @@ func runServe(ctx context.Context, e *env) int {
 	fs.StringVar(&tlsKey, "tls-key", "", "key PEM for STARTTLS")
 	fs.StringVar(&authFile, "auth-file", "", "AUTH PLAIN/LOGIN users, one user:password per line (mode 0600 or stricter)")
 	fs.Var(&acceptDomains, "accept-domain", "accept mail for this domain without AUTH (repeatable)")
+	var abuse abuseFlags
+	abuse.register(fs, &cfg)
 	var relay relayFlags
 	relay.register(fs)
+	var httpAPI httpFlags
+	httpAPI.register(fs)
 	if err := fs.Parse(e.args); err != nil {
 		return 2
 	}
@@ -344,12 +352,21 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	defer rt.close()
 	cfg.Logger = rt.log
+	cfg.Auth = abuse.guard(rt)
+	// Failed API keys count toward the same per-IP throttle (issue 19).
+	httpAPI.throttle = authguard.KeyThrottle{Guard: cfg.Auth, Service: "http", Mechanism: "bearer"}
 	stopRelay, err := relay.setup(ctx, rt, &f, &cfg)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
 		return 2
 	}
 	defer stopRelay()
+	stopHTTP, err := httpAPI.start(ctx, rt, &f, &relay, acceptDomains)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
+		return 2
+	}
+	defer stopHTTP()
 	if err := checkOOPS(rt.pipeline, rt.log); err != nil {
 		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
 		return 2

@@ -37,6 +37,8 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
 
+	"github.com/envelopd/envelopd/authguard"
+	"github.com/envelopd/envelopd/connlimit"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -49,12 +51,23 @@ type Options struct {
 	// the view prepends to every message (serve --hostname).
 	Hostname string
 	Logger   *slog.Logger
+
+	// Guard throttles and bounds password checks (share the SMTP front
+	// ends' one); nil: authguard.New(0, Logger, nil).
+	Guard *authguard.Guard
+	// MaxConnections (default 100) and MaxConnectionsPerIP (default 20)
+	// cap concurrent connections; more get "* BYE" at connect. < 0: none.
+	MaxConnections, MaxConnectionsPerIP int
+	// MaxIdleCommands is how many command lines a session may send before
+	// it logs in (default 20; < 0: no limit).
+	MaxIdleCommands int
 }
 
 // Server is the IMAP view of a store.
 type Server struct {
-	opts Options
-	srv  *imapserver.Server
+	opts  Options
+	srv   *imapserver.Server
+	guard *authguard.Guard
 
 	mu      sync.Mutex
 	folders map[folderKey]*folder // folders selected by at least one session
@@ -68,11 +81,16 @@ type folderKey struct{ mailbox, name string }
 
 // New returns a Server; Serve starts it on a listener.
 func New(opts Options) *Server {
-	s := &Server{opts: opts, folders: map[folderKey]*folder{}, done: make(chan struct{})}
+	s := &Server{opts: opts, folders: map[folderKey]*folder{}, done: make(chan struct{}), guard: opts.Guard}
+	if s.guard == nil {
+		s.guard = authguard.New(0, opts.Logger, nil)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = imapserver.New(&imapserver.Options{
 		NewSession: func(c *imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
-			return &session{s: s}, nil, nil
+			nc := c.NetConn()
+			ic, _ := nc.(*imapConn)
+			return &session{s: s, conn: ic, remote: nc.RemoteAddr().String()}, nil, nil
 		},
 		Caps: imap.CapSet{
 			imap.CapIMAP4rev1: {}, imap.CapIMAP4rev2: {}, imap.CapIdle: {},
@@ -87,6 +105,17 @@ func New(opts Options) *Server {
 
 // Serve answers IMAP connections on ln until Close.
 func (s *Server) Serve(ln net.Listener) error {
+	def := func(v, d int) int {
+		if v == 0 {
+			return d
+		}
+		return max(v, 0)
+	}
+	ln = &imapListener{maxIdle: def(s.opts.MaxIdleCommands, 20), Listener: &connlimit.Listener{Listener: ln,
+		Max: def(s.opts.MaxConnections, 100), PerIP: def(s.opts.MaxConnectionsPerIP, 20), Refuse: imapRefusal,
+		Refused: func(r connlimit.Reason, remote string) {
+			s.log().Info("imap connection refused", "reason", string(r), "remote", remote)
+		}}}
 	err := s.srv.Serve(ln)
 	if s.ctx.Err() != nil {
 		return nil

@@ -13,9 +13,12 @@ import (
 
 // session is one IMAP connection, logged in as one mailbox.
 type session struct {
-	s    *Server
-	user string // mailbox address, "" before login
-	sel  *view  // selected folder, or nil
+	s      *Server
+	user   string // mailbox address, "" before login
+	sel    *view  // selected folder, or nil
+	conn   *imapConn
+	remote string
+	fails  int // failed logins in this session
 }
 
 // view is a session's window on a selected folder.
@@ -43,17 +46,9 @@ func (ss *session) unselect() {
 	}
 }
 
-// Login implements imapserver.Session; AUTHENTICATE PLAIN ends here too.
+// Login implements imapserver.Session (guard.go has the checks).
 func (ss *session) Login(username, password string) error {
-	user := strings.ToLower(username)
-	if ss.s.opts.Authenticate == nil || ss.s.opts.Authenticate(user, password) != nil {
-		return imapserver.ErrAuthFailed
-	}
-	if _, err := ss.s.opts.Store.EnsureMailbox(ss.ctx(), user); err != nil {
-		return err
-	}
-	ss.user = user
-	return nil
+	return ss.login("LOGIN", "", username, password)
 }
 
 func (ss *session) Select(name string, options *imap.SelectOptions) (*imap.SelectData, error) {
@@ -260,6 +255,9 @@ func (ss *session) Move(w *imapserver.MoveWriter, numSet imap.NumSet, dest strin
 	}
 	// The EXPUNGE responses follow from the tracker when the command
 	// completes (imapserver polls before the tagged OK).
+	if data == nil {
+		return nil
+	}
 	return w.WriteCopyData(data)
 }
 
@@ -274,8 +272,10 @@ func (ss *session) refile(numSet imap.NumSet, dest string, move bool) (*imap.Cop
 	var uids []uint32
 	ss.sel.forEachLocked(numSet, func(_ uint32, e *entry) { uids = append(uids, uint32(e.uid)) })
 	if len(uids) == 0 {
+		// Nothing to copy: no COPYUID (go-imap cannot encode empty sets;
+		// it used to cut the reply short, then answer [SERVERBUG]).
 		f.mu.Unlock()
-		return &imap.CopyData{}, nil, nil
+		return nil, nil, nil
 	}
 	df, newUIDs, err := ss.s.opts.Store.Refile(ss.ctx(), f.mailbox, f.name, canonName(dest), uids, move)
 	if err != nil {
@@ -298,6 +298,9 @@ func (ss *session) refile(numSet imap.NumSet, dest string, move bool) (*imap.Cop
 		f.removeLocked(gone)
 	}
 	f.mu.Unlock()
+	if len(gone) == 0 {
+		data = nil
+	}
 	if d := ss.s.loaded(f.mailbox, dest); d != nil {
 		if err := d.refresh(ss.ctx()); err != nil {
 			return nil, nil, err

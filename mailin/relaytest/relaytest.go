@@ -39,6 +39,10 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
+// testIterations is the PBKDF2 work factor of the test mailboxes: few, for
+// test speed (unknown users are checked against a dummy of the same).
+const testIterations = 1000
+
 // DefaultTimeout is how long Mailbox.Next waits.
 const DefaultTimeout = 5 * time.Second
 
@@ -104,7 +108,8 @@ func Start(t testing.TB, opts ...Option) *Relay {
 	}
 	p := &mailin.Pipeline{Store: st, Verifier: &dkim.Verifier{Resolver: res}, AuthServID: "relaytest"}
 	wake := make(chan struct{}, 1)
-	relay := &mailin.Relay{Domains: cfg.domains, Pipeline: p, Store: st, Signers: signers, Wake: wake}
+	relay := &mailin.Relay{Domains: cfg.domains, Pipeline: p, Store: st, Signers: signers, Wake: wake,
+		PasswordIterations: testIterations}
 	p.OOPS, p.OOPSDomains = relay.OOPS, cfg.domains
 	mx, err := mailin.NewSMTPServer(mailin.SMTPConfig{Addr: "127.0.0.1:0", Hostname: "relaytest", Router: relay}, p)
 	if err != nil {
@@ -160,7 +165,7 @@ func (r *Relay) Mailbox(addr string) *Mailbox {
 	b := make([]byte, 12)
 	rand.Read(b)
 	pw := hex.EncodeToString(b)
-	h, err := mailin.HashPassword(pw, 1000) // few iterations: test speed
+	h, err := mailin.HashPassword(pw, testIterations)
 	if err != nil {
 		r.t.Fatalf("relaytest: %v", err)
 	}

@@ -1,12 +1,22 @@
-package mailin
+// Package metrics records the ingest pipeline's outcomes as Prometheus
+// metrics: a *Metrics is a mailin.Metrics (set Pipeline.Metrics to it).
+//
+// It is a package of its own so that mailin, and mailin/relaytest which an
+// agent's tests import, do not pull the Prometheus client (and its
+// protobuf, procfs, ... dependencies) into a user's module graph; only
+// cmd/envelopd imports it (issue 18, "Install").
+package metrics
 
 import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/store"
 )
+
+var _ mailin.Metrics = (*Metrics)(nil)
 
 // Metrics are the ingest pipeline's Prometheus metrics. A nil *Metrics
 // records nothing.
@@ -55,7 +65,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) observe(in *store.Incoming, a *Analysis, out store.Outcome, d time.Duration) {
+// Observe records one stored message (mailin.Metrics).
+func (m *Metrics) Observe(in *store.Incoming, a *mailin.Analysis, out store.Outcome, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -80,7 +91,9 @@ func (m *Metrics) observe(in *store.Incoming, a *Analysis, out store.Outcome, d 
 	}
 }
 
-func (m *Metrics) inFlightBusy() {
+// ObserveInFlightBusy counts a DATA refused 451 4.3.2 by the in-flight
+// budget (mailin.BusyObserver).
+func (m *Metrics) ObserveInFlightBusy() {
 	if m != nil && m.InFlightBusy != nil {
 		m.InFlightBusy.Inc()
 	}

@@ -1,0 +1,65 @@
+package api_test
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// benchN is the store size of the list benchmarks
+// (ENVELOPD_API_BENCH_N, default 20000).
+func benchN() int {
+	if n, err := strconv.Atoi(os.Getenv("ENVELOPD_API_BENCH_N")); err == nil && n > 0 {
+		return n
+	}
+	return 20000
+}
+
+// BenchmarkAPI: list messages and threads (first page and a deep page,
+// reached by its page token) and get a thread, over HTTP, on a store of
+// benchN messages in one inbox.
+func BenchmarkAPI(b *testing.B) {
+	e := newEnv(b, false)
+	n := benchN()
+	e.ingest(n, "shop@shop.test")
+	deep := func(kind string) string {
+		// Walk to about 90% of the list to get a deep page's token.
+		tok := ""
+		for walked := 0; walked < n*9/10; walked += 1000 {
+			var l struct {
+				NextPageToken string `json:"next_page_token"`
+			}
+			p := "/v0/inboxes/shop@shop.test/" + kind + "?limit=1000"
+			if tok != "" {
+				p += "&page_token=" + url.QueryEscape(tok)
+			}
+			e.do(e.key, "GET", p, nil, &l)
+			tok = l.NextPageToken
+		}
+		return tok
+	}
+	var first struct {
+		Threads []struct {
+			ThreadID string `json:"thread_id"`
+		} `json:"threads"`
+	}
+	e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/threads?limit=1", nil, &first)
+	cases := []struct{ name, path string }{
+		{"messages/first", "/v0/inboxes/shop@shop.test/messages?limit=50"},
+		{"messages/deep", "/v0/inboxes/shop@shop.test/messages?limit=50&page_token=" + url.QueryEscape(deep("messages"))},
+		{"threads/first", "/v0/inboxes/shop@shop.test/threads?limit=50"},
+		{"threads/deep", "/v0/inboxes/shop@shop.test/threads?limit=50&page_token=" + url.QueryEscape(deep("threads"))},
+		{"thread/get", "/v0/inboxes/shop@shop.test/threads/" + first.Threads[0].ThreadID},
+	}
+	for _, c := range cases {
+		b.Run(fmt.Sprintf("%s/n=%d", c.name, n), func(b *testing.B) {
+			for b.Loop() {
+				if code := e.do(e.key, "GET", c.path, nil, nil); code != 200 {
+					b.Fatalf("%s: %d", c.path, code)
+				}
+			}
+		})
+	}
+}

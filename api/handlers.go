@@ -1,0 +1,497 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultMaxBody is the default bound on a request body (attachments
+// travel base64-encoded in JSON).
+const DefaultMaxBody = 32 << 20
+
+// Handler serves the API under /v0.
+type Handler struct {
+	svc      *Service
+	keys     KeyStore
+	throttle AuthThrottle
+	maxBody  int64
+	log      *slog.Logger
+	mux      *http.ServeMux
+}
+
+// HandlerOptions configure NewHandler.
+type HandlerOptions struct {
+	Keys     KeyStore     // default: the service's store
+	Throttle AuthThrottle // default: NoThrottle
+	MaxBody  int64        // default: DefaultMaxBody
+	Logger   *slog.Logger
+}
+
+// authed is a handler given the authenticated principal.
+type authed func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error)
+
+// NewHandler returns the HTTP handler of svc.
+func NewHandler(svc *Service, o HandlerOptions) *Handler {
+	h := &Handler{svc: svc, keys: o.Keys, throttle: o.Throttle, maxBody: o.MaxBody, log: o.Logger, mux: http.NewServeMux()}
+	if h.keys == nil {
+		h.keys = svc.cfg.Store
+	}
+	if h.throttle == nil {
+		h.throttle = NoThrottle{}
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBody
+	}
+	if h.log == nil {
+		h.log = svc.cfg.Logger
+	}
+	h.routes()
+	return h
+}
+
+func (h *Handler) routes() {
+	m := h.mux
+	a := func(pattern string, f authed) { m.Handle(pattern, h.auth(f)) }
+	a("GET /v0/inboxes", h.listInboxes)
+	a("POST /v0/inboxes", h.createInbox)
+	a("GET /v0/inboxes/{inbox_id}", h.getInbox)
+	a("PATCH /v0/inboxes/{inbox_id}", h.updateInbox)
+	a("DELETE /v0/inboxes/{inbox_id}", h.deleteInbox)
+	a("GET /v0/inboxes/{inbox_id}/messages", h.listMessages)
+	a("GET /v0/inboxes/{inbox_id}/messages/{message_id}", h.getMessage)
+	a("PATCH /v0/inboxes/{inbox_id}/messages/{message_id}", h.updateMessage)
+	a("DELETE /v0/inboxes/{inbox_id}/messages/{message_id}", h.deleteMessage)
+	a("GET /v0/inboxes/{inbox_id}/messages/{message_id}/raw", h.getRaw)
+	a("GET /v0/inboxes/{inbox_id}/messages/{message_id}/attachments/{attachment_id}", h.getAttachment)
+	a("POST /v0/inboxes/{inbox_id}/messages/send", h.idempotent(h.send))
+	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/reply", h.idempotent(h.reply(false)))
+	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/reply-all", h.idempotent(h.reply(true)))
+	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/forward", h.idempotent(h.forward))
+	a("GET /v0/inboxes/{inbox_id}/threads", h.listThreads)
+	a("GET /v0/inboxes/{inbox_id}/threads/{thread_id}", h.getThread)
+	a("PATCH /v0/inboxes/{inbox_id}/threads/{thread_id}", h.updateThread)
+	a("DELETE /v0/inboxes/{inbox_id}/threads/{thread_id}", h.deleteThread)
+	a("GET /v0/inboxes/{inbox_id}/threads/{thread_id}/attachments/{attachment_id}", h.getAttachment)
+	a("POST /v0/inboxes/{inbox_id}/threads/{thread_id}/reply", h.idempotent(h.replyThread))
+	a("GET /v0/threads", h.listThreads)
+	a("GET /v0/threads/{thread_id}", h.getThread)
+	a("PATCH /v0/threads/{thread_id}", h.updateThread)
+	a("DELETE /v0/threads/{thread_id}", h.deleteThread)
+	a("GET /v0/threads/{thread_id}/attachments/{attachment_id}", h.getAttachment)
+	m.HandleFunc("GET /v0/download/{token}", h.download)
+	m.HandleFunc("GET /v0", h.websocket) // websocket.go
+	h.webhookRoutes(a)                   // webhooks.go
+	// Searches need a full-text index envelopd does not keep.
+	for _, p := range []string{"GET /v0/inboxes/search", "GET /v0/inboxes/{inbox_id}/messages/search",
+		"GET /v0/inboxes/{inbox_id}/threads/search", "GET /v0/threads/search"} {
+		a(p, notImplemented("search is not implemented by envelopd"))
+	}
+	// Everything else the SDK has (billing, organizations, pods, domains,
+	// drafts, lists, metrics, api-keys over HTTP, agent sign-up, x402/MPP
+	// payments, …): docs/api.md lists them.
+	a("/v0/", func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+		return nil, 0, &Error{Status: http.StatusNotImplemented, Name: "NotImplementedError",
+			Message: fmt.Sprintf("%s %s is not implemented by envelopd (see docs/api.md)", r.Method, r.URL.Path)}
+	})
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, notFound("no such endpoint: the API is under /v0"))
+	})
+}
+
+func notImplemented(msg string) authed {
+	return func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+		return nil, 0, &Error{Status: http.StatusNotImplemented, Name: "NotImplementedError", Message: msg}
+	}
+}
+
+// ServeHTTP implements http.Handler; a panic in a handler is a 500, never
+// a dropped connection.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			h.log.Error("api: panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+			writeError(w, &Error{Status: http.StatusInternalServerError, Name: "InternalServerError", Message: "internal error"})
+		}
+	}()
+	h.mux.ServeHTTP(w, r)
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// auth checks the Bearer key (RFC 6750 §2.1) and runs f.
+func (h *Handler) auth(f authed) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			key, ok = strings.CutPrefix(r.Header.Get("Authorization"), "bearer ")
+		}
+		p := h.authenticate(w, r, strings.TrimSpace(key))
+		if p == nil {
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
+		v, status, err := f(w, r, p)
+		if err != nil {
+			e := asError(err)
+			if e.Status == http.StatusInternalServerError {
+				h.log.Error("api: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			}
+			writeError(w, e)
+			return
+		}
+		if v == nil && status == 0 {
+			return // the handler wrote the answer
+		}
+		if status == 0 {
+			status = http.StatusOK
+		}
+		writeJSON(w, status, v)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // Message-IDs keep their <angle brackets>
+	if err := enc.Encode(v); err != nil {
+		writeError(w, &Error{Status: http.StatusInternalServerError, Name: "InternalServerError", Message: "internal error"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+// authenticate checks key (per-IP throttled: failures count as failed
+// SMTP/IMAP logins do); on failure it answers 401 or 429 and returns nil.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key string) *Principal {
+	ip := clientIP(r)
+	if after, ok := h.throttle.Allow(ip); !ok {
+		secs := int(after.Round(time.Second) / time.Second)
+		if secs < 1 {
+			secs = 1
+		}
+		writeError(w, &Error{Status: http.StatusTooManyRequests, Name: "RateLimitError",
+			Message: "too many failed authentication attempts", RetryAfter: secs})
+		return nil
+	}
+	p, err := CheckKey(r.Context(), h.keys, key)
+	if err != nil {
+		id, _, _ := ParseKey(key)
+		if errors.Is(err, ErrBadKey) {
+			h.throttle.Fail(ip, id)
+		} else {
+			h.log.Error("api: key check", "err", err)
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
+		writeError(w, asError(err))
+		return nil
+	}
+	h.throttle.Succeed(ip, p.KeyID)
+	return p
+}
+
+func writeError(w http.ResponseWriter, e *Error) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	b, _ := json.Marshal(e)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	w.Write(append(b, '\n'))
+}
+
+// decodeSend reads a send/reply/forward body; ?force=true (which the
+// SDK can pass as requestOptions.queryParams, while it strips unknown
+// body fields) is the body's force.
+func decodeSend(r *http.Request, req *SendRequest) error {
+	if err := decode(r, req); err != nil {
+		return err
+	}
+	if v := r.URL.Query().Get("force"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return badField("force", "want true or false")
+		}
+		req.Force = req.Force || b
+	}
+	return nil
+}
+
+// decode reads a JSON request body into v: one object, fields of the
+// right types (unknown fields are ignored, as the SDK may send more),
+// within the body limit (413).
+func decode(r *http.Request, v any) error {
+	// The body is JSON whatever the Content-Type says: curl -d and
+	// urllib send application/x-www-form-urlencoded by default.
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Name: "PayloadTooLargeError",
+				Message: fmt.Sprintf("request body over %d bytes", mbe.Limit)}
+		}
+		return validation("cannot read the request body", nil)
+	}
+	return DecodeJSON(b, v)
+}
+
+// DecodeJSON decodes one JSON object from b into v, naming the field of
+// a type error.
+func DecodeJSON(b []byte, v any) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		b = []byte("{}")
+	}
+	if b[0] != '{' {
+		return validation("the request body must be a JSON object", []Problem{{Code: "invalid_json", Message: "not an object"}})
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return validation(fmt.Sprintf("field %s: want %s", te.Field, te.Type), []Problem{{Code: "invalid_field", Field: te.Field, Message: "wrong type: want " + te.Type.String()}})
+		}
+		return validation("bad JSON: "+err.Error(), []Problem{{Code: "invalid_json", Message: err.Error()}})
+	}
+	if dec.More() {
+		return validation("bad JSON: data after the object", []Problem{{Code: "invalid_json", Message: "data after the object"}})
+	}
+	return nil
+}
+
+func (h *Handler) listParams(r *http.Request) (ListParams, error) {
+	return ParseList(r.URL.Query())
+}
+
+func (h *Handler) listInboxes(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	lp, err := h.listParams(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.ListInboxes(r.Context(), p, lp)
+	return v, 0, err
+}
+
+func (h *Handler) createInbox(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	var req CreateInboxRequest
+	if err := decode(r, &req); err != nil {
+		return nil, 0, err
+	}
+	v, created, err := h.svc.CreateInbox(r.Context(), p, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	_ = created // the SDK reads 200 either way; client_id makes a repeat return the first
+	return v, http.StatusOK, nil
+}
+
+func (h *Handler) getInbox(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	v, err := h.svc.GetInbox(r.Context(), p, r.PathValue("inbox_id"))
+	return v, 0, err
+}
+
+func (h *Handler) updateInbox(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	var req struct {
+		DisplayName *string `json:"display_name"`
+	}
+	if err := decode(r, &req); err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.UpdateInbox(r.Context(), p, r.PathValue("inbox_id"), req.DisplayName)
+	return v, 0, err
+}
+
+func noContent(w http.ResponseWriter, err error) (any, int, error) {
+	if err != nil {
+		return nil, 0, err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil, 0, nil
+}
+
+func (h *Handler) deleteInbox(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	return noContent(w, h.svc.DeleteInbox(r.Context(), p, r.PathValue("inbox_id")))
+}
+
+func (h *Handler) listMessages(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	lp, err := h.listParams(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.ListMessages(r.Context(), p, r.PathValue("inbox_id"), lp)
+	return v, 0, err
+}
+
+func (h *Handler) getMessage(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	v, err := h.svc.GetMessage(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"))
+	return v, 0, err
+}
+
+func (h *Handler) updateMessage(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	var req UpdateLabels
+	if err := decode(r, &req); err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.UpdateMessage(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), req)
+	return v, 0, err
+}
+
+func (h *Handler) deleteMessage(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	return noContent(w, h.svc.DeleteMessage(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id")))
+}
+
+// absURL makes a path absolute on the host the client called.
+func absURL(r *http.Request, path string) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + path
+}
+
+// getRaw answers the SDK's RawMessageResponse (download_url serving the
+// exact stored bytes); with Accept: message/rfc822 (or ?format=raw) it
+// answers the bytes themselves.
+func (h *Handler) getRaw(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	m, v, err := h.svc.GetRaw(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"))
+	if err != nil {
+		return nil, 0, err
+	}
+	if r.URL.Query().Get("format") == "raw" || strings.Contains(r.Header.Get("Accept"), "message/rfc822") {
+		w.Header().Set("Content-Type", "message/rfc822")
+		w.Header().Set("Content-Length", strconv.Itoa(len(m.Raw)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(m.Raw)
+		return nil, 0, nil
+	}
+	v.DownloadURL = absURL(r, v.DownloadURL)
+	return v, 0, nil
+}
+
+func (h *Handler) getAttachment(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	inbox, ref := r.PathValue("inbox_id"), r.PathValue("message_id")
+	if inbox == "" {
+		// Org-wide thread attachment: the message's inbox is found from
+		// the thread.
+		b, err := h.svc.threadInbox(r.Context(), p, "", r.PathValue("thread_id"))
+		if err != nil {
+			return nil, 0, err
+		}
+		inbox = b
+	}
+	v, _, err := h.svc.GetAttachment(r.Context(), p, inbox, ref, r.PathValue("attachment_id"))
+	if err != nil {
+		return nil, 0, err
+	}
+	v.DownloadURL = absURL(r, v.DownloadURL)
+	return v, 0, nil
+}
+
+func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
+	b, ct, name, err := h.svc.Download(r.Context(), r.PathValue("token"))
+	if err != nil {
+		writeError(w, asError(err))
+		return
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	disp := "attachment"
+	if name != "" {
+		disp = mime.FormatMediaType("attachment", map[string]string{"filename": name})
+	}
+	w.Header().Set("Content-Disposition", disp)
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+func (h *Handler) send(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	var req SendRequest
+	if err := decodeSend(r, &req); err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.Send(r.Context(), p, r.PathValue("inbox_id"), req)
+	return v, 0, err
+}
+
+func (h *Handler) reply(all bool) authed {
+	return func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+		var req SendRequest
+		if err := decodeSend(r, &req); err != nil {
+			return nil, 0, err
+		}
+		v, err := h.svc.Reply(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), req, all)
+		return v, 0, err
+	}
+}
+
+// replyThread answers the last message of a thread (the Envelopay
+// reference's POST /v0/inboxes/{inbox}/threads/{thread_id}/reply).
+func (h *Handler) replyThread(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	var req SendRequest
+	if err := decodeSend(r, &req); err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.ReplyThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), req)
+	return v, 0, err
+}
+
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	var req SendRequest
+	if err := decodeSend(r, &req); err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.Forward(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), req)
+	return v, 0, err
+}
+
+func (h *Handler) listThreads(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	lp, err := h.listParams(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.ListThreads(r.Context(), p, r.PathValue("inbox_id"), lp)
+	return v, 0, err
+}
+
+func (h *Handler) getThread(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	lp, err := h.listParams(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.GetThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), lp)
+	return v, 0, err
+}
+
+func (h *Handler) updateThread(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	var req UpdateLabels
+	if err := decode(r, &req); err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.UpdateThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), req)
+	return v, 0, err
+}
+
+func (h *Handler) deleteThread(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	return noContent(w, h.svc.DeleteThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id")))
+}

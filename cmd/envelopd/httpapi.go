@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/envelopd/envelopd/api"
+	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/mcp"
+	"github.com/envelopd/envelopd/store"
+)
+
+// httpFlags are serve's HTTP API flags (issue 19).
+type httpFlags struct {
+	addr    string
+	maxBody int64
+	// throttle counts failed API keys: serve sets the process's shared
+	// authguard (authguard.KeyThrottle); nil: none.
+	throttle api.AuthThrottle
+	mcpSign  mcpSignFlags // keys of /mcp's sign tools
+}
+
+func (h *httpFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&h.addr, "http", "", "serve the AgentMail-compatible HTTP API under /v0 on this address (e.g. 127.0.0.1:8025); keys: envelopd apikey create")
+	fs.Int64Var(&h.maxBody, "http-max-body", api.DefaultMaxBody, "largest HTTP API request body (larger → 413)")
+	h.mcpSign.register(fs, "mcp-")
+}
+
+// start serves the API when --http is set, and returns the function that
+// stops it.
+func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, relay *relayFlags, accept []string) (func(), error) {
+	if h.addr == "" {
+		return func() {}, nil
+	}
+	base, err := f.out.signers()
+	if err != nil {
+		return nil, err
+	}
+	var domains []string
+	add := func(d string) {
+		d = strings.ToLower(strings.TrimSuffix(d, "."))
+		if d != "" && !slices.Contains(domains, d) {
+			domains = append(domains, d)
+		}
+	}
+	if relay.on {
+		for _, d := range relay.domains {
+			add(d)
+		}
+	} else {
+		for _, d := range accept {
+			add(d)
+		}
+		for _, s := range base {
+			add(s.Domain)
+		}
+		add(f.hostname)
+	}
+	mailer := func(domain string) *mailout.Mailer {
+		var ss []dkim.Signer
+		if relay.srv != nil {
+			ss = append(ss, relay.srv.Signers[domain]...)
+		}
+		ss = append(ss, base...)
+		return &mailout.Mailer{Signers: ss, Record: recordSent}
+	}
+	var wake func()
+	if relay.wake != nil {
+		wake = func() {
+			select {
+			case relay.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	svc, err := api.NewService(api.Config{Store: rt.store, Relay: relay.on, Domains: domains, Mailer: mailer, Wake: wake, Logger: rt.log})
+	if err != nil {
+		return nil, err
+	}
+	rt.workers = append(rt.workers, func(ctx context.Context) error { return svc.Run(ctx, time.Second) })
+	// Webhooks of the API (api/webhooks.go), from their durable log.
+	rt.workers = append(rt.workers, (&api.WebhookSender{Service: svc}).Run)
+	var hd http.Handler = api.NewHandler(svc, api.HandlerOptions{Throttle: h.throttle, MaxBody: h.maxBody, Logger: rt.log})
+	// The MCP server's streamable HTTP transport at /mcp (issue 20), same keys.
+	mcfg := mcp.Config{Service: svc, ChainTip: rt.store.ChainTip, Version: mcpVersion(), Logger: rt.log}
+	if err := h.mcpSign.load(&mcfg); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewHTTPHandler(mcfg, mcp.HTTPOptions{Keys: rt.store, Throttle: h.throttle, MaxBody: h.maxBody}))
+	mux.Handle("/", hd)
+	hd = mux
+	ln, err := net.Listen("tcp", h.addr)
+	if err != nil {
+		return nil, fmt.Errorf("http: %w", err)
+	}
+	srv := &http.Server{Handler: hd, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 2 * time.Minute,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			rt.log.Error("http api", "err", err)
+		}
+	}()
+	rt.log.Info("http api", "addr", ln.Addr().String(), "domains", strings.Join(domains, ","))
+	if keys, err := rt.store.APIKeys(ctx); err == nil && !slices.ContainsFunc(keys, func(k store.APIKey) bool { return k.RevokedAt == nil }) {
+		rt.log.Warn("http api: no API key yet: every request is refused with 401 until one is made (envelopd apikey create --db " + f.db + ")")
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		rt.log.Warn("http api: listening on a non-loopback address without TLS: API keys and mail cross the network in clear; put a TLS proxy in front", "addr", ln.Addr().String())
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}, nil
+}

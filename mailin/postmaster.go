@@ -1,0 +1,184 @@
+package mailin
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+)
+
+// RFC 5321 §4.5.1 and §4.1.1.3: "RCPT TO:<Postmaster>", with no domain
+// and in any case, MUST be accepted. go-smtp v0.25's path parser wants a
+// domain and answers 501 before the session sees the command, so the
+// SMTP connection rewrites that one command on its way in, to
+// <postmaster@postmaster.invalid> (RFC 2606), which the session then
+// treats as the postmaster (isPostmaster). The rewriter follows the
+// command stream: it leaves DATA bodies (up to CRLF.CRLF) and BDAT chunks
+// (their announced size) alone and stops at STARTTLS — after it the bytes
+// are TLS records, so a postmaster RCPT inside TLS still gets go-smtp's
+// 501 (a known limit, until go-smtp accepts it itself). Any doubt about
+// the state (a refused DATA, say) only turns rewriting off for the
+// session; it can never alter a message.
+const postmasterSentinel = "postmaster@postmaster.invalid"
+
+type rcptFilter struct {
+	off     bool   // after STARTTLS, or lost
+	line    []byte // command line being read
+	long    bool   // the current line exceeded the buffer: pass it through
+	data    bool   // in a DATA body
+	tail    []byte // last bytes of the body, for CRLF.CRLF
+	bdat    int64  // BDAT bytes still to pass
+	pending []byte // filtered bytes not yet returned
+	err     error  // read error to return once pending is drained
+}
+
+const maxFilterLine = 1024
+
+// filter returns the bytes to hand to go-smtp for the bytes read, b.
+// Message bytes (a DATA body, a BDAT chunk) and everything after STARTTLS
+// pass without a copy: when nothing is rewritten, the result is b itself.
+func (f *rcptFilter) filter(b []byte) []byte {
+	var out []byte
+	rest := func() []byte {
+		if out == nil {
+			return b
+		}
+		return append(out, b...)
+	}
+	for len(b) > 0 {
+		switch {
+		case f.off:
+			return rest()
+		case f.bdat > 0:
+			if f.bdat >= int64(len(b)) {
+				f.bdat -= int64(len(b))
+				return rest()
+			}
+			n := int(f.bdat)
+			out, b, f.bdat = append(out, b[:n]...), b[n:], 0
+		case f.data:
+			i := f.endOfData(b)
+			if i < 0 {
+				return rest()
+			}
+			out, b = append(out, b[:i]...), b[i:]
+		default:
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				out, b = f.partial(out, b), nil
+				continue
+			}
+			out = f.partial(out, b[:i+1])
+			b = b[i+1:]
+			if !f.long {
+				out = append(out, f.command(f.line)...)
+			}
+			f.line, f.long = f.line[:0], false
+		}
+	}
+	if out == nil {
+		return b[:0]
+	}
+	return out
+}
+
+var endOfData = []byte("\r\n.\r\n")
+
+// endOfData returns the index in b just past the CRLF.CRLF that ends the
+// DATA body (which may have begun in earlier reads: f.tail holds their
+// last bytes), or -1, remembering b's last bytes.
+func (f *rcptFilter) endOfData(b []byte) int {
+	head := append(f.tail[:len(f.tail):len(f.tail)], b[:min(len(b), len(endOfData)-1)]...)
+	i := bytes.Index(head, endOfData)
+	if i >= 0 {
+		i += len(endOfData) - len(f.tail)
+	} else if i = bytes.Index(b, endOfData); i >= 0 {
+		i += len(endOfData)
+	}
+	if i >= 0 {
+		f.data, f.tail = false, f.tail[:0]
+		return i
+	}
+	if len(b) >= len(endOfData)-1 {
+		f.tail = append(f.tail[:0], b[len(b)-(len(endOfData)-1):]...)
+	} else {
+		f.tail = append(f.tail, b...)
+		if over := len(f.tail) - (len(endOfData) - 1); over > 0 {
+			f.tail = append(f.tail[:0], f.tail[over:]...)
+		}
+	}
+	return -1
+}
+
+// partial buffers part of a command line, or passes it through when the
+// line is too long to be one we rewrite.
+func (f *rcptFilter) partial(out, b []byte) []byte {
+	if f.long {
+		return append(out, b...)
+	}
+	if len(f.line)+len(b) > maxFilterLine {
+		f.long = true
+		out = append(out, f.line...)
+		f.line = f.line[:0]
+		return append(out, b...)
+	}
+	f.line = append(f.line, b...)
+	return out
+}
+
+// command returns the (possibly rewritten) command line and follows the
+// state it starts.
+func (f *rcptFilter) command(line []byte) []byte {
+	s := strings.TrimRight(string(line), "\r\n")
+	verb, arg, _ := strings.Cut(s, " ")
+	switch strings.ToUpper(verb) {
+	case "STARTTLS":
+		f.off = true
+	case "DATA":
+		f.data, f.tail = true, append(f.tail[:0], "\r\n"...)
+	case "BDAT":
+		n, _, _ := strings.Cut(strings.TrimSpace(arg), " ")
+		size, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || size < 0 {
+			f.off = true // go-smtp refuses it; do not guess what follows
+		}
+		f.bdat = size
+	case "RCPT":
+		if rest, ok := cutFold(arg, "TO:"); ok {
+			rest = strings.TrimLeft(rest, " ")
+			if p, ok := cutFold(rest, "<postmaster>"); ok {
+				return []byte(s[:len(s)-len(rest)] + "<" + postmasterSentinel + ">" + p + "\r\n")
+			}
+		}
+	}
+	return line
+}
+
+func cutFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+// Read hands go-smtp the command stream with a domainless postmaster
+// RCPT rewritten (see rcptFilter).
+func (c *smtpConn) Read(b []byte) (int, error) {
+	f := &c.rcpt
+	for len(f.pending) == 0 {
+		if f.err != nil {
+			err := f.err
+			f.err = nil
+			return 0, err
+		}
+		n, err := c.Conn.Read(b)
+		out := f.filter(b[:n])
+		if len(out) == n && (n == 0 || &out[0] == &b[0]) {
+			return n, err // passed through unchanged, in place
+		}
+		f.pending = append(f.pending, out...)
+		f.err = err
+	}
+	n := copy(b, f.pending)
+	f.pending = f.pending[n:]
+	return n, nil
+}

@@ -1,0 +1,119 @@
+package mailout
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-message/mail"
+
+	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/store"
+)
+
+// Mail is a message whose subject and text are the caller's, verbatim:
+// what the HTTP API sends (an AgentMail send/reply/forward). It may or
+// may not be Envelopay; the store's Check decides that from the composed
+// bytes, as for received mail.
+type Mail struct {
+	From        *mail.Address
+	To, Cc, Bcc []*mail.Address // Bcc is envelope only
+	ReplyTo     []*mail.Address
+	Subject     string
+	Text, HTML  string
+	InReplyTo   string
+	References  []string
+	Headers     [][2]string // extra fields (name, value), already checked by the caller
+	Attachments []Attachment
+	MessageID   string // default: random on the From domain
+	Date        time.Time
+}
+
+// reservedHeaders are fields a Mail's Headers may not set: the composer
+// writes them (RFC 5322 §3.6 fields, MIME structure, signatures).
+var reservedHeaders = map[string]bool{
+	"from": true, "sender": true, "to": true, "cc": true, "bcc": true, "message-id": true,
+	"date": true, "mime-version": true, "content-type": true, "content-transfer-encoding": true,
+	"dkim-signature": true, "received": true, "return-path": true, "subject": true,
+	"in-reply-to": true, "references": true, "reply-to": true, "authentication-results": true,
+}
+
+// ReservedHeader reports whether the caller may not set field name.
+func ReservedHeader(name string) bool { return reservedHeaders[strings.ToLower(name)] }
+
+// ComposeMail composes m: From, To, Cc, Reply-To, Subject, Date,
+// Message-ID, In-Reply-To, References (RFC 5322 §3.6), the extra headers,
+// and the body as Compose writes it (text/plain, with a text/html
+// alternative and attachments as multipart when asked for).
+func ComposeMail(m Mail) (*Message, error) {
+	if m.From == nil || !strings.Contains(m.From.Address, "@") {
+		return nil, refuse(protocols.CodeMissingField, "from", "a From address (user@domain) is required")
+	}
+	d := Draft{To: m.To, Cc: m.Cc, Bcc: m.Bcc, HTML: m.HTML, Attachments: m.Attachments}
+	rcpts, err := recipients(d)
+	if err != nil {
+		return nil, err
+	}
+	if strings.ContainsAny(m.Subject, "\r\n") {
+		return nil, refuse(protocols.CodeInvalidField, "subject", "the subject must be one line")
+	}
+	_, domain, _ := strings.Cut(m.From.Address, "@")
+	msgID := strings.Trim(strings.TrimSpace(m.MessageID), "<>")
+	if msgID == "" {
+		msgID = newMessageID(domain)
+	}
+	date := m.Date
+	if date.IsZero() {
+		date = time.Now()
+	}
+	var h mail.Header
+	// go-message writes fields in reverse order of addition.
+	text := crlf(m.Text)
+	if len(m.Attachments) == 0 && m.HTML == "" {
+		h.Set("Content-Transfer-Encoding", transferEncoding(text))
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	h.Set("MIME-Version", "1.0")
+	for i := len(m.Headers) - 1; i >= 0; i-- {
+		k, v := m.Headers[i][0], m.Headers[i][1]
+		if ReservedHeader(k) || strings.ContainsAny(k+v, "\r\n") || k == "" {
+			return nil, refuse(protocols.CodeInvalidField, "headers", "header %q may not be set", k)
+		}
+		h.Add(k, v)
+	}
+	if refs := msgIDs(m.References); len(refs) > 0 {
+		h.SetMsgIDList("References", refs)
+	}
+	if irt := msgIDs([]string{m.InReplyTo}); len(irt) > 0 {
+		h.SetMsgIDList("In-Reply-To", irt)
+	}
+	h.SetMessageID(msgID)
+	h.SetDate(date)
+	h.SetSubject(m.Subject)
+	if len(m.ReplyTo) > 0 {
+		h.SetAddressList("Reply-To", m.ReplyTo)
+	}
+	if len(m.Cc) > 0 {
+		h.SetAddressList("Cc", m.Cc)
+	}
+	if len(m.To) > 0 {
+		h.SetAddressList("To", m.To)
+	}
+	h.SetAddressList("From", []*mail.Address{m.From})
+	var buf bytes.Buffer
+	if err := writeBody(&buf, h, d, text); err != nil {
+		return nil, fmt.Errorf("mailout: compose: %w", err)
+	}
+	return &Message{Raw: buf.Bytes(), MessageID: msgID, From: strings.ToLower(m.From.Address), Recipients: rcpts}, nil
+}
+
+// PrepareMail composes m, signs it and returns the queue entry of kind
+// with its stored copy (Record), as Prepare does for a Draft.
+func (mr *Mailer) PrepareMail(m Mail, kind string) (*store.Outgoing, error) {
+	msg, err := ComposeMail(m)
+	if err != nil {
+		return nil, err
+	}
+	return mr.queue(msg, kind)
+}

@@ -1,0 +1,837 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The HTTP API's part of the store (issue 19): API keys, inboxes and the
+// inbox index. An inbox is an address: in relay mode a mailbox, in plain
+// mode every address envelopd stored mail for (the recipients of received
+// mail, the sender of sent mail). The index (inbox_messages,
+// inbox_threads) is filled from the messages table by SyncInboxes, behind
+// a high-water mark, like the relay's folders; it references stored
+// messages and never copies them. Lists page by keyset (the message row
+// id, a thread's last message id), never by OFFSET.
+
+// APIKey is a stored API key: its public id and the SHA-256 of its secret
+// part (the secret itself is never stored).
+type APIKey struct {
+	ID        string     `json:"id"`
+	Hash      []byte     `json:"-"`
+	Inboxes   []string   `json:"inboxes"` // empty: every inbox
+	Name      string     `json:"name"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// CreateAPIKey stores a new key.
+func (s *core) CreateAPIKey(ctx context.Context, k APIKey) error {
+	if k.ID == "" || len(k.Hash) == 0 {
+		return fmt.Errorf("%w: API key without id or hash", ErrBadInput)
+	}
+	inboxes := k.Inboxes
+	if inboxes == nil {
+		inboxes = []string{}
+	}
+	b, _ := json.Marshal(inboxes)
+	return s.write(ctx, func(tx Tx) error {
+		_, err := tx.Exec(`INSERT INTO api_keys (id, hash, inboxes, name, created_at) VALUES (?, ?, ?, ?, ?)`,
+			k.ID, k.Hash, string(b), k.Name, k.CreatedAt.UTC().UnixNano())
+		if err != nil {
+			return fmt.Errorf("store: create API key: %w", err)
+		}
+		return nil
+	})
+}
+
+func scanKey(sc scanner) (APIKey, error) {
+	var k APIKey
+	var inboxes string
+	var at int64
+	var rev sql.NullInt64
+	if err := sc.Scan(&k.ID, &k.Hash, &inboxes, &k.Name, &at, &rev); err != nil {
+		return k, err
+	}
+	k.Inboxes = []string{}
+	_ = json.Unmarshal([]byte(inboxes), &k.Inboxes)
+	k.CreatedAt = time.Unix(0, at).UTC()
+	if rev.Valid {
+		t := time.Unix(0, rev.Int64).UTC()
+		k.RevokedAt = &t
+	}
+	return k, nil
+}
+
+// APIKeyByID returns the key with that public id (revoked ones too), or
+// ErrNotFound.
+func (s *core) APIKeyByID(ctx context.Context, id string) (APIKey, error) {
+	if s.isClosed() {
+		return APIKey{}, ErrClosed
+	}
+	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return APIKey{}, fmt.Errorf("API key %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return APIKey{}, fmt.Errorf("store: API key: %w", err)
+	}
+	return k, nil
+}
+
+// APIKeys lists every key, oldest first.
+func (s *core) APIKeys(ctx context.Context) ([]APIKey, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: API keys: %w", err)
+	}
+	defer rows.Close()
+	out := []APIKey{}
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: API keys: %w", err)
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// RevokeAPIKey marks the key revoked (ErrNotFound when unknown). The row
+// stays, so a revoked id is never reused.
+func (s *core) RevokeAPIKey(ctx context.Context, id string) error {
+	return s.write(ctx, func(tx Tx) error {
+		res, err := tx.Exec(`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, time.Now().UTC().UnixNano(), id)
+		if err != nil {
+			return fmt.Errorf("store: revoke API key: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("API key %s: %w", id, ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// Inbox is an inbox of the HTTP API.
+type Inbox struct {
+	Address     string
+	DisplayName string
+	ClientID    string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+const inboxCols = `address, display_name, coalesce(client_id, ''), created_at, updated_at`
+
+func scanInbox(sc scanner) (Inbox, error) {
+	var b Inbox
+	var c, u int64
+	if err := sc.Scan(&b.Address, &b.DisplayName, &b.ClientID, &c, &u); err != nil {
+		return b, err
+	}
+	b.CreatedAt, b.UpdatedAt = time.Unix(0, c).UTC(), time.Unix(0, u).UTC()
+	return b, nil
+}
+
+// syncBatch bounds the messages indexed per write transaction.
+const syncBatch = 2000
+
+// inboxesOf names the inboxes a stored message shows in: its mailbox when
+// it has one (relay mode); else the recipients of received mail and the
+// sender of sent mail.
+func inboxesOf(mailbox, direction, sender, rcpts string) []string {
+	if mailbox != "" {
+		return []string{mailbox}
+	}
+	if direction == DirOut {
+		if sender == "" {
+			return nil
+		}
+		return []string{strings.ToLower(sender)}
+	}
+	var rs []string
+	_ = json.Unmarshal([]byte(rcpts), &rs)
+	var out []string
+	for _, r := range rs {
+		r = strings.ToLower(r)
+		if r != "" && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// SyncInboxes indexes the messages stored since the last call into their
+// inboxes (creating the inbox rows), at most max of them (0: all, in
+// batches), and returns how many it indexed. A reader answers the common
+// case (nothing new) without the writer.
+func (s *core) SyncInboxes(ctx context.Context, max int) (int, error) {
+	if s.isClosed() {
+		return 0, ErrClosed
+	}
+	if err := s.awaitCommitted(ctx); err != nil {
+		return 0, err
+	}
+	total := 0
+	for {
+		var pending bool
+		// New messages, or relay mailboxes (envelopd mailbox add) not yet
+		// inboxes. On Postgres only messages no later commit can precede
+		// count (dialect visible): the high-water mark never passes a
+		// message that commits late.
+		err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM messages m WHERE m.id > (SELECT synced_id FROM api_sync)`+s.and(s.d.visible)+`)
+			OR EXISTS (SELECT 1 FROM mailboxes b WHERE NOT EXISTS (SELECT 1 FROM api_inboxes a WHERE a.address = b.address))`).Scan(&pending)
+		if err != nil {
+			return total, fmt.Errorf("store: sync inboxes: %w", err)
+		}
+		if !pending {
+			return total, nil
+		}
+		n := 0
+		err = s.write(ctx, func(tx Tx) error {
+			n = 0
+			if _, err := tx.Exec(`INSERT INTO api_inboxes (address, created_at, updated_at)
+				SELECT address, created_at, created_at FROM mailboxes WHERE true ON CONFLICT (address) DO NOTHING`); err != nil {
+				return fmt.Errorf("store: sync inboxes: %w", err)
+			}
+			var synced int64
+			// FOR UPDATE: nodes syncing at once take turns, so the mark
+			// only moves forward.
+			if err := tx.QueryRow(`SELECT synced_id FROM api_sync` + s.d.forUpdate).Scan(&synced); err != nil {
+				return fmt.Errorf("store: sync inboxes: %w", err)
+			}
+			rows, err := tx.Query(`SELECT m.id, m.mailbox, m.direction, m.sender, m.recipients, m.thread_id, m.received_at FROM messages m
+				WHERE m.id > ?`+s.and(s.d.visible)+` ORDER BY m.id LIMIT ?`, synced, syncBatch)
+			if err != nil {
+				return fmt.Errorf("store: sync inboxes: %w", err)
+			}
+			type item struct {
+				id, at                           int64
+				mailbox, dir, sender, rcpts, thr string
+			}
+			var items []item
+			for rows.Next() {
+				var it item
+				if err := rows.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at); err != nil {
+					rows.Close()
+					return fmt.Errorf("store: sync inboxes: %w", err)
+				}
+				items = append(items, it)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("store: sync inboxes: %w", err)
+			}
+			for _, it := range items {
+				for _, b := range inboxesOf(it.mailbox, it.dir, it.sender, it.rcpts) {
+					if _, err := tx.Exec(`INSERT INTO api_inboxes (address, created_at, updated_at) VALUES (?, ?, ?)
+						ON CONFLICT (address) DO UPDATE SET deleted = 0`, b, it.at, it.at); err != nil {
+						return fmt.Errorf("store: sync inboxes: %w", err)
+					}
+					if _, err := tx.Exec(`INSERT INTO inbox_messages (inbox, message_id, thread_id) VALUES (?, ?, ?)
+						ON CONFLICT DO NOTHING`, b, it.id, it.thr); err != nil {
+						return fmt.Errorf("store: sync inboxes: %w", err)
+					}
+					if _, err := tx.Exec(`INSERT INTO inbox_threads (inbox, thread_id, last_id) VALUES (?, ?, ?)
+						ON CONFLICT (inbox, thread_id) DO UPDATE SET last_id = `+s.d.greatest+`(inbox_threads.last_id, excluded.last_id)`, b, it.thr, it.id); err != nil {
+						return fmt.Errorf("store: sync inboxes: %w", err)
+					}
+				}
+				synced = it.id
+				n++
+			}
+			_, err = tx.Exec(`UPDATE api_sync SET synced_id = ?`, synced)
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < syncBatch || (max > 0 && total >= max) {
+			return total, nil
+		}
+	}
+}
+
+// awaitCommitted gives the API read-your-writes on Postgres: when messages
+// have committed that the index has not taken yet, it waits until every
+// transaction that was running when it was called has ended, so that the
+// cursor (dialect visible) covers every message committed before the
+// call — a message sent a moment ago by this caller is listed. The wait
+// is bounded (a long transaction elsewhere on the server holds the line
+// back: the index then catches up on a later call). SQLite's ids commit
+// in order: nothing to wait for.
+func (s *core) awaitCommitted(ctx context.Context) error {
+	if s.d.snapshotXmax == "" {
+		return nil
+	}
+	var any bool
+	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM messages m WHERE m.id > (SELECT synced_id FROM api_sync) AND NOT (`+s.d.visible+`))`).Scan(&any); err != nil {
+		return fmt.Errorf("store: sync inboxes: %w", err)
+	}
+	if !any {
+		return nil
+	}
+	var line int64
+	if err := s.r.QueryRowContext(ctx, `SELECT `+s.d.snapshotXmax).Scan(&line); err != nil {
+		return fmt.Errorf("store: sync inboxes: %w", err)
+	}
+	deadline := time.Now().Add(awaitCommittedMax)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		var xmin int64
+		if err := s.r.QueryRowContext(ctx, `SELECT `+s.d.snapshotXmin).Scan(&xmin); err != nil {
+			return fmt.Errorf("store: sync inboxes: %w", err)
+		}
+		if xmin >= line || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// awaitCommittedMax bounds awaitCommitted.
+const awaitCommittedMax = 2 * time.Second
+
+// CreateInbox creates the inbox address (or makes a deleted one visible
+// again). With a clientID, a second create with the same clientID returns
+// the first inbox (created false); the same clientID for another address
+// is ErrConflict, and so is an existing address without a clientID match.
+func (s *core) CreateInbox(ctx context.Context, address, displayName, clientID string, mailbox bool) (Inbox, bool, error) {
+	if err := checkMailbox(address); err != nil {
+		return Inbox{}, false, err
+	}
+	var out Inbox
+	created := false
+	err := s.write(ctx, func(tx Tx) error {
+		// Twice at most: a create racing this one (another node, on
+		// Postgres) makes the INSERT wait for its commit and do nothing;
+		// the second round reads what it committed.
+		for round := 0; ; round++ {
+			again, err := s.createInboxTx(tx, &out, &created, address, displayName, clientID, mailbox, round > 0)
+			if !again {
+				return err
+			}
+		}
+	})
+	return out, created, err
+}
+
+// createInboxTx is one round of CreateInbox; again reports an insert that
+// lost a race (nothing inserted): the caller reads again.
+func (s *core) createInboxTx(tx Tx, out *Inbox, created *bool, address, displayName, clientID string, mailbox, last bool) (again bool, _ error) {
+	*created = false
+	now := time.Now().UTC().UnixNano()
+	if clientID != "" {
+		b, err := scanInbox(tx.QueryRow(`SELECT `+inboxCols+` FROM api_inboxes WHERE client_id = ?`, clientID))
+		if err == nil {
+			if b.Address != address {
+				return false, fmt.Errorf("client_id %q names inbox %s: %w", clientID, b.Address, ErrConflict)
+			}
+			*out = b
+			return false, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return false, fmt.Errorf("store: create inbox: %w", err)
+		}
+	}
+	var deleted int
+	err := tx.QueryRow(`SELECT deleted FROM api_inboxes WHERE address = ?`, address).Scan(&deleted)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		var cid any
+		if clientID != "" {
+			cid = clientID
+		}
+		// The UNIQUE keys (address, client_id) decide a race: the loser
+		// inserts nothing and reads the winner's row in the next round.
+		res, err := tx.Exec(`INSERT INTO api_inboxes (address, display_name, client_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`, address, displayName, cid, now, now)
+		if err != nil {
+			return false, fmt.Errorf("store: create inbox: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return false, fmt.Errorf("store: create inbox: %w", err)
+		} else if n == 0 {
+			if last {
+				return false, fmt.Errorf("inbox %s exists: %w", address, ErrConflict)
+			}
+			return true, nil
+		}
+		*created = true
+	case err != nil:
+		return false, fmt.Errorf("store: create inbox: %w", err)
+	case deleted == 0:
+		return false, fmt.Errorf("inbox %s exists: %w", address, ErrConflict)
+	default:
+		var cid any
+		if clientID != "" {
+			cid = clientID
+		}
+		if _, err := tx.Exec(`UPDATE api_inboxes SET deleted = 0, display_name = ?, client_id = ?, updated_at = ? WHERE address = ?`,
+			displayName, cid, now, address); err != nil {
+			return false, fmt.Errorf("store: create inbox: %w", err)
+		}
+		*created = true
+	}
+	if mailbox {
+		if _, err := ensureMailboxTx(tx, address, time.Now().UTC()); err != nil {
+			return false, err
+		}
+	}
+	b, err := scanInbox(tx.QueryRow(`SELECT `+inboxCols+` FROM api_inboxes WHERE address = ?`, address))
+	if err != nil {
+		return false, fmt.Errorf("store: create inbox: %w", err)
+	}
+	*out = b
+	return false, nil
+}
+
+// InboxByAddress returns a visible inbox, or ErrNotFound.
+func (s *core) InboxByAddress(ctx context.Context, address string) (Inbox, error) {
+	if s.isClosed() {
+		return Inbox{}, ErrClosed
+	}
+	b, err := scanInbox(s.r.QueryRowContext(ctx, `SELECT `+inboxCols+` FROM api_inboxes WHERE address = ? AND deleted = 0`, address))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Inbox{}, fmt.Errorf("inbox %s: %w", address, ErrNotFound)
+	}
+	if err != nil {
+		return Inbox{}, fmt.Errorf("store: inbox: %w", err)
+	}
+	return b, nil
+}
+
+// Inboxes lists visible inboxes by address, after the address after
+// (keyset), at most limit, restricted to only when it is not nil.
+func (s *core) Inboxes(ctx context.Context, after string, limit int, desc bool, only []string) ([]Inbox, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	q := `SELECT ` + inboxCols + ` FROM api_inboxes WHERE deleted = 0`
+	var args []any
+	if after != "" {
+		if desc {
+			q += ` AND address < ?`
+		} else {
+			q += ` AND address > ?`
+		}
+		args = append(args, after)
+	}
+	if only != nil {
+		if len(only) == 0 {
+			return []Inbox{}, nil
+		}
+		q += ` AND address IN (` + placeholders(len(only)) + `)`
+		for _, o := range only {
+			args = append(args, o)
+		}
+	}
+	q += ` ORDER BY address`
+	if desc {
+		q += ` DESC`
+	}
+	q += ` LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: inboxes: %w", err)
+	}
+	defer rows.Close()
+	out := []Inbox{}
+	for rows.Next() {
+		b, err := scanInbox(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: inboxes: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// UpdateInbox sets the display name of a visible inbox.
+func (s *core) UpdateInbox(ctx context.Context, address, displayName string) error {
+	return s.write(ctx, func(tx Tx) error {
+		res, err := tx.Exec(`UPDATE api_inboxes SET display_name = ?, updated_at = ? WHERE address = ? AND deleted = 0`,
+			displayName, time.Now().UTC().UnixNano(), address)
+		if err != nil {
+			return fmt.Errorf("store: update inbox: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("inbox %s: %w", address, ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// DeleteInbox hides the inbox and empties its index; the stored messages
+// (and a relay mailbox) stay. New mail for the address shows it again.
+func (s *core) DeleteInbox(ctx context.Context, address string) error {
+	return s.write(ctx, func(tx Tx) error {
+		res, err := tx.Exec(`UPDATE api_inboxes SET deleted = 1, client_id = NULL, updated_at = ? WHERE address = ? AND deleted = 0`,
+			time.Now().UTC().UnixNano(), address)
+		if err != nil {
+			return fmt.Errorf("store: delete inbox: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("inbox %s: %w", address, ErrNotFound)
+		}
+		if _, err := tx.Exec(`DELETE FROM inbox_messages WHERE inbox = ?`, address); err != nil {
+			return fmt.Errorf("store: delete inbox: %w", err)
+		}
+		if _, err := tx.Exec(`DELETE FROM inbox_threads WHERE inbox = ?`, address); err != nil {
+			return fmt.Errorf("store: delete inbox: %w", err)
+		}
+		return nil
+	})
+}
+
+// InboxMessage is a stored message as an inbox shows it.
+type InboxMessage struct {
+	Inbox  string
+	Labels []string // user labels
+	Message
+}
+
+// InboxQuery selects an inbox's messages (or, with Inboxes, several
+// inboxes' threads). Zero fields match everything.
+type InboxQuery struct {
+	Inbox    string
+	Inboxes  []string // org-wide lists: restrict to these (nil: all)
+	ThreadID string
+	// Labels must all be present: "received", "sent", a status
+	// (accepted, quarantined, duplicate) or a user label.
+	Labels        []string
+	Before, After time.Time // received_at bounds (exclusive, inclusive)
+	Ascending     bool
+	// Cursor: the last row of the previous page (message or last-message
+	// id, and its inbox for org-wide thread lists); 0 for the first page.
+	CursorID    int64
+	CursorInbox string
+	Limit       int
+}
+
+// labelCond is the SQL condition for one label on messages m and index x.
+func labelCond(d *dialect, l string) (string, []any) {
+	switch l {
+	case "received":
+		return `m.direction = 'in'`, nil
+	case "sent":
+		return `m.direction = 'out'`, nil
+	case StatusAccepted, StatusQuarantined, StatusDuplicate:
+		return `m.status = ?`, []any{l}
+	}
+	return d.instr + `(x.labels, ?) > 0`, []any{" " + l + " "}
+}
+
+func (q *InboxQuery) where(d *dialect) (string, []any) {
+	var conds []string
+	var args []any
+	if q.Inbox != "" {
+		conds = append(conds, `x.inbox = ?`)
+		args = append(args, q.Inbox)
+	}
+	if q.ThreadID != "" {
+		conds = append(conds, `x.thread_id = ?`)
+		args = append(args, q.ThreadID)
+	}
+	for _, l := range q.Labels {
+		c, a := labelCond(d, l)
+		conds = append(conds, c)
+		args = append(args, a...)
+	}
+	if !q.Before.IsZero() {
+		conds = append(conds, `m.received_at < ?`)
+		args = append(args, q.Before.UTC().UnixNano())
+	}
+	if !q.After.IsZero() {
+		conds = append(conds, `m.received_at >= ?`)
+		args = append(args, q.After.UTC().UnixNano())
+	}
+	if len(conds) == 0 {
+		return "true", nil
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// InboxMessages lists the inbox's messages in id order (newest first
+// unless Ascending), after the cursor, at most Limit.
+func (s *core) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessage, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	where, args := q.where(s.d)
+	op, order := "<", "DESC"
+	if q.Ascending {
+		op, order = ">", "ASC"
+	}
+	if q.CursorID > 0 {
+		where += ` AND x.message_id ` + op + ` ?`
+		args = append(args, q.CursorID)
+	}
+	from := `inbox_messages x`
+	if q.ThreadID != "" && q.Inbox != "" {
+		// Without statistics SQLite would walk the whole inbox by its
+		// primary key (which gives the order) instead of the thread's
+		// index (which gives it too).
+		from = `inbox_messages x` + s.d.inboxThreadIndex
+	}
+	sqlq := `SELECT x.inbox, x.labels, ` + messageCols + ` FROM ` + from + ` JOIN messages m ON m.id = x.message_id
+		WHERE ` + where + ` ORDER BY x.message_id ` + order
+	if q.Limit > 0 {
+		sqlq += ` LIMIT ?`
+		args = append(args, q.Limit)
+	}
+	return s.inboxQuery(ctx, sqlq, args...)
+}
+
+func (s *core) inboxQuery(ctx context.Context, q string, args ...any) ([]InboxMessage, error) {
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: inbox messages: %w", err)
+	}
+	defer rows.Close()
+	out := []InboxMessage{}
+	for rows.Next() {
+		var im InboxMessage
+		var labels string
+		m, err := scanMessage(prefixScanner{rows, []any{&im.Inbox, &labels}}, false)
+		if err != nil {
+			return nil, fmt.Errorf("store: inbox messages: %w", err)
+		}
+		im.Message = m
+		im.Labels = strings.Fields(labels)
+		out = append(out, im)
+	}
+	return out, rows.Err()
+}
+
+// prefixScanner scans leading columns into pre before the message's.
+type prefixScanner struct {
+	sc  scanner
+	pre []any
+}
+
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.sc.Scan(append(append([]any{}, p.pre...), dest...)...)
+}
+
+// InboxMessageByRef finds a message of the inbox by its Message-ID (angle
+// brackets allowed) or, for a number, its row id; the newest copy wins.
+func (s *core) InboxMessageByRef(ctx context.Context, inbox, ref string) (*InboxMessage, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	mid := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(ref), "<"), ">")
+	ms, err := s.inboxQuery(ctx, `SELECT x.inbox, x.labels, `+messageCols+` FROM messages m`+s.d.copyIndex+`
+		JOIN inbox_messages x ON x.message_id = m.id AND x.inbox = ?
+		WHERE m.message_id = ? ORDER BY m.id DESC LIMIT 1`, inbox, mid)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 {
+		var id int64
+		if _, err := fmt.Sscan(ref, &id); err == nil && fmt.Sprint(id) == ref {
+			ms, err = s.inboxQuery(ctx, `SELECT x.inbox, x.labels, `+messageCols+` FROM inbox_messages x
+				JOIN messages m ON m.id = x.message_id WHERE x.inbox = ? AND x.message_id = ?`, inbox, id)
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("message %q of %s: %w", ref, inbox, ErrNotFound)
+	}
+	return &ms[0], nil
+}
+
+// SetInboxLabels adds and removes user labels of one indexed message and
+// returns its user labels.
+func (s *core) SetInboxLabels(ctx context.Context, inbox string, id int64, add, remove []string) ([]string, error) {
+	for _, l := range append(slices.Clone(add), remove...) {
+		if l == "" || strings.ContainsAny(l, " \t\r\n\x00") || len(l) > 200 {
+			return nil, fmt.Errorf("%w: label %q", ErrBadInput, l)
+		}
+	}
+	var out []string
+	err := s.write(ctx, func(tx Tx) error {
+		var cur string
+		err := tx.QueryRow(`SELECT labels FROM inbox_messages WHERE inbox = ? AND message_id = ?`, inbox, id).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("message %d of %s: %w", id, inbox, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: labels: %w", err)
+		}
+		ls := strings.Fields(cur)
+		ls = append(ls, add...)
+		ls = slices.DeleteFunc(ls, func(l string) bool { return slices.Contains(remove, l) })
+		slices.Sort(ls)
+		ls = slices.Compact(ls)
+		if len(ls) > 100 {
+			return fmt.Errorf("%w: more than 100 labels", ErrBadInput)
+		}
+		if _, err := tx.Exec(`UPDATE inbox_messages SET labels = ? WHERE inbox = ? AND message_id = ?`,
+			" "+strings.Join(ls, " ")+" ", inbox, id); err != nil {
+			return fmt.Errorf("store: labels: %w", err)
+		}
+		out = ls
+		return nil
+	})
+	return out, err
+}
+
+// HideMessages removes messages from the inbox's index (the API's
+// delete): the stored messages stay. thread, when not "", hides every
+// message of that thread; ids the given ones. It reports ErrNotFound when
+// nothing was hidden.
+func (s *core) HideMessages(ctx context.Context, inbox, thread string, ids []int64) error {
+	return s.write(ctx, func(tx Tx) error {
+		var n int64
+		var threads []string
+		if thread != "" {
+			res, err := tx.Exec(`DELETE FROM inbox_messages WHERE inbox = ? AND thread_id = ?`, inbox, thread)
+			if err != nil {
+				return fmt.Errorf("store: delete: %w", err)
+			}
+			n, _ = res.RowsAffected()
+			threads = append(threads, thread)
+		}
+		for _, id := range ids {
+			var t string
+			err := tx.QueryRow(`DELETE FROM inbox_messages WHERE inbox = ? AND message_id = ? RETURNING thread_id`, inbox, id).Scan(&t)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("store: delete: %w", err)
+			}
+			n++
+			threads = append(threads, t)
+		}
+		if n == 0 {
+			return fmt.Errorf("inbox %s: nothing to delete: %w", inbox, ErrNotFound)
+		}
+		for _, t := range threads {
+			var last sql.NullInt64
+			if err := tx.QueryRow(`SELECT max(message_id) FROM inbox_messages WHERE inbox = ? AND thread_id = ?`, inbox, t).Scan(&last); err != nil {
+				return fmt.Errorf("store: delete: %w", err)
+			}
+			if !last.Valid {
+				if _, err := tx.Exec(`DELETE FROM inbox_threads WHERE inbox = ? AND thread_id = ?`, inbox, t); err != nil {
+					return fmt.Errorf("store: delete: %w", err)
+				}
+			} else if _, err := tx.Exec(`UPDATE inbox_threads SET last_id = ? WHERE inbox = ? AND thread_id = ?`, last.Int64, inbox, t); err != nil {
+				return fmt.Errorf("store: delete: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// ThreadRef is one thread of an inbox: its id and last message row id.
+type ThreadRef struct {
+	Inbox    string
+	ThreadID string
+	LastID   int64
+}
+
+// InboxThreads lists threads by last message (newest first unless
+// Ascending), after the cursor (CursorID, and CursorInbox for org-wide
+// lists), at most Limit. Inbox "" lists every inbox's (restricted to
+// Inboxes when not nil). Labels filter on the thread's messages.
+func (s *core) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	var conds []string
+	var args []any
+	if q.Inbox != "" {
+		conds = append(conds, `t.inbox = ?`)
+		args = append(args, q.Inbox)
+	} else if q.Inboxes != nil {
+		if len(q.Inboxes) == 0 {
+			return []ThreadRef{}, nil
+		}
+		conds = append(conds, `t.inbox IN (`+placeholders(len(q.Inboxes))+`)`)
+		for _, b := range q.Inboxes {
+			args = append(args, b)
+		}
+	}
+	op, order := "<", "DESC"
+	if q.Ascending {
+		op, order = ">", "ASC"
+	}
+	switch {
+	case q.CursorID > 0 && q.Inbox != "":
+		conds = append(conds, `t.last_id `+op+` ?`) // a range of inbox_threads_last
+		args = append(args, q.CursorID)
+	case q.CursorID > 0:
+		conds = append(conds, `(t.last_id, t.inbox) `+op+` (?, ?)`)
+		args = append(args, q.CursorID, q.CursorInbox)
+	}
+	if len(q.Labels) > 0 || !q.Before.IsZero() || !q.After.IsZero() {
+		sub := InboxQuery{Labels: q.Labels, Before: q.Before, After: q.After}
+		w, a := sub.where(s.d)
+		conds = append(conds, `EXISTS (SELECT 1 FROM inbox_messages x JOIN messages m ON m.id = x.message_id
+			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND `+w+`)`)
+		args = append(args, a...)
+	}
+	where := "true"
+	if len(conds) > 0 {
+		where = strings.Join(conds, " AND ")
+	}
+	sqlq := `SELECT t.inbox, t.thread_id, t.last_id FROM inbox_threads t WHERE ` + where +
+		` ORDER BY t.last_id ` + order + `, t.inbox ` + order
+	if q.Limit > 0 {
+		sqlq += ` LIMIT ?`
+		args = append(args, q.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, sqlq, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: threads: %w", err)
+	}
+	defer rows.Close()
+	out := []ThreadRef{}
+	for rows.Next() {
+		var t ThreadRef
+		if err := rows.Scan(&t.Inbox, &t.ThreadID, &t.LastID); err != nil {
+			return nil, fmt.Errorf("store: threads: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// ThreadInboxes returns the inboxes that show thread (by address).
+func (s *core) ThreadInboxes(ctx context.Context, thread string) ([]string, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT inbox FROM inbox_threads WHERE thread_id = ? ORDER BY inbox`, thread)
+	if err != nil {
+		return nil, fmt.Errorf("store: thread inboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var b string
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,151 @@
+// Interop test: the official AgentMail TypeScript SDK (agentmail@0.5.27),
+// unchanged, against `envelopd serve --relay --http` (TestInteropAgentMailSDK
+// starts the server and sets ENVELOPD_API_URL, ENVELOPD_API_KEY and
+// ENVELOPD_NPM_DIR, where agentmail is installed). Two inboxes play an
+// Envelopay exchange by send/reply: WHICH → METHODS → ORDER → FULFILL →
+// PAY, then a replayed proof that envelopd marks duplicate.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+
+const require = createRequire(process.env.ENVELOPD_NPM_DIR + "/node_modules/");
+const { AgentMailClient, AgentMail, AgentMailError } = require("agentmail");
+
+const base = process.env.ENVELOPD_API_URL;
+const client = new AgentMailClient({
+  apiKey: process.env.ENVELOPD_API_KEY,
+  environment: { http: base, websockets: base.replace(/^http/, "ws") },
+});
+const SHOP = "shop@shop.test";
+const BOB = "bob@buyer.test";
+
+// waitFor polls fn until it returns a value (local delivery is done by
+// the relay's queue worker, asynchronously).
+async function waitFor(what, fn) {
+  for (let i = 0; i < 200; i++) {
+    const v = await fn();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error("timed out waiting for " + what);
+}
+
+// received waits for the message of the given Envelopay type to arrive
+// in inbox and returns it (a MessageItem).
+async function received(inbox, type, n = 1) {
+  return waitFor(`${type} in ${inbox}`, async () => {
+    const l = await client.inboxes.messages.list(inbox, { labels: ["received"], limit: 100, ascending: true });
+    const ms = l.messages.filter((m) => m.envelopay.type === type);
+    return ms.length >= n ? ms[n - 1] : null;
+  });
+}
+
+test("Envelopay exchange through the AgentMail SDK", async () => {
+  // Inboxes; client_id makes create idempotent.
+  const shop = await client.inboxes.create({ username: "shop", domain: "shop.test", clientId: "shop-1" });
+  assert.equal(shop.inboxId, SHOP);
+  const again = await client.inboxes.create({ username: "shop", domain: "shop.test", clientId: "shop-1" });
+  assert.equal(again.inboxId, SHOP);
+  assert.equal(again.createdAt.getTime(), shop.createdAt.getTime());
+  await client.inboxes.create({ username: "bob", domain: "buyer.test", displayName: "Bob" });
+  const inboxes = await client.inboxes.list();
+  assert.deepEqual(inboxes.inboxes.map((i) => i.inboxId).sort(), [BOB, SHOP]);
+  assert.equal((await client.inboxes.get(BOB)).displayName, "Bob");
+
+  // WHICH (bare) from Bob.
+  const which = await client.inboxes.messages.send(BOB, { to: SHOP, subject: "WHICH", text: "" });
+  assert.match(which.messageId, /^<.+@buyer\.test>$/);
+  const w = await received(SHOP, "which");
+  assert.equal(w.threadId, which.threadId);
+  assert.ok(w.labels.includes("received") && w.labels.includes("accepted"));
+
+  // METHODS: the subject comes from the JSON's type and note.
+  await client.inboxes.messages.reply(SHOP, w.messageId, {
+    text: JSON.stringify({ v: "0.2.0", type: "methods", id: "mth_1", note: "SOL accepted",
+      rails: [{ chain: "solana", token: "SOL", wallet: "6dL6n77jJFWq4bu3cQp57H8rMUPEXu7uYN1XApPxpUif", price: "500000000" }] }),
+  });
+  const m = await received(BOB, "methods");
+  assert.equal(m.subject, "METHODS | SOL accepted");
+  assert.equal(m.threadId, which.threadId);
+
+  // ORDER, FULFILL.
+  await client.inboxes.messages.reply(BOB, m.messageId, {
+    text: JSON.stringify({ v: "0.2.0", type: "order", id: "ord_1", task: { description: "Review PR #417" } }),
+  });
+  const o = await received(SHOP, "order");
+  await client.inboxes.messages.reply(SHOP, o.messageId, {
+    text: JSON.stringify({ v: "0.2.0", type: "fulfill", id: "ful_1", order_ref: "ord_1", result: { summary: "Approved" } }),
+  });
+  const f = await received(BOB, "fulfill");
+
+  // PAY, then the same proof again under a new id: envelopd refuses to
+  // send it (400 naming duplicate_proof) unless forced, and the shop's
+  // copy is marked duplicate.
+  const pay = { v: "0.2.0", type: "pay", id: "pay_1", amount: "500000000", token: "SOL", chain: "solana", proof: { tx: "5xQ7sdkinterop" } };
+  await client.inboxes.messages.reply(BOB, f.messageId, { text: JSON.stringify(pay) });
+  const p1 = await received(SHOP, "pay");
+  assert.equal(p1.envelopay.status, "accepted");
+  const replay = { ...pay, id: "pay_2" };
+  await assert.rejects(
+    client.inboxes.messages.reply(BOB, f.messageId, { text: JSON.stringify(replay) }),
+    (err) => {
+      assert.ok(err instanceof AgentMail.ValidationError, String(err));
+      assert.equal(err.statusCode, 400);
+      assert.ok(err.body.errors.some((e) => e.code === "duplicate_proof"), JSON.stringify(err.body));
+      return true;
+    },
+  );
+  await client.inboxes.messages.reply(BOB, f.messageId, { text: JSON.stringify(replay) }, { queryParams: { force: "true" } });
+  const p2 = await received(SHOP, "pay", 2);
+  assert.equal(p2.envelopay.status, "duplicate");
+  assert.ok(p2.labels.includes("duplicate"));
+  assert.ok(p2.envelopay.errors.some((e) => e.code === "duplicate_proof"), JSON.stringify(p2.envelopay.errors));
+
+  // Threads: one thread holds the whole exchange in each inbox.
+  const threads = await client.inboxes.threads.list(SHOP);
+  assert.equal(threads.count, 1);
+  const t = await client.inboxes.threads.get(SHOP, threads.threads[0].threadId);
+  // The duplicate proof was answered with a courtesy OOPS (to a verified
+  // local sender), queued in the same transaction as the PAY's copy.
+  assert.deepEqual(t.messages.map((x) => x.envelopay.type), ["which", "methods", "order", "fulfill", "pay", "pay", "oops"]);
+  assert.equal(t.messageCount, 7);
+  assert.deepEqual(t.senders.sort(), [BOB, SHOP]);
+  assert.equal(t.messages[5].messageId, p2.messageId);
+  assert.equal(t.lastMessageId, t.messages[6].messageId);
+  assert.equal(t.messages[6].envelopay.body.error.code, "duplicate_proof");
+  const org = await client.threads.list();
+  assert.equal(org.count, 2); // the shop's and Bob's view of the thread
+  assert.equal((await client.threads.get(t.threadId)).threadId, t.threadId);
+
+  // The full message and its raw bytes: DKIM-signed by buyer.test and
+  // verified on receipt.
+  const full = await client.inboxes.messages.get(SHOP, p1.messageId);
+  assert.equal(JSON.parse(full.text.trim()).id, "pay_1");
+  assert.equal(full.envelopay.dkim[0].result, "pass");
+  assert.equal(full.envelopay.dkim[0].domain, "buyer.test");
+  const raw = await client.inboxes.messages.getRaw(SHOP, p1.messageId);
+  assert.ok(raw.expiresAt instanceof Date);
+  const bytes = Buffer.from(await (await fetch(raw.downloadUrl)).arrayBuffer());
+  assert.equal(bytes.length, raw.size);
+  assert.match(bytes.toString("latin1"), /^DKIM-Signature: .*d=buyer\.test/ms);
+
+  // Labels.
+  const upd = await client.inboxes.messages.update(SHOP, p1.messageId, { addLabels: ["paid"] });
+  assert.ok(upd.labels.includes("paid"));
+  const paid = await client.inboxes.messages.list(SHOP, { labels: ["paid"] });
+  assert.deepEqual(paid.messages.map((x) => x.messageId), [p1.messageId]);
+  const sent = await client.inboxes.messages.list(BOB, { labels: ["sent"], ascending: true });
+  assert.deepEqual(sent.messages.map((x) => x.envelopay.type), ["which", "order", "pay", "pay"]);
+
+  // Paging.
+  const page1 = await client.inboxes.messages.list(SHOP, { limit: 4 });
+  const page2 = await client.inboxes.messages.list(SHOP, { limit: 4, pageToken: page1.nextPageToken });
+  assert.equal(page1.count, 4);
+  assert.equal(page2.count, 3);
+  assert.equal(page2.nextPageToken, undefined);
+
+  // Errors are the SDK's own.
+  await assert.rejects(client.inboxes.messages.get(SHOP, "<nope@shop.test>"), AgentMail.NotFoundError);
+  const bad = new AgentMailClient({ apiKey: "ek_000000000000_" + "A".repeat(43), environment: { http: base, websockets: base } });
+  await assert.rejects(bad.inboxes.list(), (err) => err instanceof AgentMailError && err.statusCode === 401);
+});
