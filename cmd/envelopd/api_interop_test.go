@@ -22,13 +22,21 @@ type apiServer struct {
 // mode (domains shop.test and buyer.test, local DKIM signing) with the
 // HTTP API on a free port, read from its "http api" log line.
 func startAPIServer(t *testing.T) apiServer {
+	return startAPIServerDB(t, "")
+}
+
+// startAPIServerDB is startAPIServer on the store db names (a SQLite file
+// in a temporary directory when ""; a postgres:// DSN for Postgres).
+func startAPIServerDB(t *testing.T, db string) apiServer {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "envelopd")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	db := filepath.Join(dir, "envelopd.db")
+	if db == "" {
+		db = filepath.Join(dir, "envelopd.db")
+	}
 	out, err := exec.Command(bin, "apikey", "create", "--db", db).Output()
 	if err != nil {
 		t.Fatalf("apikey create: %v", err)

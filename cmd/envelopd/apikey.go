@@ -30,7 +30,7 @@ func runAPIKey(ctx context.Context, e *env) int {
 	}
 	verb := e.args[0]
 	fs := newFlags(e, "apikey "+verb)
-	db := fs.String("db", defaultDB, "SQLite database file")
+	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	name := fs.String("name", "", "a name for the key (create)")
 	var inboxes multiFlag

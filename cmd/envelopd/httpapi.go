@@ -111,7 +111,7 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 	}()
 	rt.log.Info("http api", "addr", ln.Addr().String(), "domains", strings.Join(domains, ","))
 	if keys, err := rt.store.APIKeys(ctx); err == nil && !slices.ContainsFunc(keys, func(k store.APIKey) bool { return k.RevokedAt == nil }) {
-		rt.log.Warn("http api: no API key yet: every request is refused with 401 until one is made (envelopd apikey create --db " + f.db + ")")
+		rt.log.Warn("http api: no API key yet: every request is refused with 401 until one is made (envelopd apikey create --db " + dbName(f.db) + ")")
 	}
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
 		rt.log.Warn("http api: listening on a non-loopback address without TLS: API keys and mail cross the network in clear; put a TLS proxy in front", "addr", ln.Addr().String())

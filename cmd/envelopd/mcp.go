@@ -72,7 +72,7 @@ func (m *mcpSignFlags) load(cfg *mcp.Config) error {
 // within a second).
 func runMCP(ctx context.Context, e *env) int {
 	fs := newFlags(e, "mcp")
-	db := fs.String("db", defaultDB, "SQLite database file (the one serve writes)")
+	db := fs.String("db", defaultDB, "SQLite database file or postgres:// URL (the one serve writes)")
 	keyFile := fs.String("key-file", "", "API key FILE (envelopd apikey create): scope the session to its inboxes (or $"+mcpKeyEnv+")")
 	relay := fs.Bool("relay", false, "relay mode, as serve --relay: inboxes are relay mailboxes at --domain")
 	var domains multiFlag

@@ -29,6 +29,7 @@ func testNodes(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("hand-off claims", func(t *testing.T) { testNodesHandoffs(t, open) })
 	t.Run("cursor", func(t *testing.T) { testNodesCursor(t, open) })
 	t.Run("first key wins", func(t *testing.T) { testNodesFirstKey(t, open) })
+	t.Run("api", func(t *testing.T) { testNodesAPI(t, open) })
 }
 
 func openNodes(t *testing.T, open func(t *testing.T) store.Store) []store.Store {

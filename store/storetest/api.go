@@ -1,0 +1,208 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/envelopd/envelopd/store"
+)
+
+// apiNodes returns the node stores as the HTTP API's store.
+func apiNodes(t *testing.T, open func(t *testing.T) store.Store) []store.APIStore {
+	t.Helper()
+	ss := openNodes(t, open)
+	out := make([]store.APIStore, len(ss))
+	for i, s := range ss {
+		a, ok := s.(store.APIStore)
+		if !ok {
+			t.Skipf("%T does not keep the HTTP API's state", s)
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// testNodesAPI (issues 19 and 21): the HTTP API's state over several
+// store instances at once. Uniqueness comes from the database's keys:
+// one inbox per client_id, one webhook per client_id, one claim per
+// Idempotency-Key. The event log (websocket, webhooks) is a cursor that
+// never skips an event however the nodes commit, and the inbox index
+// takes every message.
+func testNodesAPI(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Run("inbox client_id", func(t *testing.T) {
+		ss := apiNodes(t, open)
+		ctx := context.Background()
+		var created atomic.Int32
+		race(nodeRacers, func(i int) {
+			b, c, err := ss[i%nodes].CreateInbox(ctx, "shop@node.test", "Shop", "cid-1", false)
+			if err != nil {
+				t.Errorf("racer %d: %v", i, err)
+				return
+			}
+			if b.Address != "shop@node.test" || b.ClientID != "cid-1" {
+				t.Errorf("racer %d: %+v", i, b)
+			}
+			if c {
+				created.Add(1)
+			}
+		})
+		if n := created.Load(); n != 1 {
+			t.Errorf("%d creates reported created, want 1", n)
+		}
+		// Another address with the same client_id, or the same address
+		// without it: a conflict.
+		if _, _, err := ss[1].CreateInbox(ctx, "other@node.test", "", "cid-1", false); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("client_id of another inbox: %v, want ErrConflict", err)
+		}
+		if _, _, err := ss[2].CreateInbox(ctx, "shop@node.test", "", "", false); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("existing address: %v, want ErrConflict", err)
+		}
+	})
+	t.Run("webhook client_id", func(t *testing.T) {
+		ss := apiNodes(t, open)
+		ctx := context.Background()
+		var created atomic.Int32
+		ids := make([]string, nodeRacers)
+		race(nodeRacers, func(i int) {
+			now := time.Now()
+			w, c, err := ss[i%nodes].CreateWebhook(ctx, store.Webhook{ID: fmt.Sprintf("wh_%d", i), URL: "http://127.0.0.1:1/",
+				Secret: "whsec_x", Enabled: true, ClientID: "wcid", CreatedAt: now, UpdatedAt: now})
+			if err != nil {
+				t.Errorf("racer %d: %v", i, err)
+				return
+			}
+			ids[i] = w.ID
+			if c {
+				created.Add(1)
+			}
+		})
+		if n := created.Load(); n != 1 {
+			t.Errorf("%d creates reported created, want 1", n)
+		}
+		for i, id := range ids {
+			if id != ids[0] {
+				t.Errorf("racer %d got webhook %s, racer 0 %s", i, id, ids[0])
+			}
+		}
+	})
+	t.Run("idempotency key", func(t *testing.T) {
+		ss := apiNodes(t, open)
+		ctx := context.Background()
+		var claimed, inFlight atomic.Int32
+		req := []byte("request-hash")
+		race(nodeRacers, func(i int) {
+			c, _, _, err := ss[i%nodes].ClaimIdempotency(ctx, "key1", "idem-1", req, time.Now(), time.Minute)
+			switch {
+			case errors.Is(err, store.ErrIdempotencyInFlight):
+				inFlight.Add(1)
+			case err != nil:
+				t.Errorf("racer %d: %v", i, err)
+			case c:
+				claimed.Add(1)
+			default:
+				t.Errorf("racer %d: neither claimed nor in flight", i)
+			}
+		})
+		if claimed.Load() != 1 || inFlight.Load() != nodeRacers-1 {
+			t.Fatalf("claimed %d, in flight %d; want 1 and %d", claimed.Load(), inFlight.Load(), nodeRacers-1)
+		}
+		if err := ss[0].FinishIdempotency(ctx, "key1", "idem-1", 200, []byte(`{"ok":true}`)); err != nil {
+			t.Fatal(err)
+		}
+		c, status, resp, err := ss[1].ClaimIdempotency(ctx, "key1", "idem-1", req, time.Now(), time.Minute)
+		if err != nil || c || status != 200 || string(resp) != `{"ok":true}` {
+			t.Errorf("replay on another node: claimed %v status %d %q %v", c, status, resp, err)
+		}
+		if _, _, _, err := ss[2].ClaimIdempotency(ctx, "key1", "idem-1", []byte("other"), time.Now(), time.Minute); !errors.Is(err, store.ErrIdempotencyMismatch) {
+			t.Errorf("another request with the key: %v, want ErrIdempotencyMismatch", err)
+		}
+	})
+	t.Run("event cursor", func(t *testing.T) {
+		ss := apiNodes(t, open)
+		writers := openNodes(t, open)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		const nw, each = 6, 15
+		seen := map[int64]bool{}
+		done := make(chan error, 1)
+		go func() {
+			var after int64
+			for len(seen) < nw*each {
+				if err := ss[0].WaitEvents(ctx, after); err != nil {
+					done <- err
+					return
+				}
+				es, err := ss[0].Events(ctx, store.EventFilter{After: after, Limit: 1000})
+				if err != nil {
+					done <- err
+					return
+				}
+				for _, e := range es {
+					if seen[e.ID] {
+						done <- fmt.Errorf("event %d seen twice", e.ID)
+						return
+					}
+					if e.Type != store.EventReceived || e.Inbox != "rcpt@node.test" {
+						done <- fmt.Errorf("event %+v, want message.received for rcpt@node.test", e)
+						return
+					}
+					seen[e.ID] = true
+					after = e.ID
+				}
+			}
+			done <- nil
+		}()
+		race(nw, func(w int) {
+			for i := range each {
+				in := msg(fmt.Sprintf("ev%d.%d@node.test", w, i), fmt.Sprintf("w%d@node.test", w), fmt.Sprintf("ord_ev%d", i), nil)
+				in.Recipients = []string{"rcpt@node.test"}
+				if _, err := writers[w%nodes].Ingest(ctx, in); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+		// Every event is committed: the reader has seconds to see them
+		// all (a skipped one never comes).
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			cancel()
+			err = <-done
+		}
+		if err != nil {
+			t.Fatalf("event cursor: %v (saw %d of %d)", err, len(seen), nw*each)
+		}
+		all, err := ss[1].Events(context.Background(), store.EventFilter{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != nw*each {
+			t.Errorf("%d events, want %d", len(all), nw*each)
+		}
+		for _, e := range all {
+			if !seen[e.ID] {
+				t.Errorf("the cursor skipped event %d", e.ID)
+			}
+		}
+		// The inbox index, synced by every node at once, takes each
+		// message once.
+		race(nodes, func(i int) {
+			if _, err := ss[i].SyncInboxes(ctx, 0); err != nil {
+				t.Errorf("sync on node %d: %v", i, err)
+			}
+		})
+		ms, err := ss[2].InboxMessages(ctx, store.InboxQuery{Inbox: "rcpt@node.test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) != nw*each {
+			t.Errorf("the inbox lists %d messages, want %d", len(ms), nw*each)
+		}
+	})
+}
