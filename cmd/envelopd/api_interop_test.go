@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/envelopd/envelopd/internal/pgtest"
 )
 
 // apiServer is a real `envelopd serve --relay --sign-local --http`
@@ -105,13 +107,22 @@ func npmDir(t *testing.T) string {
 // TestInteropAgentMailSDK: the official AgentMail TypeScript SDK,
 // unchanged, plays an Envelopay exchange between two inboxes against a
 // real envelopd (testdata/api/sdk.test.mjs, node's test runner).
-func TestInteropAgentMailSDK(t *testing.T) {
+func TestInteropAgentMailSDK(t *testing.T) { testAgentMailSDK(t, "") }
+
+// TestInteropPostgresAgentMailSDK is TestInteropAgentMailSDK with the
+// store on Postgres (websocket events and webhooks from its event log).
+func TestInteropPostgresAgentMailSDK(t *testing.T) {
+	interop(t, "node", "npm")
+	testAgentMailSDK(t, pgtest.Schema(t))
+}
+
+func testAgentMailSDK(t *testing.T, db string) {
 	interop(t, "node", "npm")
 	dir := npmDir(t)
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "agentmail", "package.json")); err != nil {
 		t.Fatalf("agentmail is not installed in %s: %v", dir, err)
 	}
-	srv := startAPIServer(t)
+	srv := startAPIServerDB(t, db)
 	script, _ := filepath.Abs("../../testdata/api/sdk.test.mjs")
 	cmd := exec.Command("node", "--test", script)
 	cmd.Env = append(os.Environ(), "ENVELOPD_API_URL="+srv.url, "ENVELOPD_API_KEY="+srv.key, "ENVELOPD_NPM_DIR="+dir)
@@ -142,7 +153,16 @@ func TestInteropPythonURLLib(t *testing.T) {
 // Envelopay exchange against a real envelopd: one agent launches
 // `envelopd mcp` over stdio, the other connects to /mcp over streamable
 // HTTP (testdata/mcp/client.test.mjs, node's test runner).
-func TestInteropMCPClient(t *testing.T) {
+func TestInteropMCPClient(t *testing.T) { testMCPClient(t, "") }
+
+// TestInteropPostgresMCPClient is TestInteropMCPClient with the store on
+// Postgres (`envelopd mcp --db postgres://…` and /mcp of serve).
+func TestInteropPostgresMCPClient(t *testing.T) {
+	interop(t, "node", "npm")
+	testMCPClient(t, pgtest.Schema(t))
+}
+
+func testMCPClient(t *testing.T, db string) {
 	interop(t, "node", "npm")
 	dir := os.Getenv("ENVELOPD_NPM_DIR")
 	if dir == "" {
@@ -156,7 +176,7 @@ func TestInteropMCPClient(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
 		t.Fatalf("@modelcontextprotocol/sdk is not installed in %s: %v", dir, err)
 	}
-	srv := startAPIServer(t)
+	srv := startAPIServerDB(t, db)
 	script, _ := filepath.Abs("../../testdata/mcp/client.test.mjs")
 	cmd := exec.Command("node", "--test", script)
 	cmd.Env = append(os.Environ(), "ENVELOPD_API_URL="+srv.url, "ENVELOPD_API_KEY="+srv.key, "ENVELOPD_NPM_DIR="+dir,
