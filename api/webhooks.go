@@ -428,7 +428,11 @@ type WebhookSender struct {
 func (ws *WebhookSender) Run(ctx context.Context) error {
 	st, err := ws.Service.webhooks()
 	if err != nil {
-		return err
+		// A store without webhooks: nothing to deliver (the endpoints
+		// answer 501); serving goes on.
+		ws.Service.cfg.Logger.Warn("api: webhooks disabled", "err", err)
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	log, _ := ws.Service.eventLog()
 	poll := ws.Poll
