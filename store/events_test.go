@@ -39,7 +39,7 @@ func TestEventsDurable(t *testing.T) {
 	}
 	qid, err := s.Enqueue(ctx, &store.Outgoing{From: "b@x.test", MessageID: "s1@x.test", Raw: []byte("s1"),
 		Recipients: []string{"c@y.test", "d@y.test"},
-		Copy: &store.Incoming{MessageID: "s1@x.test", Sender: "b@x.test", Recipients: []string{"c@y.test", "d@y.test"}, Raw: []byte("s1"), Status: store.StatusAccepted}})
+		Copy:       &store.Incoming{MessageID: "s1@x.test", Sender: "b@x.test", Recipients: []string{"c@y.test", "d@y.test"}, Raw: []byte("s1"), Status: store.StatusAccepted}})
 	if err != nil {
 		t.Fatal(err)
 	}
