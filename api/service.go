@@ -986,8 +986,8 @@ func (s *Service) queue(ctx context.Context, b store.Inbox, m mailout.Mail, req 
 	if s.cfg.Wake != nil {
 		s.cfg.Wake()
 	}
-	s.sync(ctx)
 	if len(req.Labels) > 0 && out.Copy != nil {
+		s.sync(ctx) // the copy must be in the index to be labelled; reads sync themselves
 		if err := checkLabels(UpdateLabels{AddLabels: req.Labels}); err == nil {
 			if im, err := s.cfg.Store.InboxMessageByRef(ctx, b.Address, out.MessageID); err == nil {
 				_, _ = s.cfg.Store.SetInboxLabels(ctx, b.Address, im.ID, req.Labels, nil)
