@@ -250,10 +250,19 @@ func parseAttachmentID(s string) (row int64, n int, ok bool) {
 // for text, html, headers and attachment details, else the stored parse
 // result gives the list item's fields.
 func messageObject(im *store.InboxMessage, full bool) (Message, error) {
+	return buildMessage(im, full, true)
+}
+
+// buildMessage is messageObject; without view it leaves Envelopay out
+// (thread summaries do not show it, and it is the costly part).
+func buildMessage(im *store.InboxMessage, full, view bool) (Message, error) {
 	m := &im.Message
-	view, err := mailin.View(m)
-	if err != nil {
-		return Message{}, err
+	var v json.RawMessage
+	if view {
+		var err error
+		if v, err = mailin.View(m); err != nil {
+			return Message{}, err
+		}
 	}
 	r, err := mailout.ResultOf(m)
 	if err != nil {
@@ -262,7 +271,7 @@ func messageObject(im *store.InboxMessage, full bool) (Message, error) {
 	o := Message{
 		InboxID: im.Inbox, ThreadID: m.ThreadID, MessageID: wireMessageID(m), Labels: labelsOf(im),
 		Timestamp: m.ReceivedAt, Subject: decodeSubject(m.Subject), Size: m.Size,
-		UpdatedAt: m.ReceivedAt, CreatedAt: m.ReceivedAt, Envelopay: view,
+		UpdatedAt: m.ReceivedAt, CreatedAt: m.ReceivedAt, Envelopay: v,
 		To: nonNil(r.To), Cc: r.Cc,
 	}
 	if len(r.From) > 0 {
@@ -320,7 +329,7 @@ func threadObject(inbox, thread string, ms []store.InboxMessage) Thread {
 	t := Thread{InboxID: inbox, ThreadID: thread, Labels: []string{}, Senders: []string{}, Recipients: []string{}}
 	for i := range ms {
 		im := &ms[i]
-		o, err := messageObject(im, false)
+		o, err := buildMessage(im, false, false)
 		if err != nil {
 			continue
 		}

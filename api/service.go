@@ -507,8 +507,31 @@ func (s *Service) DeleteMessage(ctx context.Context, p *Principal, inbox, ref st
 
 // Threads.
 
+// threadsStore reads the messages of a page of threads in one query.
+type threadsStore interface {
+	ThreadsMessages(ctx context.Context, refs []store.ThreadRef) ([]store.InboxMessage, error)
+}
+
 func (s *Service) threadItems(ctx context.Context, refs []store.ThreadRef) ([]Thread, error) {
 	out := []Thread{}
+	if ts, ok := s.cfg.Store.(threadsStore); ok && len(refs) > 0 {
+		ms, err := ts.ThreadsMessages(ctx, refs)
+		if err != nil {
+			return nil, err
+		}
+		type key struct{ inbox, thread string }
+		by := map[key][]store.InboxMessage{}
+		for _, m := range ms {
+			k := key{m.Inbox, m.ThreadID}
+			by[k] = append(by[k], m)
+		}
+		for _, r := range refs {
+			if ms := by[key{r.Inbox, r.ThreadID}]; len(ms) > 0 {
+				out = append(out, threadObject(r.Inbox, r.ThreadID, ms))
+			}
+		}
+		return out, nil
+	}
 	for _, r := range refs {
 		ms, err := s.cfg.Store.InboxMessages(ctx, store.InboxQuery{Inbox: r.Inbox, ThreadID: r.ThreadID, Ascending: true})
 		if err != nil {
@@ -966,8 +989,8 @@ func (s *Service) queue(ctx context.Context, b store.Inbox, m mailout.Mail, req 
 	if s.cfg.Wake != nil {
 		s.cfg.Wake()
 	}
-	s.sync(ctx)
 	if len(req.Labels) > 0 && out.Copy != nil {
+		s.sync(ctx) // the copy must be in the index to be labelled; reads sync themselves
 		if err := checkLabels(UpdateLabels{AddLabels: req.Labels}); err == nil {
 			if im, err := s.cfg.Store.InboxMessageByRef(ctx, b.Address, out.MessageID); err == nil {
 				_, _ = s.cfg.Store.SetInboxLabels(ctx, b.Address, im.ID, req.Labels, nil)

@@ -13,11 +13,13 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/envelopd/envelopd/store"
@@ -394,6 +396,28 @@ func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, p *Princ
 
 // Delivery.
 
+// defaultWebhookClient posts with a 30 s timeout and never connects to
+// link-local (169.254/16, fe80::/10: cloud metadata services), multicast
+// or unspecified addresses, whatever name the URL gives. Loopback and
+// private addresses are allowed: a self-hosted agent lives there.
+var defaultWebhookClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+	Proxy: nil,
+	DialContext: (&net.Dialer{Timeout: 10 * time.Second, Control: func(network, address string, _ syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return err
+		}
+		ip := net.ParseIP(host)
+		if ip == nil || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+			return fmt.Errorf("webhook: refusing to connect to %s", host)
+		}
+		return nil
+	}}).DialContext,
+	TLSHandshakeTimeout: 10 * time.Second,
+	MaxIdleConnsPerHost: 4,
+	IdleConnTimeout:     90 * time.Second,
+}}
+
 // SvixSignature is "v1," and the base64 of HMAC-SHA256(key, id + "." +
 // timestamp + "." + body), key being the base64-decoded part of a
 // whsec_ secret.
@@ -428,7 +452,11 @@ type WebhookSender struct {
 func (ws *WebhookSender) Run(ctx context.Context) error {
 	st, err := ws.Service.webhooks()
 	if err != nil {
-		return err
+		// A store without webhooks: nothing to deliver (the endpoints
+		// answer 501); serving goes on.
+		ws.Service.cfg.Logger.Warn("api: webhooks disabled", "err", err)
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	log, _ := ws.Service.eventLog()
 	poll := ws.Poll
@@ -465,7 +493,7 @@ func (ws *WebhookSender) Run(ctx context.Context) error {
 func (ws *WebhookSender) RunOnce(ctx context.Context, st WebhookStore) (int, error) {
 	client := ws.Client
 	if client == nil {
-		client = &http.Client{Timeout: 30 * time.Second}
+		client = defaultWebhookClient
 	}
 	ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), 2*time.Minute, 32)
 	if err != nil || len(ds) == 0 {

@@ -251,3 +251,26 @@ func TestSvixSignatureKnown(t *testing.T) {
 		t.Errorf("signature %s %v", sig, err)
 	}
 }
+
+// TestWebhookNoLinkLocal: deliveries never connect to link-local
+// addresses (cloud metadata), whatever the URL says; the attempt fails
+// and is retried, not sent.
+func TestWebhookNoLinkLocal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("a", "shop.test")
+	if c := e.do(e.key, "POST", "/v0/webhooks", `{"url":"http://169.254.169.254/latest/meta-data/"}`, nil); c != 200 {
+		t.Fatalf("create: %d", c)
+	}
+	e.receive("x", "a@shop.test")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := (&api.WebhookSender{Service: e.svc}).RunOnce(ctx, e.st)
+	if n != 1 || err != nil {
+		t.Fatalf("run: %d %v", n, err)
+	}
+	hs, err := e.st.WebhookDeliveries(ctx)
+	if err != nil || len(hs) != 1 || hs[0].State != "pending" || !strings.Contains(hs[0].LastError, "refusing to connect") {
+		t.Errorf("delivery: %+v %v", hs, err)
+	}
+}

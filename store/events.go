@@ -398,6 +398,37 @@ func (s *core) setWebhookDelivery(ctx context.Context, webhook string, event int
 	})
 }
 
+// WebhookDeliveryState is one row of the webhooks' hand-off log.
+type WebhookDeliveryState struct {
+	WebhookID   string    `json:"webhook_id"`
+	EventID     int64     `json:"event_id"`
+	State       string    `json:"state"` // pending, done, dropped
+	Attempts    int       `json:"attempts"`
+	NextAttempt time.Time `json:"next_attempt_at"`
+	LastError   string    `json:"last_error"`
+}
+
+// WebhookDeliveries lists the webhooks' hand-off log, oldest event first.
+func (s *SQLite) WebhookDeliveries(ctx context.Context) ([]WebhookDeliveryState, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT webhook_id, event_id, state, attempts, next_attempt_at, last_error
+		FROM api_webhook_deliveries ORDER BY event_id, webhook_id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: webhook deliveries: %w", err)
+	}
+	defer rows.Close()
+	out := []WebhookDeliveryState{}
+	for rows.Next() {
+		var d WebhookDeliveryState
+		var next int64
+		if err := rows.Scan(&d.WebhookID, &d.EventID, &d.State, &d.Attempts, &next, &d.LastError); err != nil {
+			return nil, fmt.Errorf("store: webhook deliveries: %w", err)
+		}
+		d.NextAttempt = time.Unix(0, next).UTC()
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
 // Idempotency-Key records.
 
 // ErrIdempotencyMismatch: the key was used with another request.

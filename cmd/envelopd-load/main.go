@@ -15,6 +15,7 @@
 //	envelopd-load compare --sessions 10 --messages 20000 [--smtp-source] [flags]
 //	envelopd-load budget --sessions 10 --messages 20000 [--smtp-source] [flags]
 //	envelopd-load hostile [--parts 100000] [--large-bytes 25165824] [--concurrent 40] [flags]
+//	envelopd-load api --messages 1000000 --db FILE [--clients 10] [--sends 5000]
 //
 // Exit status: 0 success, 1 the load ran but some messages were not
 // accepted (or a server failed), 2 usage or I/O error.
@@ -47,6 +48,7 @@ func commands() map[string]command {
 		"compare": {"run the same load against envelopd serve and the no-op server, print the ratio", runCompare},
 		"budget":  {"measure the CPU per message of the no-op pair and of envelopd's stages, print the ratio they allow", runBudget},
 		"hostile": {"send the hostile mail shapes of issue 17 to a fresh envelopd serve each, print peak RSS and times", runHostile},
+		"api":     {"fill a store with N messages, print HTTP API list/get latencies and send throughput (issue 19)", runAPIBench},
 	}
 }
 
@@ -79,7 +81,7 @@ func dispatch(ctx context.Context, e *env) int {
 
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: envelopd-load COMMAND [flags]\n\ncommands:")
-	for _, n := range []string{"run", "noop", "compare", "budget", "hostile"} {
+	for _, n := range []string{"run", "noop", "compare", "budget", "hostile", "api"} {
 		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
 	}
 }
