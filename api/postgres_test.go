@@ -30,6 +30,7 @@ var pgTests = []struct {
 	{"IdempotencyKey", TestIdempotencyKey},
 	{"WebhookCRUD", TestWebhookCRUD},
 	{"WebhookDelivery", TestWebhookDelivery},
+	{"WebhookNoLinkLocal", TestWebhookNoLinkLocal},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens

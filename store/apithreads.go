@@ -9,7 +9,7 @@ import (
 // inbox) in one query, ordered by inbox, thread and message id: a page of
 // a thread list costs one statement, not one per thread (issue 19's
 // speed target; a statement's preparation dominates a small query).
-func (s *SQLite) ThreadsMessages(ctx context.Context, refs []ThreadRef) ([]InboxMessage, error) {
+func (s *core) ThreadsMessages(ctx context.Context, refs []ThreadRef) ([]InboxMessage, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -22,7 +22,7 @@ func (s *SQLite) ThreadsMessages(ctx context.Context, refs []ThreadRef) ([]Inbox
 		vals[i] = "(?, ?)"
 		args = append(args, r.Inbox, r.ThreadID)
 	}
-	q := `SELECT x.inbox, x.labels, ` + messageCols + ` FROM inbox_messages x INDEXED BY inbox_messages_thread
+	q := `SELECT x.inbox, x.labels, ` + messageCols + ` FROM inbox_messages x` + s.d.inboxThreadIndex + `
 		JOIN messages m ON m.id = x.message_id
 		WHERE (x.inbox, x.thread_id) IN (VALUES ` + strings.Join(vals, ", ") + `)
 		ORDER BY x.inbox, x.thread_id, x.message_id`

@@ -409,7 +409,7 @@ type WebhookDeliveryState struct {
 }
 
 // WebhookDeliveries lists the webhooks' hand-off log, oldest event first.
-func (s *SQLite) WebhookDeliveries(ctx context.Context) ([]WebhookDeliveryState, error) {
+func (s *core) WebhookDeliveries(ctx context.Context) ([]WebhookDeliveryState, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT webhook_id, event_id, state, attempts, next_attempt_at, last_error
 		FROM api_webhook_deliveries ORDER BY event_id, webhook_id`)
 	if err != nil {

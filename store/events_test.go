@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envelopd/envelopd/internal/pgtest"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -17,9 +18,18 @@ import (
 // survive a restart (close, reopen).
 func TestEventsDurable(t *testing.T) {
 	t.Parallel()
+	testEventsDurable(t, filepath.Join(t.TempDir(), "e.db"))
+}
+
+// TestPostgresEventsDurable is TestEventsDurable on Postgres.
+func TestPostgresEventsDurable(t *testing.T) {
+	t.Parallel()
+	testEventsDurable(t, pgtest.Schema(t))
+}
+
+func testEventsDurable(t *testing.T, path string) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "e.db")
-	s, err := store.OpenSQLite(ctx, path)
+	s, err := store.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +64,7 @@ func TestEventsDurable(t *testing.T) {
 	}
 	s.Close()
 
-	s, err = store.OpenSQLite(ctx, path)
+	s, err = store.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +135,18 @@ func TestEventsDurable(t *testing.T) {
 // taken again, and so can a stale one.
 func TestIdempotencyClaims(t *testing.T) {
 	t.Parallel()
+	testIdempotencyClaims(t, filepath.Join(t.TempDir(), "i.db"))
+}
+
+// TestPostgresIdempotencyClaims is TestIdempotencyClaims on Postgres.
+func TestPostgresIdempotencyClaims(t *testing.T) {
+	t.Parallel()
+	testIdempotencyClaims(t, pgtest.Schema(t))
+}
+
+func testIdempotencyClaims(t *testing.T, db string) {
 	ctx := context.Background()
-	s, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "i.db"))
+	s, err := store.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}

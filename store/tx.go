@@ -237,6 +237,7 @@ type APIStore interface {
 	HideMessages(ctx context.Context, inbox, thread string, ids []int64) error
 	InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, error)
 	ThreadInboxes(ctx context.Context, thread string) ([]string, error)
+	ThreadsMessages(ctx context.Context, refs []ThreadRef) ([]InboxMessage, error)
 
 	Events(ctx context.Context, f EventFilter) ([]Event, error)
 	LastEventID(ctx context.Context) (int64, error)
@@ -251,6 +252,7 @@ type APIStore interface {
 	WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error
 	WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error
 	WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error
+	WebhookDeliveries(ctx context.Context) ([]WebhookDeliveryState, error)
 
 	ClaimIdempotency(ctx context.Context, keyID, key string, req []byte, now time.Time, stale time.Duration) (claimed bool, status int, resp []byte, err error)
 	FinishIdempotency(ctx context.Context, keyID, key string, status int, resp []byte) error

@@ -6,13 +6,25 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/envelopd/envelopd/internal/pgtest"
 )
 
 // TestInteropAgentMailEvents: the official AgentMail SDK's webhooks,
 // websocket and Idempotency-Key against a real envelopd, webhook
 // signatures checked by the svix package's own Webhook.verify
 // (testdata/api/events.test.mjs, node's test runner).
-func TestInteropAgentMailEvents(t *testing.T) {
+func TestInteropAgentMailEvents(t *testing.T) { testAgentMailEvents(t, "") }
+
+// TestInteropPostgresAgentMailEvents is TestInteropAgentMailEvents with
+// the store on Postgres: the event log's cursor (websocket reconnect with
+// last_event_id), webhook deliveries and Idempotency-Key from Postgres.
+func TestInteropPostgresAgentMailEvents(t *testing.T) {
+	interop(t, "node", "npm")
+	testAgentMailEvents(t, pgtest.Schema(t))
+}
+
+func testAgentMailEvents(t *testing.T, db string) {
 	interop(t, "node", "npm")
 	dir := npmDir(t)
 	for _, p := range []string{"agentmail", "svix"} {
@@ -20,7 +32,7 @@ func TestInteropAgentMailEvents(t *testing.T) {
 			t.Fatalf("%s is not installed in %s: %v", p, dir, err)
 		}
 	}
-	srv := startAPIServer(t)
+	srv := startAPIServerDB(t, db)
 	script, _ := filepath.Abs("../../testdata/api/events.test.mjs")
 	cmd := exec.Command("node", "--test", script)
 	cmd.Env = append(os.Environ(), "ENVELOPD_API_URL="+srv.url, "ENVELOPD_API_KEY="+srv.key, "ENVELOPD_NPM_DIR="+dir)
