@@ -102,7 +102,7 @@ func runAPIBench(ctx context.Context, e *env) int {
 func benchInbox(i int) string { return fmt.Sprintf("agent%02d@shop.test", i) }
 
 // fill stores messages [have, n) and indexes them.
-func fill(ctx context.Context, st *store.SQLite, have, n, inboxes, threadLen int, log io.Writer) error {
+func fill(ctx context.Context, st store.DB, have, n, inboxes, threadLen int, log io.Writer) error {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var next atomic.Int64
 	next.Store(int64(have))
@@ -167,7 +167,7 @@ func percentiles(ds []time.Duration) *latency {
 }
 
 func apiBench(ctx context.Context, log io.Writer, db string, n, inboxes, threadLen, requests, clients, sends int, keyType string) (*apiBenchResult, error) {
-	st, err := store.OpenSQLite(ctx, db)
+	st, err := store.Open(ctx, db)
 	if err != nil {
 		return nil, err
 	}
