@@ -101,6 +101,25 @@ func (e *env) newKey(inboxes []string) string {
 	return key
 }
 
+// messages lists the store's messages, waiting (at most 10 s) until there
+// are want of them: on Postgres a listing (a cursor's) shows a committed
+// message only once every transaction older than it has ended, and other
+// tests' transactions run on the same server.
+func (e *env) messages(f store.Filter, want int) []store.Message {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ms, err := e.st.Messages(context.Background(), f)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(ms) >= want || time.Now().After(deadline) {
+			return ms
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // do sends a request and decodes a JSON answer into out (when not nil).
 func (e *env) do(key, method, path string, body any, out any) int {
 	e.t.Helper()
@@ -422,7 +441,7 @@ func TestValidation(t *testing.T) {
 	if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/messages/"+mid, nil, nil); c != 404 {
 		t.Errorf("deleted message: %d, want 404", c)
 	}
-	if ms, _ := e.st.Messages(context.Background(), store.Filter{}); len(ms) != 1 {
+	if ms := e.messages(store.Filter{}, 1); len(ms) != 1 {
 		t.Errorf("stored messages after delete: %d, want 1", len(ms))
 	}
 }
@@ -607,7 +626,7 @@ func TestThreadsUpdateDelete(t *testing.T) {
 	if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test", nil, nil); c != 404 {
 		t.Errorf("deleted inbox: %d, want 404", c)
 	}
-	if ms, _ := e.st.Messages(context.Background(), store.Filter{}); len(ms) != 3 {
+	if ms := e.messages(store.Filter{}, 3); len(ms) != 3 {
 		t.Errorf("stored messages: %d, want 3", len(ms))
 	}
 }
@@ -636,7 +655,7 @@ func TestRelayLocal(t *testing.T) {
 		ThreadID string `json:"thread_id"`
 	}
 	e.do(e.key, "POST", "/v0/inboxes/shop@shop.test/messages/send", `{"to":"b@buyer.test","subject":"hi","text":"x"}`, &sent)
-	ms, _ := e.st.Messages(context.Background(), store.Filter{Mailbox: "shop@shop.test"})
+	ms := e.messages(store.Filter{Mailbox: "shop@shop.test"}, 1)
 	if len(ms) != 1 || ms[0].Direction != store.DirOut || ms[0].ThreadID != sent.ThreadID {
 		t.Errorf("sent copy in the mailbox: %+v", ms)
 	}
