@@ -374,6 +374,11 @@ func (s *core) createInboxTx(tx Tx, out *Inbox, created *bool, address, displayN
 	case err != nil:
 		return false, fmt.Errorf("store: create inbox: %w", err)
 	case deleted == 0:
+		if clientID != "" && !last {
+			// Committed by a racing create after the client_id read
+			// above (another node): read again, it may be this one's.
+			return true, nil
+		}
 		return false, fmt.Errorf("inbox %s exists: %w", address, ErrConflict)
 	default:
 		var cid any
