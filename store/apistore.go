@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // The HTTP API's part of the store (issue 19): API keys, inboxes and the
@@ -445,7 +447,17 @@ type InboxQuery struct {
 	// (accepted, quarantined, duplicate) or a user label.
 	Labels        []string
 	Before, After time.Time // received_at bounds (exclusive, inclusive)
-	Ascending     bool
+	// Filters of the web inbox (issue 20); "" matches everything. Type
+	// is the Envelopay type (lower case), Sender the envelope sender (a
+	// lower-case address), ErrorCode an error or warning code
+	// (duplicate_proof, amount_mismatch, …).
+	Type, Sender, ErrorCode string
+	// Search is free text over subject and note: every word must occur
+	// (as a word or a word prefix, case and diacritics folded). SQLite
+	// answers it from the FTS5 index message_fts; another backend from
+	// its own (tsvector, ILIKE) with the same meaning.
+	Search    string
+	Ascending bool
 	// Cursor: the last row of the previous page (message or last-message
 	// id, and its inbox for org-wide thread lists); 0 for the first page.
 	CursorID    int64
@@ -482,6 +494,25 @@ func (q *InboxQuery) where() (string, []any) {
 		conds = append(conds, c)
 		args = append(args, a...)
 	}
+	if q.Type != "" {
+		conds = append(conds, `m.type = ?`)
+		args = append(args, q.Type)
+	}
+	if q.Sender != "" {
+		conds = append(conds, `m.sender = ?`)
+		args = append(args, q.Sender)
+	}
+	if q.ErrorCode != "" {
+		// errors and warnings are JSON arrays of protocols.Problem, as
+		// encoding/json writes them: "code":"X" with no space.
+		c := `"code":` + strconv.Quote(q.ErrorCode)
+		conds = append(conds, `(instr(m.errors, ?) > 0 OR instr(m.warnings, ?) > 0)`)
+		args = append(args, c, c)
+	}
+	if match := FTSQuery(q.Search); match != "" {
+		conds = append(conds, `m.id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ?)`)
+		args = append(args, match)
+	}
 	if !q.Before.IsZero() {
 		conds = append(conds, `m.received_at < ?`)
 		args = append(args, q.Before.UTC().UnixNano())
@@ -494,6 +525,20 @@ func (q *InboxQuery) where() (string, []any) {
 		return "true", nil
 	}
 	return strings.Join(conds, " AND "), args
+}
+
+// FTSQuery turns free text into an FTS5 query: each word (a run of
+// letters and digits) a quoted prefix term, all required; "" when the
+// text has no word. User text never reaches FTS5's query syntax.
+func FTSQuery(text string) string {
+	var terms []string
+	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if len(terms) == 16 {
+			break
+		}
+		terms = append(terms, `"`+w+`"*`)
+	}
+	return strings.Join(terms, " ")
 }
 
 // InboxMessages lists the inbox's messages in id order (newest first
@@ -712,8 +757,8 @@ func (s *SQLite) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, e
 		conds = append(conds, `(t.last_id, t.inbox) `+op+` (?, ?)`)
 		args = append(args, q.CursorID, q.CursorInbox)
 	}
-	if len(q.Labels) > 0 || !q.Before.IsZero() || !q.After.IsZero() {
-		sub := InboxQuery{Labels: q.Labels, Before: q.Before, After: q.After}
+	if len(q.Labels) > 0 || !q.Before.IsZero() || !q.After.IsZero() || q.Type != "" || q.Sender != "" || q.ErrorCode != "" || FTSQuery(q.Search) != "" {
+		sub := InboxQuery{Labels: q.Labels, Before: q.Before, After: q.After, Type: q.Type, Sender: q.Sender, ErrorCode: q.ErrorCode, Search: q.Search}
 		w, a := sub.where()
 		conds = append(conds, `EXISTS (SELECT 1 FROM inbox_messages x JOIN messages m ON m.id = x.message_id
 			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND `+w+`)`)

@@ -339,11 +339,28 @@ CREATE TABLE inbox_threads (
 CREATE INDEX inbox_threads_last ON inbox_threads (inbox, last_id);
 CREATE INDEX inbox_threads_all ON inbox_threads (last_id, inbox);
 `,
+	// 13: full-text search over subject and note (issue 20, the web
+	// inbox's search box): an FTS5 index keyed by the message row id,
+	// contentless (the text stays in messages), filled by a trigger at
+	// insert — a message's subject and result never change — and from the
+	// messages already stored. The note is the parse result's "note"; a
+	// result that is not JSON indexes the subject only.
+	`
+CREATE VIRTUAL TABLE message_fts USING fts5 (subject, note, content = '', tokenize = 'unicode61 remove_diacritics 2');
+CREATE TRIGGER message_fts_insert AFTER INSERT ON messages BEGIN
+	INSERT INTO message_fts (rowid, subject, note) VALUES (new.id, new.subject,
+		CASE WHEN new.result IS NOT NULL AND json_valid(CAST(new.result AS TEXT))
+			THEN json_extract(CAST(new.result AS TEXT), '$.note') END);
+END;
+INSERT INTO message_fts (rowid, subject, note)
+	SELECT id, subject, CASE WHEN result IS NOT NULL AND json_valid(CAST(result AS TEXT))
+		THEN json_extract(CAST(result AS TEXT), '$.note') END FROM messages;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 12
+const SchemaVersion = 13
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at
