@@ -15,6 +15,7 @@ import (
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/store"
+	"github.com/envelopd/envelopd/web"
 )
 
 // httpFlags are serve's HTTP API flags (issue 19).
@@ -27,7 +28,7 @@ type httpFlags struct {
 }
 
 func (h *httpFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&h.addr, "http", "", "serve the AgentMail-compatible HTTP API under /v0 on this address (e.g. 127.0.0.1:8025); keys: envelopd apikey create")
+	fs.StringVar(&h.addr, "http", "", "serve the AgentMail-compatible HTTP API under /v0 and the web inbox at / on this address (e.g. 127.0.0.1:8025); keys: envelopd apikey create")
 	fs.Int64Var(&h.maxBody, "http-max-body", api.DefaultMaxBody, "largest HTTP API request body (larger → 413)")
 }
 
@@ -88,7 +89,8 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 	if err != nil {
 		return nil, fmt.Errorf("http: %w", err)
 	}
-	srv := &http.Server{Handler: hd, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 2 * time.Minute,
+	// The web inbox (issue 20) at /, over the same API.
+	srv := &http.Server{Handler: web.Mount(hd), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 2 * time.Minute,
 		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
