@@ -345,6 +345,7 @@ func TestInteropWebInbox(t *testing.T) {
 	// Every step arrived live in the open list.
 	run("live exchange", poll(`document.querySelector("#list").textContent.includes("1 SOL for 30 USDC")`),
 		chromedp.WaitVisible(css(`#list li[data-status="duplicate"]`)))
+	run("settle", poll(`!document.querySelector("#list li.fresh")`))
 	shot(ctx, "web-inbox.png")
 
 	// The thread as a timeline; a typed ref jumps to its step.
@@ -359,7 +360,7 @@ func TestInteropWebInbox(t *testing.T) {
 	}
 	run("fulfill", goTo("#/i/shop%40shop.test"), poll(`location.hash === "#/i/shop%40shop.test" && document.querySelector("#list li")`),
 		chromedp.Click(chromedp.Search(`//ol[@id="list"]/li[contains(., "what do you sell?")]/a`)),
-		chromedp.WaitVisible(css("#timeline .step")), chromedp.Click(css(`.chain li:nth-child(4) a`)),
+		chromedp.WaitVisible(css("#timeline .step")), chromedp.Evaluate[chromedp.Void](`document.querySelector(".chain li:nth-child(4) a").click()`),
 		chromedp.WaitVisible(css(`.step.focus[data-eid="ful_1"]`)))
 	shot(ctx, "web-thread.png")
 

@@ -146,6 +146,7 @@ function filterForm(inbox, f) {
 }
 
 function row(m, fresh) {
+  setTimeout(() => { for (const e of document.querySelectorAll("#list li.fresh")) e.classList.remove("fresh"); }, 3000);
   const ep = m.envelopay || {};
   const note = ep.type ? (ep.note || "") : (m.subject || "");
   return el("li", { class: "msg" + (fresh ? " fresh" : ""), dataset: { id: String(ep.id || ""), status: ep.status || "" } },
@@ -163,6 +164,7 @@ async function renderInbox(inbox, q, gen) {
   for (const k of FILTERS) f[k] = q.get(k) || "";
   S.inbox = inbox; S.filters = f; S.next = ""; S.ids = new Set();
   $("crumb").textContent = inbox;
+  window.scrollTo(0, 0);
   const list = el("ol", { id: "list", class: "msgs" });
   const more = el("button", { id: "more", type: "button", hidden: true }, "Older messages");
   const count = el("span", { id: "count", class: "muted" });

@@ -58,7 +58,8 @@ export function verdictBadges(m) {
   const st = ep.status || (m.labels || []).find((l) => ["accepted", "quarantined", "duplicate"].includes(l));
   if (st) out.push(badge(st, "st-" + st, "status"));
   const sigs = ep.dkim || [];
-  if (sigs.length === 0) out.push(badge("no DKIM", "dkim-none", "no DKIM signature"));
+  if (ep.direction === "out") out.push(badge("sent", "sent", "sent by envelopd (signed on the way out)"));
+  else if (sigs.length === 0) out.push(badge("no DKIM", "dkim-none", "no DKIM signature"));
   for (const s of sigs) {
     const ok = s.result === "pass";
     out.push(badge("DKIM " + (s.domain || "?") + " " + s.result, ok ? "dkim-pass" : "dkim-fail",
