@@ -51,6 +51,7 @@ type env struct {
 	srv      *httptest.Server
 	key      string
 	throttle *fakeThrottle
+	svc      *api.Service
 }
 
 func record(raw []byte) *store.Incoming {
@@ -78,7 +79,7 @@ func newEnv(t testing.TB, relay bool) *env {
 	th := &fakeThrottle{}
 	srv := httptest.NewServer(api.NewHandler(svc, api.HandlerOptions{Throttle: th, MaxBody: 1 << 20}))
 	t.Cleanup(srv.Close)
-	e := &env{t: t, st: st, srv: srv, throttle: th}
+	e := &env{t: t, st: st, srv: srv, throttle: th, svc: svc}
 	e.key = e.newKey(nil)
 	return e
 }

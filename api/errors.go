@@ -40,6 +40,9 @@ type Problem struct {
 	Message string `json:"message"`
 }
 
+// Problems lists ps as Problem items (never nil).
+func Problems(ps protocols.Problems) []Problem { return problems(ps) }
+
 func problems(ps protocols.Problems) []Problem {
 	out := []Problem{}
 	for _, p := range ps {
@@ -47,6 +50,10 @@ func problems(ps protocols.Problems) []Problem {
 	}
 	return out
 }
+
+// AsError maps an error of the service to the API error a client sees
+// (other front ends, such as the MCP server, show the same errors).
+func AsError(err error) *Error { return asError(err) }
 
 // asError maps an error of the service to an API error; unknown errors
 // are 500s whose text is not shown.

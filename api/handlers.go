@@ -73,22 +73,24 @@ func (h *Handler) routes() {
 	a("DELETE /v0/inboxes/{inbox_id}/messages/{message_id}", h.deleteMessage)
 	a("GET /v0/inboxes/{inbox_id}/messages/{message_id}/raw", h.getRaw)
 	a("GET /v0/inboxes/{inbox_id}/messages/{message_id}/attachments/{attachment_id}", h.getAttachment)
-	a("POST /v0/inboxes/{inbox_id}/messages/send", h.send)
-	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/reply", h.reply(false))
-	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/reply-all", h.reply(true))
-	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/forward", h.forward)
+	a("POST /v0/inboxes/{inbox_id}/messages/send", h.idempotent(h.send))
+	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/reply", h.idempotent(h.reply(false)))
+	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/reply-all", h.idempotent(h.reply(true)))
+	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/forward", h.idempotent(h.forward))
 	a("GET /v0/inboxes/{inbox_id}/threads", h.listThreads)
 	a("GET /v0/inboxes/{inbox_id}/threads/{thread_id}", h.getThread)
 	a("PATCH /v0/inboxes/{inbox_id}/threads/{thread_id}", h.updateThread)
 	a("DELETE /v0/inboxes/{inbox_id}/threads/{thread_id}", h.deleteThread)
 	a("GET /v0/inboxes/{inbox_id}/threads/{thread_id}/attachments/{attachment_id}", h.getAttachment)
-	a("POST /v0/inboxes/{inbox_id}/threads/{thread_id}/reply", h.replyThread)
+	a("POST /v0/inboxes/{inbox_id}/threads/{thread_id}/reply", h.idempotent(h.replyThread))
 	a("GET /v0/threads", h.listThreads)
 	a("GET /v0/threads/{thread_id}", h.getThread)
 	a("PATCH /v0/threads/{thread_id}", h.updateThread)
 	a("DELETE /v0/threads/{thread_id}", h.deleteThread)
 	a("GET /v0/threads/{thread_id}/attachments/{attachment_id}", h.getAttachment)
 	m.HandleFunc("GET /v0/download/{token}", h.download)
+	m.HandleFunc("GET /v0", h.websocket) // websocket.go
+	h.webhookRoutes(a)                   // webhooks.go
 	// Searches need a full-text index envelopd does not keep.
 	for _, p := range []string{"GET /v0/inboxes/search", "GET /v0/inboxes/{inbox_id}/messages/search",
 		"GET /v0/inboxes/{inbox_id}/threads/search", "GET /v0/threads/search"} {
@@ -138,34 +140,14 @@ func clientIP(r *http.Request) string {
 // auth checks the Bearer key (RFC 6750 §2.1) and runs f.
 func (h *Handler) auth(f authed) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ip := clientIP(r)
-		if after, ok := h.throttle.Allow(ip); !ok {
-			secs := int(after.Round(time.Second) / time.Second)
-			if secs < 1 {
-				secs = 1
-			}
-			writeError(w, &Error{Status: http.StatusTooManyRequests, Name: "RateLimitError",
-				Message: "too many failed authentication attempts", RetryAfter: secs})
-			return
-		}
 		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok {
 			key, ok = strings.CutPrefix(r.Header.Get("Authorization"), "bearer ")
 		}
-		key = strings.TrimSpace(key)
-		p, err := CheckKey(r.Context(), h.keys, key)
-		if err != nil {
-			id, _, _ := ParseKey(key)
-			if errors.Is(err, ErrBadKey) {
-				h.throttle.Fail(ip, id)
-			} else {
-				h.log.Error("api: key check", "err", err)
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
-			writeError(w, asError(err))
+		p := h.authenticate(w, r, strings.TrimSpace(key))
+		if p == nil {
 			return
 		}
-		h.throttle.Succeed(ip, p.KeyID)
 		r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
 		v, status, err := f(w, r, p)
 		if err != nil {
@@ -197,6 +179,35 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
+}
+
+// authenticate checks key (per-IP throttled: failures count as failed
+// SMTP/IMAP logins do); on failure it answers 401 or 429 and returns nil.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key string) *Principal {
+	ip := clientIP(r)
+	if after, ok := h.throttle.Allow(ip); !ok {
+		secs := int(after.Round(time.Second) / time.Second)
+		if secs < 1 {
+			secs = 1
+		}
+		writeError(w, &Error{Status: http.StatusTooManyRequests, Name: "RateLimitError",
+			Message: "too many failed authentication attempts", RetryAfter: secs})
+		return nil
+	}
+	p, err := CheckKey(r.Context(), h.keys, key)
+	if err != nil {
+		id, _, _ := ParseKey(key)
+		if errors.Is(err, ErrBadKey) {
+			h.throttle.Fail(ip, id)
+		} else {
+			h.log.Error("api: key check", "err", err)
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
+		writeError(w, asError(err))
+		return nil
+	}
+	h.throttle.Succeed(ip, p.KeyID)
+	return p
 }
 
 func writeError(w http.ResponseWriter, e *Error) {
@@ -441,11 +452,7 @@ func (h *Handler) replyThread(w http.ResponseWriter, r *http.Request, p *Princip
 	if err := decodeSend(r, &req); err != nil {
 		return nil, 0, err
 	}
-	t, err := h.svc.GetThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), ListParams{Limit: 1})
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.Reply(r.Context(), p, t.InboxID, t.LastMessageID, req, req.ReplyAll)
+	v, err := h.svc.ReplyThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), req)
 	return v, 0, err
 }
 

@@ -39,6 +39,9 @@ type Store interface {
 	Message(ctx context.Context, id int64) (*store.Message, error)
 	Check(ctx context.Context, in *store.Incoming) (store.Outcome, error)
 	Enqueue(ctx context.Context, out *store.Outgoing) (int64, error)
+	// Messages and WaitNew follow new commits (WaitMessage).
+	Messages(ctx context.Context, f store.Filter) ([]store.Message, error)
+	WaitNew(ctx context.Context, after int64) error
 }
 
 // Events is told what the service did (the seam for webhooks and the
@@ -62,8 +65,11 @@ type Config struct {
 	// worker delivers it at once).
 	Wake   func()
 	Events Events
-	Logger *slog.Logger
-	Now    func() time.Time
+	// EventLog is what the websocket and webhooks follow (default: Store,
+	// when it keeps one).
+	EventLog EventLog
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // Service is the query/command layer of the HTTP API over the store: one
@@ -920,6 +926,9 @@ func (s *Service) Forward(ctx context.Context, p *Principal, inbox, ref string, 
 // the codes) unless req.Force.
 func (s *Service) queue(ctx context.Context, b store.Inbox, m mailout.Mail, req SendRequest, kind string) (SendResult, error) {
 	_, dom, _ := strings.Cut(b.Address, "@")
+	if id := idemMessageIDFrom(ctx); id != "" {
+		m.MessageID = id + "@" + dom // Idempotency-Key: the queue is unique per Message-ID
+	}
 	out, err := s.cfg.Mailer(dom).PrepareMail(m, kind)
 	if err != nil {
 		return SendResult{}, err

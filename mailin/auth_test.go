@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-smtp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -274,6 +275,41 @@ func TestSMTPNoProgress(t *testing.T) {
 	if code != 421 {
 		t.Errorf("MAIL/RSET loop never closed")
 	}
+}
+
+// TestSMTPRefusedMailIsProgress: a client whose every message is refused
+// (a store that cannot commit answers 451; TestInteropDiskFull) sends
+// whole messages, so it is busy, not idle: more messages than
+// MaxIdleCommands allows idle commands, all answered, the session open.
+func TestSMTPRefusedMailIsProgress(t *testing.T) {
+	refuse := &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "not stored"}
+	ts := startServer(t, SMTPConfig{MaxIdleCommands: 2, Router: refuseRouter{refuse}}, nil)
+	c := dialAbuse(t, ts.addr)
+	defer c.Close()
+	c.cmd(t, "")
+	c.cmd(t, "EHLO client.test")
+	for i := range 5 {
+		for _, line := range []string{"MAIL FROM:<a@client.test>", "RCPT TO:<b@server.test>", "DATA"} {
+			if code, text := c.cmd(t, line); code != 250 && code != 354 {
+				t.Fatalf("message %d, %s: %d %q", i+1, line, code, text)
+			}
+		}
+		if code, text := c.cmd(t, "From: a@client.test\r\nSubject: hi\r\n\r\nhi\r\n."); code != 451 {
+			t.Fatalf("message %d end of data: %d %q, want 451", i+1, code, text)
+		}
+	}
+	if code, text := c.cmd(t, "NOOP"); code != 250 {
+		t.Errorf("after 5 refused messages: NOOP %d %q, want 250 (session open)", code, text)
+	}
+}
+
+// refuseRouter accepts every recipient and refuses every message.
+type refuseRouter struct{ err error }
+
+func (refuseRouter) Authenticate(string, string) error { return ErrBadPassword }
+func (refuseRouter) Rcpt(string, string, string) error { return nil }
+func (r refuseRouter) Deliver(context.Context, []byte, Meta, string) (string, error) {
+	return "", r.err
 }
 
 // TestSMTPIdleTimeout: a session that sends nothing is closed after

@@ -63,8 +63,9 @@ type SMTPConfig struct {
 	// whole transaction must end within 2×ReadTimeout).
 	IdleTimeout time.Duration
 	// MaxIdleCommands is how many commands a session may send outside a
-	// mail transaction without progress (a delivered message or a
-	// successful AUTH) before it is closed with 421. Default 20; < 0: none.
+	// mail transaction without progress (a message received, whatever
+	// its answer, or a successful AUTH) before it is closed with 421.
+	// Default 20; < 0: none.
 	MaxIdleCommands int
 	// Auth throttles and bounds password checks (shared by every front
 	// end of the process); nil: a Guard with the default policy.
@@ -473,6 +474,10 @@ func (ss *session) Data(r io.Reader) error {
 	if hasBareLineEnd(buf.Bytes()) {
 		return ErrBareLineEnd
 	}
+	// A whole message received is progress, whatever its answer: a
+	// client whose mail the store refuses (451 on a full disk) is busy,
+	// not idle (--max-idle-commands).
+	ss.conn.progress()
 	raw := buf.Bytes()
 	if buf.Cap() <= 1<<20 {
 		raw = bytes.Clone(raw) // buf goes back to the pool
@@ -487,7 +492,6 @@ func (ss *session) Data(r io.Reader) error {
 			ss.s.log().Error("relay delivery failed", "err", err, "remote", ss.remote)
 			return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary local error, message not delivered; try again later"}
 		}
-		ss.conn.progress()
 		return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: msg}
 	}
 	out, err := ss.s.p.Ingest(ss.s.ctx, raw, Meta{Source: "smtp", MailFrom: ss.from, Rcpts: ss.rcpts, Remote: ss.remote, User: ss.user})
@@ -498,7 +502,6 @@ func (ss *session) Data(r io.Reader) error {
 	if out.Redelivery {
 		msg = fmt.Sprintf("OK already stored as %d", out.ID)
 	}
-	ss.conn.progress()
 	return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: msg}
 }
 

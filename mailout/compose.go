@@ -364,3 +364,11 @@ func selfCheck(raw []byte, typ string, body json.RawMessage) error {
 	}
 	return nil
 }
+
+// PrepareBody is the Envelopay body d would be sent with: its type (lower
+// case) and its JSON with v, type, id (and note) filled when absent, or a
+// *ComposeError naming the Envelopay codes (the stateless checks; the
+// stateful ones are store.Check's). A bare WHICH/METHODS (NoJSON) has a
+// nil body. Front ends that compose the text themselves (the MCP server)
+// call it so the filling rules stay here.
+func PrepareBody(d Draft) (string, json.RawMessage, error) { return prepareBody(&d) }

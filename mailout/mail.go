@@ -8,7 +8,6 @@ import (
 
 	"github.com/emersion/go-message/mail"
 
-	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
 )
@@ -116,24 +115,5 @@ func (mr *Mailer) PrepareMail(m Mail, kind string) (*store.Outgoing, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := Sign(msg.Raw, mr.Signers)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	if mr.Now != nil {
-		now = mr.Now()
-	}
-	out := &store.Outgoing{
-		From:       msg.From,
-		Recipients: msg.Recipients,
-		Raw:        raw,
-		MessageID:  parse.NormalizeMessageID(msg.MessageID),
-		Kind:       kind,
-		Expires:    now.Add(orDefault(mr.Expiry, 24*time.Hour)),
-	}
-	if mr.Record != nil {
-		out.Copy = mr.Record(raw)
-	}
-	return out, nil
+	return mr.queue(msg, kind)
 }

@@ -61,6 +61,12 @@ func (m *Mailer) Prepare(d Draft, kind string) (*store.Outgoing, error) {
 	if err != nil {
 		return nil, err
 	}
+	return m.queue(msg, kind)
+}
+
+// queue signs a composed message and returns its queue entry of kind,
+// with its stored copy when Record is set (Prepare, PrepareMail).
+func (m *Mailer) queue(msg *Message, kind string) (*store.Outgoing, error) {
 	raw, err := Sign(msg.Raw, m.Signers)
 	if err != nil {
 		return nil, err

@@ -339,7 +339,81 @@ CREATE TABLE inbox_threads (
 CREATE INDEX inbox_threads_last ON inbox_threads (inbox, last_id);
 CREATE INDEX inbox_threads_all ON inbox_threads (last_id, inbox);
 `,
-	// 13: full-text search over subject and note (issue 20, the web
+	// 13: the HTTP API's events (issue 19; events.go in this package): an
+	// append-only event log written by triggers in the transaction that
+	// stores a message (message.received / message.sent, one per inbox
+	// that shows it) or ends a queued recipient (message.delivered /
+	// message.bounced), so no writer can forget one; webhooks, their
+	// hand-off log (one row per event and webhook, fanned out by trigger,
+	// retried with backoff like deliveries), and Idempotency-Key records.
+	`
+CREATE TABLE api_events (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,   -- event_id evt_<id>; commits in id order
+	type       TEXT NOT NULL,
+	inbox      TEXT NOT NULL,
+	message_id INTEGER NOT NULL,                    -- messages.id
+	recipients TEXT NOT NULL DEFAULT '[]',          -- delivered/bounced: JSON array
+	detail     TEXT NOT NULL DEFAULT '',            -- bounced: the last error
+	created_at INTEGER NOT NULL
+);
+CREATE INDEX api_events_inbox ON api_events (inbox, id);
+CREATE TRIGGER api_events_message AFTER INSERT ON messages BEGIN
+	INSERT INTO api_events (type, inbox, message_id, created_at)
+	SELECT CASE new.direction WHEN 'out' THEN 'message.sent' ELSE 'message.received' END, b, new.id, new.received_at
+	FROM (SELECT new.mailbox AS b WHERE new.mailbox != ''
+		UNION SELECT lower(new.sender) WHERE new.mailbox = '' AND new.direction = 'out' AND new.sender != ''
+		UNION SELECT lower(value) FROM json_each(CASE WHEN json_valid(new.recipients) THEN new.recipients ELSE '[]' END)
+			WHERE new.mailbox = '' AND new.direction != 'out' AND value != '')
+	ORDER BY b;
+END;
+CREATE TRIGGER api_events_rcpt AFTER UPDATE OF state ON queue_rcpts
+	WHEN new.state IN ('sent', 'failed') AND old.state != new.state BEGIN
+	INSERT INTO api_events (type, inbox, message_id, recipients, detail, created_at)
+	SELECT CASE new.state WHEN 'sent' THEN 'message.delivered' ELSE 'message.bounced' END,
+		CASE WHEN m.mailbox != '' THEN m.mailbox ELSE lower(m.sender) END, m.id, json_array(new.rcpt),
+		CASE new.state WHEN 'failed' THEN new.last_error ELSE '' END, CAST(unixepoch('subsec') * 1000000000 AS INTEGER)
+	FROM queue q JOIN messages m ON m.id = q.copy_id WHERE q.id = new.queue_id;
+END;
+CREATE TABLE api_webhooks (
+	id          TEXT PRIMARY KEY,                   -- wh_<hex>
+	url         TEXT NOT NULL,
+	event_types TEXT NOT NULL DEFAULT '[]',         -- JSON array; [] = every type
+	inbox_ids   TEXT NOT NULL DEFAULT '[]',         -- JSON array; [] = every inbox
+	secret      TEXT NOT NULL,                      -- whsec_<base64>: needed to sign, so kept
+	enabled     INTEGER NOT NULL DEFAULT 1,
+	client_id   TEXT UNIQUE,
+	key_id      TEXT NOT NULL DEFAULT '',           -- API key that made it
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL
+);
+CREATE TABLE api_webhook_deliveries (
+	webhook_id      TEXT NOT NULL REFERENCES api_webhooks (id) ON DELETE CASCADE,
+	event_id        INTEGER NOT NULL REFERENCES api_events (id),
+	state           TEXT NOT NULL CHECK (state IN ('pending', 'done', 'dropped')),
+	attempts        INTEGER NOT NULL DEFAULT 0,
+	next_attempt_at INTEGER NOT NULL,
+	last_error      TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (webhook_id, event_id)
+) WITHOUT ROWID;
+CREATE INDEX api_webhook_due ON api_webhook_deliveries (state, next_attempt_at);
+CREATE TRIGGER api_events_fanout AFTER INSERT ON api_events BEGIN
+	INSERT INTO api_webhook_deliveries (webhook_id, event_id, state, next_attempt_at)
+	SELECT w.id, new.id, 'pending', new.created_at FROM api_webhooks w
+	WHERE w.enabled
+		AND (w.event_types = '[]' OR EXISTS (SELECT 1 FROM json_each(w.event_types) WHERE value = new.type))
+		AND (w.inbox_ids = '[]' OR EXISTS (SELECT 1 FROM json_each(w.inbox_ids) WHERE value = new.inbox));
+END;
+CREATE TABLE api_idempotency (
+	key_id     TEXT NOT NULL,                       -- the API key's id: keys are per caller
+	idem_key   TEXT NOT NULL,                       -- the Idempotency-Key header
+	request    BLOB NOT NULL,                       -- SHA-256 of method, path and body
+	status     INTEGER NOT NULL DEFAULT 0,          -- 0 while the first request runs
+	response   BLOB,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (key_id, idem_key)
+) WITHOUT ROWID;
+`,
+	// 14: full-text search over subject and note (issue 20, the web
 	// inbox's search box): an FTS5 index keyed by the message row id,
 	// contentless (the text stays in messages), filled by a trigger at
 	// insert — a message's subject and result never change — and from the
@@ -360,7 +434,7 @@ INSERT INTO message_fts (rowid, subject, note)
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 13
+const SchemaVersion = 14
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -15,7 +15,7 @@ import (
 // apiServer is a real `envelopd serve --relay --sign-local --http`
 // process with an API key.
 type apiServer struct {
-	url, key, db string
+	url, key, db, bin string
 }
 
 // startAPIServer builds envelopd, creates a key and starts serve in relay
@@ -74,7 +74,7 @@ func startAPIServer(t *testing.T, prep ...func(db string)) apiServer {
 	}()
 	select {
 	case a := <-addrc:
-		return apiServer{url: "http://" + a, key: key, db: db}
+		return apiServer{url: "http://" + a, key: key, db: db, bin: bin}
 	case <-time.After(60 * time.Second):
 		t.Fatal("serve --http did not start")
 	}
@@ -131,5 +131,37 @@ func TestInteropPythonURLLib(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "ok" {
 		t.Fatalf("shop.py: %v\n%s", err, out)
+	}
+}
+
+// TestInteropMCPClient: the official MCP TypeScript SDK plays an
+// Envelopay exchange against a real envelopd: one agent launches
+// `envelopd mcp` over stdio, the other connects to /mcp over streamable
+// HTTP (testdata/mcp/client.test.mjs, node's test runner).
+func TestInteropMCPClient(t *testing.T) {
+	interop(t, "node", "npm")
+	dir := os.Getenv("ENVELOPD_NPM_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+		cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "@modelcontextprotocol/sdk@1.32.2")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm install @modelcontextprotocol/sdk@1.32.2: %v\n%s", err, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
+		t.Fatalf("@modelcontextprotocol/sdk is not installed in %s: %v", dir, err)
+	}
+	srv := startAPIServer(t)
+	script, _ := filepath.Abs("../../testdata/mcp/client.test.mjs")
+	cmd := exec.Command("node", "--test", script)
+	cmd.Env = append(os.Environ(), "ENVELOPD_API_URL="+srv.url, "ENVELOPD_API_KEY="+srv.key, "ENVELOPD_NPM_DIR="+dir,
+		"ENVELOPD_BIN="+srv.bin, "ENVELOPD_DB="+srv.db)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test client.test.mjs: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "# pass 1") || !strings.Contains(string(out), "# fail 0") {
+		t.Fatalf("node --test did not pass:\n%s", out)
 	}
 }

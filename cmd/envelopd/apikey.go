@@ -35,7 +35,7 @@ func runAPIKey(ctx context.Context, e *env) int {
 	name := fs.String("name", "", "a name for the key (create)")
 	var inboxes multiFlag
 	fs.Var(&inboxes, "inbox", "scope the key to this inbox address (create; repeatable)")
-	args, err := parseInterspersed(fs, e.args[1:])
+	args, err := parseArgs(fs, e.args[1:])
 	if err != nil {
 		return 2
 	}

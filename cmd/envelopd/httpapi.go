@@ -14,6 +14,7 @@ import (
 	"github.com/envelopd/envelopd/api"
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/mcp"
 	"github.com/envelopd/envelopd/store"
 	"github.com/envelopd/envelopd/web"
 )
@@ -25,11 +26,13 @@ type httpFlags struct {
 	// throttle counts failed API keys: serve sets the process's shared
 	// authguard (authguard.KeyThrottle); nil: none.
 	throttle api.AuthThrottle
+	mcpSign  mcpSignFlags // keys of /mcp's sign tools
 }
 
 func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.addr, "http", "", "serve the AgentMail-compatible HTTP API under /v0 and the web inbox at / on this address (e.g. 127.0.0.1:8025); keys: envelopd apikey create")
 	fs.Int64Var(&h.maxBody, "http-max-body", api.DefaultMaxBody, "largest HTTP API request body (larger → 413)")
+	h.mcpSign.register(fs, "mcp-")
 }
 
 // start serves the API when --http is set, and returns the function that
@@ -84,7 +87,18 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 		return nil, err
 	}
 	rt.workers = append(rt.workers, func(ctx context.Context) error { return svc.Run(ctx, time.Second) })
-	hd := api.NewHandler(svc, api.HandlerOptions{Throttle: h.throttle, MaxBody: h.maxBody, Logger: rt.log})
+	// Webhooks of the API (api/webhooks.go), from their durable log.
+	rt.workers = append(rt.workers, (&api.WebhookSender{Service: svc}).Run)
+	var hd http.Handler = api.NewHandler(svc, api.HandlerOptions{Throttle: h.throttle, MaxBody: h.maxBody, Logger: rt.log})
+	// The MCP server's streamable HTTP transport at /mcp (issue 20), same keys.
+	mcfg := mcp.Config{Service: svc, ChainTip: rt.store.ChainTip, Version: mcpVersion(), Logger: rt.log}
+	if err := h.mcpSign.load(&mcfg); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewHTTPHandler(mcfg, mcp.HTTPOptions{Keys: rt.store, Throttle: h.throttle, MaxBody: h.maxBody}))
+	mux.Handle("/", hd)
+	hd = mux
 	ln, err := net.Listen("tcp", h.addr)
 	if err != nil {
 		return nil, fmt.Errorf("http: %w", err)

@@ -32,7 +32,7 @@ func runMailbox(ctx context.Context, e *env) int {
 	db := fs.String("db", defaultDB, "SQLite database file")
 	pwFile := fs.String("password-file", "", "file whose first line is the mailbox password (add)")
 	asJSON := fs.Bool("json", false, "print JSON lines (list)")
-	args, err := parseInterspersed(fs, e.args[1:])
+	args, err := parseArgs(fs, e.args[1:])
 	if err != nil {
 		return 2
 	}

@@ -57,6 +57,7 @@ func commands() map[string]command {
 		"aicp":    {"AICP helpers (aicp sign)", runAICP},
 		"apikey":  {"HTTP API keys (apikey create [--inbox ADDR]..., apikey list, apikey revoke ID)", runAPIKey},
 		"vacant":  {"Vacant helpers (vacant sign)", runVacant},
+		"mcp":     {"MCP server over stdio for model-driven agents (tools over the API's service)", runMCP},
 		"version": {"print the version, VCS revision and Go version (--json)", runVersion},
 	}
 }

@@ -20,7 +20,7 @@ import (
 // maxMessage bounds what `envelopd parse` reads (bytes).
 const maxMessage = 64 << 20
 
-// parseSynopsis is the usage line, as the README's synopsis.
+// parseSynopsis is the usage line, as the synopsis in docs/json.md.
 const parseSynopsis = "envelopd parse [--lenient] [--dkim-txt FILE] [--aicp-key HANDLE=KEY]… [--now RFC3339] [FILE|-]"
 
 // runParse is `envelopd parse`: parse one raw message
@@ -102,7 +102,7 @@ func parseCommand(ctx context.Context, e *env, hooks ...parseHook) int {
 	for _, h := range hooks {
 		steps = append(steps, h(fs))
 	}
-	args, err := parseInterspersed(fs, e.args)
+	args, err := parseArgs(fs, e.args)
 	if err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -146,23 +146,6 @@ func parseCommand(ctx context.Context, e *env, hooks ...parseHook) int {
 		return 1
 	}
 	return 0
-}
-
-// parseInterspersed parses flags that may come before or after the file
-// argument ("envelopd parse mail.eml --lenient").
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }
 
 func readMessage(e *env, args []string) ([]byte, error) {

@@ -112,7 +112,7 @@ func parseFileLen(t *testing.T, file string) string {
 	return string(n)
 }
 
-// TestParseUsage: the usage line is the README synopsis and names every
+// TestParseUsage: the usage line is the synopsis in docs/json.md and names every
 // flag `envelopd parse` registers.
 func TestParseUsage(t *testing.T) {
 	var out, errb bytes.Buffer
@@ -128,12 +128,12 @@ func TestParseUsage(t *testing.T) {
 			t.Errorf("usage line lacks %s: %q", f, line)
 		}
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/json.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, sect, _ := strings.Cut(string(readme), "## `envelopd parse`: the JSON contract\n\n```\n")
 	if syn, _, _ := strings.Cut(sect, "\n"); syn != parseSynopsis {
-		t.Errorf("README synopsis %q, usage %q", syn, parseSynopsis)
+		t.Errorf("docs/json.md synopsis %q, usage %q", syn, parseSynopsis)
 	}
 }

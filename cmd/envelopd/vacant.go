@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
 	"regexp"
 
+	"github.com/envelopd/envelopd/protocols/tunnelsign"
 	"github.com/envelopd/envelopd/protocols/vacant"
 	"github.com/envelopd/envelopd/store"
 )
@@ -44,7 +43,7 @@ func runVacant(ctx context.Context, e *env) int {
 	role := fs.String("role", "ROLE_USER", "message role for --text")
 	contextID := fs.String("context", "", "contextId for --text")
 	text := fs.String("text", "", "message text (one text part)")
-	args, err := parseInterspersed(fs, e.args[1:])
+	args, err := parseArgs(fs, e.args[1:])
 	if err != nil {
 		return 2
 	}
@@ -69,11 +68,7 @@ func runVacant(ctx context.Context, e *env) int {
 	}
 	var msg vacant.Message
 	if set["text"] {
-		mid := randomUUID()
-		msg = vacant.Message{Role: *role, Parts: []vacant.Part{{Type: "text", Text: *text}}, MessageID: &mid}
-		if *contextID != "" {
-			msg.ContextID = contextID
-		}
+		msg = tunnelsign.VacantText(*text, *role, *contextID)
 	} else {
 		doc, err := readArg(e, args)
 		if err != nil {
@@ -84,16 +79,13 @@ func runVacant(ctx context.Context, e *env) int {
 		}
 	}
 	env := &vacant.Envelope{To: *to, Seq: *seq, Prev: *prev, Time: now, Idem: *idem, Payload: msg}
-	if env.Idem == "" {
-		env.Idem = randomUUID()
-	}
 	if !set["seq"] {
-		from := hex.EncodeToString(priv.Public().(ed25519.PublicKey))
+		from := tunnelsign.VacantID(priv)
 		if env.Seq, env.Prev, err = chainNext(ctx, *db, vacant.Chain(from, *to)); err != nil {
 			return fail(2, fmt.Errorf("%w (or give --seq and --prev)", err))
 		}
 	}
-	wire, err := vacant.Sign(env, priv)
+	wire, err := tunnelsign.SignVacant(env, priv)
 	if err != nil {
 		return fail(1, err)
 	}
@@ -116,17 +108,6 @@ func chainNext(ctx context.Context, path, chain string) (int64, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	if seq == 0 {
-		hash = vacant.ZeroHash
-	}
-	return seq + 1, hash, nil
-}
-
-// randomUUID is a version 4 UUID, as the reference's uuid.uuid4().
-func randomUUID() string {
-	b, _ := hex.DecodeString(randomHex(16))
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b)
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	seq, hash = tunnelsign.VacantNext(seq, hash)
+	return seq, hash, nil
 }

@@ -1,0 +1,228 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/envelopd/envelopd/store"
+)
+
+// Events (issue 19): the websocket at /v0 and the webhooks read one
+// durable event log (store/events.go), written by the store in the
+// transaction that makes each event true. The event objects are the
+// SDK's (agentmail@0.5.27 api/resources/events/types, with the wire
+// names of serialization/resources/events): MessageReceivedEvent,
+// MessageSentEvent, MessageDeliveredEvent, MessageBouncedEvent.
+
+// EventLog is the durable event log the websocket and webhooks follow.
+// Events after a cursor must come in id order, and an id once seen must
+// never be followed by a smaller one committing later (store/events.go).
+type EventLog interface {
+	Events(ctx context.Context, f store.EventFilter) ([]store.Event, error)
+	LastEventID(ctx context.Context) (int64, error)
+	WaitEvents(ctx context.Context, after int64) error
+}
+
+// EventID is the wire id of an event: evt_<log id>.
+func EventID(id int64) string { return "evt_" + strconv.FormatInt(id, 10) }
+
+// ParseEventID reads evt_<n> (or n).
+func ParseEventID(s string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimPrefix(s, "evt_"), 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// EventObject is one event as the SDK reads it.
+type EventObject struct {
+	Type      string        `json:"type"` // "event"
+	EventType string        `json:"event_type"`
+	EventID   string        `json:"event_id"`
+	Message   *Message      `json:"message,omitempty"`
+	Thread    *Thread       `json:"thread,omitempty"`
+	Send      *EventDetail  `json:"send,omitempty"`
+	Delivery  *EventDetail  `json:"delivery,omitempty"`
+	Bounce    *BounceDetail `json:"bounce,omitempty"`
+}
+
+// EventDetail is the SDK's Send and Delivery.
+type EventDetail struct {
+	InboxID    string    `json:"inbox_id"`
+	ThreadID   string    `json:"thread_id"`
+	MessageID  string    `json:"message_id"`
+	Timestamp  time.Time `json:"timestamp"`
+	Recipients []string  `json:"recipients"`
+}
+
+// BounceDetail is the SDK's Bounce.
+type BounceDetail struct {
+	InboxID    string            `json:"inbox_id"`
+	ThreadID   string            `json:"thread_id"`
+	MessageID  string            `json:"message_id"`
+	Timestamp  time.Time         `json:"timestamp"`
+	Type       string            `json:"type"`
+	SubType    string            `json:"sub_type"`
+	Recipients []BounceRecipient `json:"recipients"`
+}
+
+// BounceRecipient is the SDK's Recipient.
+type BounceRecipient struct {
+	Address string `json:"address"`
+	Status  string `json:"status"`
+}
+
+func (s *Service) eventLog() (EventLog, error) {
+	if s.cfg.EventLog != nil {
+		return s.cfg.EventLog, nil
+	}
+	if l, ok := s.cfg.Store.(EventLog); ok {
+		return l, nil
+	}
+	return nil, &Error{Status: 501, Name: "NotImplementedError", Message: "this store keeps no event log"}
+}
+
+// EventObject renders a logged event. The message and thread are read
+// as they are now; a message no longer stored is ErrNotFound.
+func (s *Service) EventObject(ctx context.Context, e store.Event) (EventObject, error) {
+	o := EventObject{Type: "event", EventType: e.Type, EventID: EventID(e.ID)}
+	m, err := s.cfg.Store.Message(ctx, e.MessageID)
+	if err != nil {
+		return o, err
+	}
+	im := &store.InboxMessage{Inbox: e.Inbox, Message: *m}
+	switch e.Type {
+	case store.EventReceived:
+		s.sync(ctx)
+		if x, err := s.cfg.Store.InboxMessageByRef(ctx, e.Inbox, strconv.FormatInt(m.ID, 10)); err == nil {
+			im.Labels = x.Labels
+		}
+		mo, err := messageObject(im, true)
+		if err != nil {
+			return o, err
+		}
+		o.Message = &mo
+		ms, err := s.cfg.Store.InboxMessages(ctx, store.InboxQuery{Inbox: e.Inbox, ThreadID: m.ThreadID, Ascending: true})
+		if err != nil {
+			return o, err
+		}
+		if len(ms) == 0 {
+			ms = []store.InboxMessage{*im}
+		}
+		t := threadObject(e.Inbox, m.ThreadID, ms)
+		o.Thread = &t
+	case store.EventSent, store.EventDelivered:
+		d := &EventDetail{InboxID: e.Inbox, ThreadID: m.ThreadID, MessageID: wireMessageID(m), Timestamp: e.CreatedAt,
+			Recipients: nonNil(e.Recipients)}
+		if e.Type == store.EventSent {
+			d.Recipients = nonNil(m.Recipients)
+			o.Send = d
+		} else {
+			o.Delivery = d
+		}
+	case store.EventBounced:
+		b := &BounceDetail{InboxID: e.Inbox, ThreadID: m.ThreadID, MessageID: wireMessageID(m), Timestamp: e.CreatedAt,
+			Type: "Permanent", SubType: "General", Recipients: []BounceRecipient{}}
+		for _, r := range e.Recipients {
+			b.Recipients = append(b.Recipients, BounceRecipient{Address: r, Status: e.Detail})
+		}
+		o.Bounce = b
+	default:
+		return o, fmt.Errorf("api: unknown event type %q", e.Type)
+	}
+	return o, nil
+}
+
+// Subscription is what a websocket subscriber (or a webhook) listens to:
+// empty lists mean everything the key may see.
+type Subscription struct {
+	EventTypes []string `json:"event_types"`
+	InboxIDs   []string `json:"inbox_ids"`
+}
+
+// checkSubscription validates event types and inbox ids.
+func checkSubscription(sub *Subscription) error {
+	for _, t := range sub.EventTypes {
+		if !slices.Contains(store.EventTypes, t) && !strings.HasPrefix(t, "message.") && t != "domain.verified" {
+			return badField("event_types", "unknown event type %q", t)
+		}
+	}
+	for i, b := range sub.InboxIDs {
+		sub.InboxIDs[i] = strings.ToLower(strings.TrimSpace(b))
+	}
+	return nil
+}
+
+// filter is the store filter of sub for p, after cursor; ok false when
+// nothing can match (a scoped key subscribing only to other inboxes).
+func (sub Subscription) filter(p *Principal, after int64) (store.EventFilter, bool) {
+	f := store.EventFilter{After: after, Limit: 100}
+	switch {
+	case len(sub.InboxIDs) > 0:
+		for _, b := range sub.InboxIDs {
+			if p.Allowed(b) {
+				f.Inboxes = append(f.Inboxes, b)
+			}
+		}
+		if len(f.Inboxes) == 0 {
+			return f, false
+		}
+	case p.Inboxes != nil:
+		f.Inboxes = p.Inboxes
+	}
+	if len(sub.EventTypes) > 0 {
+		f.Types = sub.EventTypes
+	}
+	return f, true
+}
+
+// Follow calls fn for every event after cursor that sub selects for p,
+// in order, until ctx ends or fn fails; it returns the last event id
+// handled. A changed subscription is picked up from subs between batches.
+func (s *Service) Follow(ctx context.Context, p *Principal, after int64, sub func() Subscription, fn func(EventObject) error) (int64, error) {
+	log, err := s.eventLog()
+	if err != nil {
+		return after, err
+	}
+	for {
+		// The newest id before the query: every event up to it is visible
+		// to the query (ids commit in order), so waiting for one after it
+		// misses nothing.
+		last, err := log.LastEventID(ctx)
+		if err != nil {
+			return after, err
+		}
+		f, ok := sub().filter(p, after)
+		var evs []store.Event
+		if ok {
+			if evs, err = log.Events(ctx, f); err != nil {
+				return after, err
+			}
+		}
+		for _, e := range evs {
+			o, err := s.EventObject(ctx, e)
+			if errors.Is(err, store.ErrNotFound) {
+				after = e.ID
+				continue
+			}
+			if err != nil {
+				return after, err
+			}
+			if err := fn(o); err != nil {
+				return after, err
+			}
+			after = e.ID
+		}
+		if ok && len(evs) == f.Limit {
+			continue // more may match
+		}
+		// Every event up to last is handled or not selected.
+		after = max(after, last)
+		if err := log.WaitEvents(ctx, after); err != nil {
+			return after, err
+		}
+	}
+}

@@ -1,0 +1,565 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/envelopd/envelopd/store"
+)
+
+// Webhooks (issue 19; the SDK's webhooks and inboxes.webhooks clients):
+// {url, event_types, inbox_ids}, delivered from a durable hand-off log
+// (api_webhook_deliveries: one row per event and webhook, made by the
+// store in the event's own transaction), retried with exponential backoff
+// and jitter, resumed after a restart, signed the Svix way
+// (https://docs.svix.com/receiving/verifying-payloads/how-manual):
+//
+//	svix-id:        msg_<event id>_<webhook id> (the same on every retry)
+//	svix-timestamp: Unix seconds
+//	svix-signature: v1,BASE64(HMAC-SHA256(key, id + "." + timestamp + "." + body))
+//
+// where key is the base64-decoded part of the webhook's secret
+// "whsec_<base64>". The secret is shown once, in the create answer.
+
+// WebhookStore is what webhooks need of the store (*store.SQLite).
+type WebhookStore interface {
+	CreateWebhook(ctx context.Context, w store.Webhook) (store.Webhook, bool, error)
+	WebhookByID(ctx context.Context, id string) (store.Webhook, error)
+	Webhooks(ctx context.Context, cursorAt int64, cursorID string, limit int) ([]store.Webhook, error)
+	UpdateWebhook(ctx context.Context, w store.Webhook) error
+	DeleteWebhook(ctx context.Context, id string) error
+	ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.WebhookDelivery, error)
+	WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error
+	WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error
+	WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error
+}
+
+// maxWebhookInboxes is AgentMail's limit ("Maximum 10 per webhook").
+const maxWebhookInboxes = 10
+
+// WebhookObject is the SDK's Webhook.
+type WebhookObject struct {
+	WebhookID  string    `json:"webhook_id"`
+	URL        string    `json:"url"`
+	EventTypes []string  `json:"event_types,omitempty"`
+	PodIDs     []string  `json:"pod_ids,omitempty"`
+	InboxIDs   []string  `json:"inbox_ids,omitempty"`
+	Secret     string    `json:"secret,omitempty"` // only in the create answer
+	Enabled    bool      `json:"enabled"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	CreatedAt  time.Time `json:"created_at"`
+	ClientID   string    `json:"client_id,omitempty"`
+}
+
+// ListWebhooks is {count, limit, next_page_token, webhooks}.
+type ListWebhooks struct {
+	Count         int             `json:"count"`
+	Limit         int             `json:"limit"`
+	NextPageToken string          `json:"next_page_token,omitempty"`
+	Webhooks      []WebhookObject `json:"webhooks"`
+}
+
+// CreateWebhookRequest is the SDK's CreateWebhookRequest.
+type CreateWebhookRequest struct {
+	URL        string            `json:"url"`
+	EventTypes []string          `json:"event_types"`
+	InboxIDs   []string          `json:"inbox_ids"`
+	PodIDs     []string          `json:"pod_ids"`
+	ClientID   string            `json:"client_id"`
+	Headers    map[string]string `json:"headers"`
+}
+
+// UpdateWebhookRequest is the SDK's UpdateWebhookRequest.
+type UpdateWebhookRequest struct {
+	EventTypes     []string `json:"event_types"`
+	AddInboxIDs    []string `json:"add_inbox_ids"`
+	RemoveInboxIDs []string `json:"remove_inbox_ids"`
+	AddPodIDs      []string `json:"add_pod_ids"`
+	RemovePodIDs   []string `json:"remove_pod_ids"`
+}
+
+func webhookObject(w store.Webhook) WebhookObject {
+	return WebhookObject{WebhookID: w.ID, URL: w.URL, EventTypes: w.EventTypes, InboxIDs: w.InboxIDs,
+		Enabled: w.Enabled, UpdatedAt: w.UpdatedAt, CreatedAt: w.CreatedAt, ClientID: w.ClientID}
+}
+
+func (s *Service) webhooks() (WebhookStore, error) {
+	if ws, ok := s.cfg.Store.(WebhookStore); ok {
+		return ws, nil
+	}
+	return nil, &Error{Status: http.StatusNotImplemented, Name: "NotImplementedError", Message: "this store keeps no webhooks"}
+}
+
+// visible reports whether p may see w: an unscoped key sees every
+// webhook, a scoped one those of its inboxes only (inbox is the path's
+// inbox of the inbox-scoped routes, "" otherwise).
+func (p *Principal) seesWebhook(w store.Webhook, inbox string) bool {
+	if inbox != "" && !slices.Contains(w.InboxIDs, inbox) {
+		return false
+	}
+	if p.Inboxes == nil {
+		return true
+	}
+	if len(w.InboxIDs) == 0 {
+		return false
+	}
+	for _, b := range w.InboxIDs {
+		if !p.Allowed(b) {
+			return false
+		}
+	}
+	return true
+}
+
+func checkWebhookURL(u string) error {
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return badField("url", "want an absolute http or https URL")
+	}
+	return nil
+}
+
+// NewWebhookSecret returns a Svix-style secret: whsec_ and the base64 of
+// 24 random bytes (the signing key).
+func NewWebhookSecret() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "whsec_" + base64.StdEncoding.EncodeToString(b[:]), nil
+}
+
+// checkInboxIDs normalises ids and checks p may see each (404 otherwise,
+// as for any inbox it may not see).
+func (s *Service) checkInboxIDs(ctx context.Context, p *Principal, ids []string) ([]string, error) {
+	out := []string{}
+	for _, b := range ids {
+		b = strings.ToLower(strings.TrimSpace(b))
+		if _, err := s.inbox(ctx, p, b); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	if len(out) > maxWebhookInboxes {
+		return nil, badField("inbox_ids", "at most %d inboxes per webhook", maxWebhookInboxes)
+	}
+	return out, nil
+}
+
+// CreateWebhook creates a webhook (idempotent per client_id); inbox is
+// the path's inbox of /v0/inboxes/{inbox_id}/webhooks, else "". The
+// answer carries the secret, shown only here.
+func (s *Service) CreateWebhook(ctx context.Context, p *Principal, inbox string, req CreateWebhookRequest) (WebhookObject, error) {
+	ws, err := s.webhooks()
+	if err != nil {
+		return WebhookObject{}, err
+	}
+	if err := checkWebhookURL(req.URL); err != nil {
+		return WebhookObject{}, err
+	}
+	if len(req.Headers) > 0 {
+		return WebhookObject{}, badField("headers", "custom delivery headers are not supported by envelopd")
+	}
+	if len(req.PodIDs) > 0 && !(len(req.PodIDs) == 1 && req.PodIDs[0] == podID) {
+		return WebhookObject{}, badField("pod_ids", "the only pod is %q", podID)
+	}
+	sub := Subscription{EventTypes: slices.Clone(req.EventTypes), InboxIDs: req.InboxIDs}
+	if inbox != "" {
+		sub.InboxIDs = []string{inbox}
+	}
+	if err := checkSubscription(&sub); err != nil {
+		return WebhookObject{}, err
+	}
+	if sub.InboxIDs, err = s.checkInboxIDs(ctx, p, sub.InboxIDs); err != nil {
+		return WebhookObject{}, err
+	}
+	if len(sub.InboxIDs) == 0 && p.Inboxes != nil {
+		sub.InboxIDs = slices.Clone(p.Inboxes) // a scoped key's webhook hears its inboxes only
+	}
+	secret, err := NewWebhookSecret()
+	if err != nil {
+		return WebhookObject{}, err
+	}
+	var idb [8]byte
+	if _, err := rand.Read(idb[:]); err != nil {
+		return WebhookObject{}, err
+	}
+	now := s.cfg.Now().UTC()
+	w := store.Webhook{ID: "wh_" + hex.EncodeToString(idb[:]), URL: req.URL, EventTypes: sub.EventTypes, InboxIDs: sub.InboxIDs,
+		Secret: secret, Enabled: true, ClientID: req.ClientID, KeyID: p.KeyID, CreatedAt: now, UpdatedAt: now}
+	got, created, err := ws.CreateWebhook(ctx, w)
+	if err != nil {
+		return WebhookObject{}, err
+	}
+	if !created && !p.seesWebhook(got, inbox) {
+		return WebhookObject{}, &Error{Status: http.StatusConflict, Name: "AlreadyExistsError", Message: "client_id already used"}
+	}
+	o := webhookObject(got)
+	if created {
+		o.Secret = got.Secret
+	}
+	return o, nil
+}
+
+func (s *Service) webhook(ctx context.Context, p *Principal, inbox, id string) (WebhookStore, store.Webhook, error) {
+	ws, err := s.webhooks()
+	if err != nil {
+		return nil, store.Webhook{}, err
+	}
+	if inbox != "" {
+		b, err := s.inbox(ctx, p, inbox)
+		if err != nil {
+			return nil, store.Webhook{}, err
+		}
+		inbox = b.Address
+	}
+	w, err := ws.WebhookByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !p.seesWebhook(w, inbox)) {
+		return nil, store.Webhook{}, notFound("webhook %s not found", id)
+	}
+	return ws, w, err
+}
+
+// GetWebhook returns a webhook (without its secret).
+func (s *Service) GetWebhook(ctx context.Context, p *Principal, inbox, id string) (WebhookObject, error) {
+	_, w, err := s.webhook(ctx, p, inbox, id)
+	if err != nil {
+		return WebhookObject{}, err
+	}
+	return webhookObject(w), nil
+}
+
+// ListWebhooks lists the webhooks p may see, newest first.
+func (s *Service) ListWebhooks(ctx context.Context, p *Principal, inbox string, lp ListParams) (ListWebhooks, error) {
+	ws, err := s.webhooks()
+	if err != nil {
+		return ListWebhooks{}, err
+	}
+	if inbox != "" {
+		b, err := s.inbox(ctx, p, inbox)
+		if err != nil {
+			return ListWebhooks{}, err
+		}
+		inbox = b.Address
+	}
+	// Few webhooks exist; the keyset is (created_at, id), newest first.
+	at, id := lp.Cursor.ID, lp.Cursor.Inbox
+	out := ListWebhooks{Limit: lp.Limit, Webhooks: []WebhookObject{}}
+	for {
+		ws, err := ws.Webhooks(ctx, at, id, lp.Limit+1)
+		if err != nil {
+			return ListWebhooks{}, err
+		}
+		for _, w := range ws {
+			at, id = w.CreatedAt.UnixNano(), w.ID
+			if !p.seesWebhook(w, inbox) {
+				continue
+			}
+			if len(out.Webhooks) == lp.Limit {
+				last := out.Webhooks[len(out.Webhooks)-1]
+				out.NextPageToken = EncodeCursor(Cursor{ID: last.CreatedAt.UnixNano(), Inbox: last.WebhookID})
+				out.Count = len(out.Webhooks)
+				return out, nil
+			}
+			out.Webhooks = append(out.Webhooks, webhookObject(w))
+		}
+		if len(ws) < lp.Limit+1 {
+			break
+		}
+	}
+	out.Count = len(out.Webhooks)
+	return out, nil
+}
+
+// UpdateWebhook replaces the event types (when given) and adds/removes
+// inboxes.
+func (s *Service) UpdateWebhook(ctx context.Context, p *Principal, inbox, id string, req UpdateWebhookRequest) (WebhookObject, error) {
+	ws, w, err := s.webhook(ctx, p, inbox, id)
+	if err != nil {
+		return WebhookObject{}, err
+	}
+	if inbox != "" && (len(req.AddInboxIDs) > 0 || len(req.RemoveInboxIDs) > 0) {
+		return WebhookObject{}, badField("add_inbox_ids", "an inbox webhook is fixed to its inbox")
+	}
+	if len(req.AddPodIDs)+len(req.RemovePodIDs) > 0 {
+		return WebhookObject{}, badField("add_pod_ids", "pods cannot be changed: the only pod is %q", podID)
+	}
+	sub := Subscription{EventTypes: slices.Clone(req.EventTypes)}
+	if err := checkSubscription(&sub); err != nil {
+		return WebhookObject{}, err
+	}
+	if len(sub.EventTypes) > 0 {
+		w.EventTypes = sub.EventTypes
+	}
+	add, err := s.checkInboxIDs(ctx, p, req.AddInboxIDs)
+	if err != nil {
+		return WebhookObject{}, err
+	}
+	for _, b := range add {
+		if !slices.Contains(w.InboxIDs, b) {
+			w.InboxIDs = append(w.InboxIDs, b)
+		}
+	}
+	for _, b := range req.RemoveInboxIDs {
+		b = strings.ToLower(strings.TrimSpace(b))
+		w.InboxIDs = slices.DeleteFunc(w.InboxIDs, func(x string) bool { return x == b })
+	}
+	if len(w.InboxIDs) > maxWebhookInboxes {
+		return WebhookObject{}, badField("add_inbox_ids", "at most %d inboxes per webhook", maxWebhookInboxes)
+	}
+	if p.Inboxes != nil && len(w.InboxIDs) == 0 {
+		return WebhookObject{}, badField("remove_inbox_ids", "a scoped key's webhook keeps at least one inbox")
+	}
+	w.UpdatedAt = s.cfg.Now().UTC()
+	if err := ws.UpdateWebhook(ctx, w); err != nil {
+		return WebhookObject{}, err
+	}
+	return webhookObject(w), nil
+}
+
+// DeleteWebhook deletes a webhook and its pending deliveries.
+func (s *Service) DeleteWebhook(ctx context.Context, p *Principal, inbox, id string) error {
+	ws, w, err := s.webhook(ctx, p, inbox, id)
+	if err != nil {
+		return err
+	}
+	return ws.DeleteWebhook(ctx, w.ID)
+}
+
+// Handlers.
+
+func (h *Handler) webhookRoutes(a func(string, authed)) {
+	for _, pre := range []string{"/v0", "/v0/inboxes/{inbox_id}"} {
+		a("GET "+pre+"/webhooks", h.listWebhooks)
+		a("POST "+pre+"/webhooks", h.createWebhook)
+		a("GET "+pre+"/webhooks/{webhook_id}", h.getWebhook)
+		a("PATCH "+pre+"/webhooks/{webhook_id}", h.updateWebhook)
+		a("DELETE "+pre+"/webhooks/{webhook_id}", h.deleteWebhook)
+	}
+}
+
+func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	lp, err := h.listParams(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.ListWebhooks(r.Context(), p, r.PathValue("inbox_id"), lp)
+	return v, 0, err
+}
+
+func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	var req CreateWebhookRequest
+	if err := decode(r, &req); err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.CreateWebhook(r.Context(), p, r.PathValue("inbox_id"), req)
+	return v, 0, err
+}
+
+func (h *Handler) getWebhook(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	v, err := h.svc.GetWebhook(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("webhook_id"))
+	return v, 0, err
+}
+
+func (h *Handler) updateWebhook(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	var req UpdateWebhookRequest
+	if err := decode(r, &req); err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.UpdateWebhook(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("webhook_id"), req)
+	return v, 0, err
+}
+
+func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	return noContent(w, h.svc.DeleteWebhook(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("webhook_id")))
+}
+
+// Delivery.
+
+// SvixSignature is "v1," and the base64 of HMAC-SHA256(key, id + "." +
+// timestamp + "." + body), key being the base64-decoded part of a
+// whsec_ secret.
+func SvixSignature(secret, id, timestamp string, body []byte) (string, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		return "", fmt.Errorf("api: webhook secret: %w", err)
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id))
+	m.Write([]byte("."))
+	m.Write([]byte(timestamp))
+	m.Write([]byte("."))
+	m.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil)), nil
+}
+
+// WebhookSender delivers webhook events from the durable log.
+type WebhookSender struct {
+	Service *Service
+	Client  *http.Client // default: 30 s timeout
+	// Poll is how often due deliveries are looked for (default 1 s; an
+	// event committed by this process wakes the sender at once).
+	Poll time.Duration
+	// MinBackoff and MaxBackoff bound the retry delay (defaults 1 s, 1 h);
+	// GiveUp is how long an event is retried before its delivery is
+	// dropped (default 72 h; the event stays in the log).
+	MinBackoff, MaxBackoff, GiveUp time.Duration
+}
+
+// Run delivers until ctx ends.
+func (ws *WebhookSender) Run(ctx context.Context) error {
+	st, err := ws.Service.webhooks()
+	if err != nil {
+		return err
+	}
+	log, _ := ws.Service.eventLog()
+	poll := ws.Poll
+	if poll <= 0 {
+		poll = time.Second
+	}
+	for {
+		last := int64(0)
+		if log != nil {
+			last, _ = log.LastEventID(ctx)
+		}
+		n, err := ws.RunOnce(ctx, st)
+		if err != nil && ctx.Err() == nil {
+			ws.Service.cfg.Logger.Warn("api: webhook deliveries", "err", err)
+		}
+		if n > 0 {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, poll)
+		if log != nil {
+			_ = log.WaitEvents(wctx, last)
+		} else {
+			<-wctx.Done()
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// RunOnce delivers the deliveries due now (concurrently, a few at a time)
+// and returns how many it tried.
+func (ws *WebhookSender) RunOnce(ctx context.Context, st WebhookStore) (int, error) {
+	client := ws.Client
+	if client == nil {
+		client = &http.Client{Timeout: 30 * time.Second}
+	}
+	ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), 2*time.Minute, 32)
+	if err != nil || len(ds) == 0 {
+		return 0, err
+	}
+	sem := make(chan struct{}, 8)
+	done := make(chan struct{}, len(ds))
+	for _, d := range ds {
+		sem <- struct{}{}
+		go func(d store.WebhookDelivery) {
+			defer func() { <-sem; done <- struct{}{} }()
+			ws.deliverOne(ctx, st, client, d)
+		}(d)
+	}
+	for range ds {
+		<-done
+	}
+	return len(ds), nil
+}
+
+func (ws *WebhookSender) deliverOne(ctx context.Context, st WebhookStore, client *http.Client, d store.WebhookDelivery) {
+	lg := ws.Service.cfg.Logger
+	err := ws.post(ctx, client, d)
+	if err == nil {
+		if err := st.WebhookDeliveryDone(ctx, d.Webhook.ID, d.Event.ID); err != nil {
+			lg.Warn("api: webhook delivered, not recorded (it will be sent again)", "webhook", d.Webhook.ID, "event", d.Event.ID, "err", err)
+		}
+		return
+	}
+	giveUp := ws.GiveUp
+	if giveUp <= 0 {
+		giveUp = 72 * time.Hour
+	}
+	if time.Since(d.Event.CreatedAt) > giveUp {
+		lg.Warn("api: webhook delivery given up", "webhook", d.Webhook.ID, "event", d.Event.ID, "attempts", d.Attempts, "err", err)
+		_ = st.WebhookDeliveryDrop(ctx, d.Webhook.ID, d.Event.ID, err.Error())
+		return
+	}
+	next := time.Now().Add(ws.backoff(d.Attempts))
+	lg.Info("api: webhook delivery failed, will retry", "webhook", d.Webhook.ID, "event", d.Event.ID, "attempts", d.Attempts, "next", next, "err", err)
+	if err := st.WebhookDeliveryRetry(ctx, d.Webhook.ID, d.Event.ID, next, err.Error()); err != nil {
+		lg.Warn("api: webhook retry not recorded (retried after the lease)", "err", err)
+	}
+}
+
+func (ws *WebhookSender) backoff(attempts int) time.Duration {
+	lo, hi := ws.MinBackoff, ws.MaxBackoff
+	if lo <= 0 {
+		lo = time.Second
+	}
+	if hi <= 0 {
+		hi = time.Hour
+	}
+	d := lo
+	for i := 1; i < attempts && d < hi; i++ {
+		d *= 2
+	}
+	d = min(d, hi)
+	return d/2 + mrand.N(d/2+1) // full jitter on the upper half
+}
+
+// post sends one event; any 2xx is success.
+func (ws *WebhookSender) post(ctx context.Context, client *http.Client, d store.WebhookDelivery) error {
+	o, err := ws.Service.EventObject(ctx, d.Event)
+	if err != nil {
+		return fmt.Errorf("render event: %w", err)
+	}
+	body, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	id := "msg_" + strconv.FormatInt(d.Event.ID, 10) + "_" + d.Webhook.ID
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	sig, err := SvixSignature(d.Webhook.Secret, id, ts, body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.Webhook.URL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "envelopd")
+	req.Header.Set("svix-id", id)
+	req.Header.Set("svix-timestamp", ts)
+	req.Header.Set("svix-signature", sig)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return nil
+}

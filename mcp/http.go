@@ -1,0 +1,108 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/envelopd/envelopd/api"
+)
+
+// SessionTimeout closes an HTTP session idle this long (a client that
+// never ends its session holds no memory for ever).
+const SessionTimeout = 30 * time.Minute
+
+// HTTPOptions configure NewHTTPHandler.
+type HTTPOptions struct {
+	Keys     api.KeyStore     // the API's keys (required)
+	Throttle api.AuthThrottle // failed keys count here, as for the API (default: none)
+	MaxBody  int64            // largest request body (default api.DefaultMaxBody)
+}
+
+// NewHTTPHandler serves cfg's MCP server over streamable HTTP (MCP
+// 2025-06-18 "Transports") at whatever path it is mounted on (/mcp).
+// Every request carries `Authorization: Bearer KEY`, an API key (RFC 6750
+// §2.1) checked as the API checks it (api.CheckKey: constant time, the
+// failures counted by Throttle, a refused IP answered 429 with
+// Retry-After); the key's inbox scope is the session's principal, and a
+// session is bound to its key (the SDK refuses a session id presented
+// with another key). cfg.Principal is ignored.
+func NewHTTPHandler(cfg Config, o HTTPOptions) http.Handler {
+	cfg.Principal = nil
+	srv := NewServer(cfg)
+	if o.Throttle == nil {
+		o.Throttle = api.NoThrottle{}
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = api.DefaultMaxBody
+	}
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
+		&sdk.StreamableHTTPOptions{Logger: cfg.Logger, MaxRequestBodyBytes: o.MaxBody, SessionTimeout: SessionTimeout})
+	// The key was checked by the wrapper below (as the API checks it,
+	// every failure counted); the SDK's middleware only carries the
+	// principal into the session (TokenInfo, whose UserID binds the
+	// session to the key).
+	verify := func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p, ok := r.Context().Value(principalCtx{}).(*api.Principal)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: p.KeyID, Extra: map[string]any{principalKey: p}}, nil
+	}
+	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ip := clientIP(r)
+		if d, ok := o.Throttle.Allow(ip); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))))
+			writeError(w, &api.Error{Status: http.StatusTooManyRequests, Name: "RateLimitError", Message: "too many failed authentication attempts"})
+			return
+		}
+		f := strings.Fields(r.Header.Get("Authorization"))
+		key := ""
+		if len(f) == 2 && strings.EqualFold(f[0], "bearer") {
+			key = f[1]
+		}
+		p, err := api.CheckKey(r.Context(), o.Keys, key)
+		if err != nil {
+			id, _, _ := api.ParseKey(key)
+			if errors.Is(err, api.ErrBadKey) {
+				o.Throttle.Fail(ip, id)
+			} else {
+				cfg.Logger.Error("mcp: key check", "err", err)
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
+			writeError(w, api.AsError(err))
+			return
+		}
+		o.Throttle.Succeed(ip, p.KeyID)
+		// wait_for_message may hold a response for MaxWait: the server's
+		// write deadline is extended for this request only.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(MaxWait + time.Minute))
+		authed.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalCtx{}, p)))
+	})
+}
+
+// principalCtx is the request context key of the checked principal.
+type principalCtx struct{}
+
+func writeError(w http.ResponseWriter, e *api.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(e)
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

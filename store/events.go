@@ -1,0 +1,455 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The HTTP API's events (issue 19): the event log the websocket and the
+// webhooks read, the webhooks and their hand-off log, and Idempotency-Key
+// records (migration 13).
+//
+// Events are written by triggers in the transaction that makes them true
+// (a message stored, a queued recipient sent or failed), so an event
+// exists exactly when its fact is durable. Their ids are the order
+// readers follow: a reader keeps the last id it saw and asks for the ones
+// after it. That is only sound if ids become visible in id order — true
+// here, where one writer commits (writer.go). A backend with concurrent
+// writers (PostgreSQL sequences commit out of order) must keep that
+// promise itself (e.g. assign event ids under a lock taken at commit, or
+// only hand out ids below the oldest running writer's).
+
+// Event types (the SDK's EventType values envelopd emits).
+const (
+	EventReceived  = "message.received"
+	EventSent      = "message.sent"
+	EventDelivered = "message.delivered"
+	EventBounced   = "message.bounced"
+)
+
+// EventTypes are the event types envelopd emits.
+var EventTypes = []string{EventReceived, EventSent, EventDelivered, EventBounced}
+
+// Event is one entry of the event log.
+type Event struct {
+	ID         int64
+	Type       string
+	Inbox      string
+	MessageID  int64    // messages.id
+	Recipients []string // delivered / bounced
+	Detail     string   // bounced: the last delivery error
+	CreatedAt  time.Time
+}
+
+// EventFilter selects events after a cursor.
+type EventFilter struct {
+	After   int64
+	Inboxes []string // nil: every inbox
+	Types   []string // nil: every type
+	Limit   int      // 0: 100
+}
+
+func inList(col string, vals []string) (string, []any) {
+	ph := make([]string, len(vals))
+	args := make([]any, len(vals))
+	for i, v := range vals {
+		ph[i], args[i] = "?", v
+	}
+	return col + " IN (" + strings.Join(ph, ",") + ")", args
+}
+
+// Events returns the events after f.After, in id order.
+func (s *SQLite) Events(ctx context.Context, f EventFilter) ([]Event, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	where, args := "id > ?", []any{f.After}
+	if f.Inboxes != nil {
+		c, a := inList("inbox", f.Inboxes)
+		where += " AND " + c
+		args = append(args, a...)
+	}
+	if f.Types != nil {
+		c, a := inList("type", f.Types)
+		where += " AND " + c
+		args = append(args, a...)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT id, type, inbox, message_id, recipients, detail, created_at
+		FROM api_events WHERE `+where+` ORDER BY id LIMIT ?`, append(args, f.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: events: %w", err)
+	}
+	defer rows.Close()
+	out := []Event{}
+	for rows.Next() {
+		var e Event
+		var rcpts string
+		var at int64
+		if err := rows.Scan(&e.ID, &e.Type, &e.Inbox, &e.MessageID, &rcpts, &e.Detail, &at); err != nil {
+			return nil, fmt.Errorf("store: events: %w", err)
+		}
+		_ = json.Unmarshal([]byte(rcpts), &e.Recipients)
+		e.CreatedAt = time.Unix(0, at).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// LastEventID is the id of the newest event (0: none).
+func (s *SQLite) LastEventID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM api_events`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("store: events: %w", err)
+	}
+	return id, nil
+}
+
+// WaitEvents blocks until an event with ID > after exists or ctx ends. It
+// wakes on commits of this process at once and polls every
+// Options.PollInterval for other processes' (as WaitNew).
+func (s *SQLite) WaitEvents(ctx context.Context, after int64) error {
+	t := time.NewTicker(s.opts.PollInterval)
+	defer t.Stop()
+	for {
+		if s.isClosed() {
+			return ErrClosed
+		}
+		ch := s.newMsgChan() // before reading, so no commit is missed
+		max, err := s.LastEventID(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		if max > after {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-s.quit:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Webhook is a stored webhook.
+type Webhook struct {
+	ID         string
+	URL        string
+	EventTypes []string // empty: every type
+	InboxIDs   []string // empty: every inbox
+	Secret     string   // whsec_<base64>
+	Enabled    bool
+	ClientID   string
+	KeyID      string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+func jsonList(l []string) string {
+	if len(l) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(l)
+	return string(b)
+}
+
+const webhookCols = `id, url, event_types, inbox_ids, secret, enabled, coalesce(client_id, ''), key_id, created_at, updated_at`
+
+func scanWebhook(sc scanner) (Webhook, error) {
+	var w Webhook
+	var types, inboxes string
+	var created, updated int64
+	if err := sc.Scan(&w.ID, &w.URL, &types, &inboxes, &w.Secret, &w.Enabled, &w.ClientID, &w.KeyID, &created, &updated); err != nil {
+		return Webhook{}, err
+	}
+	_ = json.Unmarshal([]byte(types), &w.EventTypes)
+	_ = json.Unmarshal([]byte(inboxes), &w.InboxIDs)
+	w.CreatedAt, w.UpdatedAt = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
+	return w, nil
+}
+
+// CreateWebhook stores w. With a ClientID already used, it returns the
+// first webhook and created false.
+func (s *SQLite) CreateWebhook(ctx context.Context, w Webhook) (Webhook, bool, error) {
+	created := false
+	var out Webhook
+	err := s.write(ctx, func(tx *wtx) error {
+		if w.ClientID != "" {
+			got, err := scanWebhook(tx.QueryRow(`SELECT `+webhookCols+` FROM api_webhooks WHERE client_id = ?`, w.ClientID))
+			if err == nil {
+				out = got
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("store: create webhook: %w", err)
+			}
+		}
+		var cid any
+		if w.ClientID != "" {
+			cid = w.ClientID
+		}
+		_, err := tx.Exec(`INSERT INTO api_webhooks (id, url, event_types, inbox_ids, secret, enabled, client_id, key_id, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, w.ID, w.URL, jsonList(w.EventTypes), jsonList(w.InboxIDs), w.Secret, w.Enabled,
+			cid, w.KeyID, w.CreatedAt.UTC().UnixNano(), w.UpdatedAt.UTC().UnixNano())
+		if err != nil {
+			return fmt.Errorf("store: create webhook: %w", err)
+		}
+		out, created = w, true
+		return nil
+	})
+	return out, created, err
+}
+
+// WebhookByID returns a webhook or ErrNotFound.
+func (s *SQLite) WebhookByID(ctx context.Context, id string) (Webhook, error) {
+	w, err := scanWebhook(s.r.QueryRowContext(ctx, `SELECT `+webhookCols+` FROM api_webhooks WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Webhook{}, fmt.Errorf("webhook %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Webhook{}, fmt.Errorf("store: webhook: %w", err)
+	}
+	return w, nil
+}
+
+// Webhooks lists webhooks, newest first, created before the cursor
+// (created_at, id) when cursorAt is non-zero; at most limit (0: all).
+func (s *SQLite) Webhooks(ctx context.Context, cursorAt int64, cursorID string, limit int) ([]Webhook, error) {
+	q := `SELECT ` + webhookCols + ` FROM api_webhooks`
+	var args []any
+	if cursorAt != 0 {
+		q += ` WHERE (created_at, id) < (?, ?)`
+		args = append(args, cursorAt, cursorID)
+	}
+	q += ` ORDER BY created_at DESC, id DESC`
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: webhooks: %w", err)
+	}
+	defer rows.Close()
+	out := []Webhook{}
+	for rows.Next() {
+		w, err := scanWebhook(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: webhooks: %w", err)
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// UpdateWebhook replaces a webhook's url, event types, inbox ids and
+// enabled flag.
+func (s *SQLite) UpdateWebhook(ctx context.Context, w Webhook) error {
+	return s.write(ctx, func(tx *wtx) error {
+		res, err := tx.Exec(`UPDATE api_webhooks SET url = ?, event_types = ?, inbox_ids = ?, enabled = ?, updated_at = ? WHERE id = ?`,
+			w.URL, jsonList(w.EventTypes), jsonList(w.InboxIDs), w.Enabled, w.UpdatedAt.UTC().UnixNano(), w.ID)
+		if err != nil {
+			return fmt.Errorf("store: update webhook: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("webhook %s: %w", w.ID, ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// DeleteWebhook removes a webhook and its pending deliveries.
+func (s *SQLite) DeleteWebhook(ctx context.Context, id string) error {
+	return s.write(ctx, func(tx *wtx) error {
+		if _, err := tx.Exec(`DELETE FROM api_webhook_deliveries WHERE webhook_id = ?`, id); err != nil {
+			return fmt.Errorf("store: delete webhook: %w", err)
+		}
+		res, err := tx.Exec(`DELETE FROM api_webhooks WHERE id = ?`, id)
+		if err != nil {
+			return fmt.Errorf("store: delete webhook: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("webhook %s: %w", id, ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// WebhookDelivery is a claimed delivery of one event to one webhook.
+type WebhookDelivery struct {
+	Webhook  Webhook
+	Event    Event
+	Attempts int
+}
+
+// ClaimWebhookDeliveries is ClaimDeliveries for webhooks: up to limit
+// pending deliveries due at now get attempts+1 and their next attempt
+// pushed to now+lease before they are returned (a crash mid-delivery
+// retries them after the lease: at-least-once), oldest event first.
+func (s *SQLite) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookDelivery, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []WebhookDelivery
+	err := s.write(ctx, func(tx *wtx) error {
+		out = nil
+		rows, err := tx.Query(`UPDATE api_webhook_deliveries SET attempts = attempts + 1, next_attempt_at = ?
+			WHERE (webhook_id, event_id) IN (SELECT webhook_id, event_id FROM api_webhook_deliveries
+				WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY event_id LIMIT ?)
+			RETURNING webhook_id, event_id, attempts`, now.Add(lease).UTC().UnixNano(), now.UTC().UnixNano(), limit)
+		if err != nil {
+			return fmt.Errorf("store: claim webhook deliveries: %w", err)
+		}
+		for rows.Next() {
+			var d WebhookDelivery
+			if err := rows.Scan(&d.Webhook.ID, &d.Event.ID, &d.Attempts); err != nil {
+				rows.Close()
+				return fmt.Errorf("store: claim webhook deliveries: %w", err)
+			}
+			out = append(out, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("store: claim webhook deliveries: %w", err)
+		}
+		for i := range out {
+			d := &out[i]
+			w, err := scanWebhook(tx.QueryRow(`SELECT `+webhookCols+` FROM api_webhooks WHERE id = ?`, d.Webhook.ID))
+			if err != nil {
+				return fmt.Errorf("store: claim webhook deliveries: %w", err)
+			}
+			d.Webhook = w
+			var rcpts string
+			var at int64
+			if err := tx.QueryRow(`SELECT type, inbox, message_id, recipients, detail, created_at FROM api_events WHERE id = ?`, d.Event.ID).
+				Scan(&d.Event.Type, &d.Event.Inbox, &d.Event.MessageID, &rcpts, &d.Event.Detail, &at); err != nil {
+				return fmt.Errorf("store: claim webhook deliveries: %w", err)
+			}
+			_ = json.Unmarshal([]byte(rcpts), &d.Event.Recipients)
+			d.Event.CreatedAt = time.Unix(0, at).UTC()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Event order (RETURNING order is unspecified).
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].Event.ID < out[j-1].Event.ID; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out, nil
+}
+
+// WebhookDeliveryDone records a delivered event.
+func (s *SQLite) WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error {
+	return s.setWebhookDelivery(ctx, webhook, event, `UPDATE api_webhook_deliveries SET state = 'done', last_error = ''
+		WHERE webhook_id = ? AND event_id = ?`, webhook, event)
+}
+
+// WebhookDeliveryRetry keeps a delivery pending, due at next.
+func (s *SQLite) WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error {
+	return s.setWebhookDelivery(ctx, webhook, event, `UPDATE api_webhook_deliveries SET state = 'pending', next_attempt_at = ?, last_error = ?
+		WHERE webhook_id = ? AND event_id = ?`, next.UTC().UnixNano(), lastErr, webhook, event)
+}
+
+// WebhookDeliveryDrop gives a delivery up (its error kept).
+func (s *SQLite) WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error {
+	return s.setWebhookDelivery(ctx, webhook, event, `UPDATE api_webhook_deliveries SET state = 'dropped', last_error = ?
+		WHERE webhook_id = ? AND event_id = ?`, lastErr, webhook, event)
+}
+
+func (s *SQLite) setWebhookDelivery(ctx context.Context, webhook string, event int64, q string, args ...any) error {
+	return s.write(ctx, func(tx *wtx) error {
+		// A webhook deleted meanwhile took its deliveries with it.
+		if _, err := tx.Exec(q, args...); err != nil {
+			return fmt.Errorf("store: webhook %s delivery %d: %w", webhook, event, err)
+		}
+		return nil
+	})
+}
+
+// Idempotency-Key records.
+
+// ErrIdempotencyMismatch: the key was used with another request.
+var ErrIdempotencyMismatch = errors.New("store: idempotency key used with another request")
+
+// ErrIdempotencyInFlight: the first request with the key is still running.
+var ErrIdempotencyInFlight = errors.New("store: idempotency key in use by a running request")
+
+// ClaimIdempotency claims (keyID, key) for a request whose hash is req.
+// The primary key makes the claim race-safe: of two concurrent requests
+// one claims, the other gets ErrIdempotencyInFlight. A finished request
+// with the same hash returns its stored status and response (claimed
+// false); another hash is ErrIdempotencyMismatch. A claim older than
+// stale whose request never finished (a crash) is taken over.
+func (s *SQLite) ClaimIdempotency(ctx context.Context, keyID, key string, req []byte, now time.Time, stale time.Duration) (claimed bool, status int, resp []byte, err error) {
+	err = s.write(ctx, func(tx *wtx) error {
+		claimed, status, resp = false, 0, nil
+		var gotReq []byte
+		var at int64
+		e := tx.QueryRow(`SELECT request, status, response, created_at FROM api_idempotency WHERE key_id = ? AND idem_key = ?`,
+			keyID, key).Scan(&gotReq, &status, &resp, &at)
+		switch {
+		case errors.Is(e, sql.ErrNoRows):
+			if _, err := tx.Exec(`INSERT INTO api_idempotency (key_id, idem_key, request, created_at) VALUES (?, ?, ?, ?)`,
+				keyID, key, req, now.UTC().UnixNano()); err != nil {
+				return fmt.Errorf("store: idempotency: %w", err)
+			}
+			claimed = true
+			return nil
+		case e != nil:
+			return fmt.Errorf("store: idempotency: %w", e)
+		}
+		if !bytes.Equal(gotReq, req) {
+			return ErrIdempotencyMismatch
+		}
+		if status != 0 {
+			return nil
+		}
+		if now.Sub(time.Unix(0, at)) < stale {
+			return ErrIdempotencyInFlight
+		}
+		if _, err := tx.Exec(`UPDATE api_idempotency SET created_at = ? WHERE key_id = ? AND idem_key = ?`,
+			now.UTC().UnixNano(), keyID, key); err != nil {
+			return fmt.Errorf("store: idempotency: %w", err)
+		}
+		claimed = true
+		return nil
+	})
+	return claimed, status, resp, err
+}
+
+// FinishIdempotency stores the response of a claimed key; status 0
+// releases the claim (the request failed without effect: a retry may run
+// it again).
+func (s *SQLite) FinishIdempotency(ctx context.Context, keyID, key string, status int, resp []byte) error {
+	return s.write(ctx, func(tx *wtx) error {
+		var err error
+		if status == 0 {
+			_, err = tx.Exec(`DELETE FROM api_idempotency WHERE key_id = ? AND idem_key = ? AND status = 0`, keyID, key)
+		} else {
+			_, err = tx.Exec(`UPDATE api_idempotency SET status = ?, response = ? WHERE key_id = ? AND idem_key = ?`,
+				status, resp, keyID, key)
+		}
+		if err != nil {
+			return fmt.Errorf("store: idempotency: %w", err)
+		}
+		return nil
+	})
+}
