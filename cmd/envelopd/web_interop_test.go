@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/audits"
 	"github.com/chromedp/cdproto/browser"
 	cdplog "github.com/chromedp/cdproto/log"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
@@ -219,7 +221,8 @@ func TestInteropWebInbox(t *testing.T) {
 	bctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
 
-	// Any script error or CSP violation fails the test.
+	// Any script error or CSP violation (an Audits issue, or a console
+	// message) fails the test.
 	var mu sync.Mutex
 	var problems []string
 	downloads := make(chan string, 4)
@@ -237,6 +240,11 @@ func TestInteropWebInbox(t *testing.T) {
 		case *cdplog.EventEntryAdded:
 			if strings.Contains(e.Entry.Text, "Content Security Policy") || strings.Contains(e.Entry.Text, "Content-Security-Policy") {
 				problems = append(problems, "CSP: "+e.Entry.Text)
+			}
+		case *audits.EventIssueAdded:
+			if d := e.Issue.Details; e.Issue.Code == audits.InspectorIssueCodeContentSecurityPolicyIssue && d != nil && d.ContentSecurityPolicyIssueDetails != nil {
+				v := d.ContentSecurityPolicyIssueDetails
+				problems = append(problems, fmt.Sprintf("CSP: %s refused by %s (%s)", v.BlockedURL, v.ViolatedDirective, v.ContentSecurityPolicyViolationType))
 			}
 		case *browser.EventDownloadProgress:
 			if e.State == browser.DownloadProgressStateCompleted {
@@ -284,6 +292,9 @@ func TestInteropWebInbox(t *testing.T) {
 	// Log in (a wrong key is tried last: a failed key slows the IP's
 	// later requests, authguard's throttle).
 	run("open", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		if _, err := chromedp.Call(ctx, audits.Enable, struct{}{}); err != nil {
+			return err
+		}
 		_, err := chromedp.Call(ctx, cdplog.Enable, struct{}{})
 		return err
 	}), chromedp.Navigate(srv.url+"/"), chromedp.WaitVisible(css("#login")))
@@ -313,9 +324,14 @@ func TestInteropWebInbox(t *testing.T) {
 
 	// Live: a WHICH sent now shows up without a reload.
 	run("live on", poll(`document.getElementById("live").textContent !== ""`))
-	t.Logf("live updates: %s", text("#live"))
+	// The list follows the API's websocket ("live"; "polling" would mean
+	// the fallback every 2 s).
+	run("websocket subscribed", poll(`document.getElementById("live").textContent === "live"`))
 	c.do("POST", "/v0/inboxes/"+BOB+"/messages/send", map[string]any{"to": SHOP, "subject": "WHICH | what do you sell?", "text": ""}, nil)
 	run("live message", poll(`(document.querySelector("#list li") || {}).textContent?.includes("what do you sell?")`))
+	if mode := text("#live"); mode != "live" {
+		t.Errorf("live updates: %q after the message, want live (the websocket)", mode)
+	}
 	// The rest of the exchange, through the API.
 	w := c.received(SHOP, "which", 1)
 	c.reply(SHOP, w, map[string]any{"v": "0.2.0", "type": "methods", "id": "mth_1", "note": "SOL accepted",
@@ -362,7 +378,11 @@ func TestInteropWebInbox(t *testing.T) {
 		chromedp.Click(chromedp.Search(`//ol[@id="list"]/li[contains(., "what do you sell?")]/a`)),
 		chromedp.WaitVisible(css("#timeline .step")), chromedp.Evaluate[chromedp.Void](`document.querySelector(".chain li:nth-child(4) a").click()`),
 		chromedp.WaitVisible(css(`.step.focus[data-eid="ful_1"]`)))
+	run("thread top", chromedp.EmulateViewport(1280, 1800), goTo("#/t/shop%40shop.test/"+url.PathEscape(w.ThreadID)),
+		poll(`document.querySelectorAll("#timeline .step").length === 7 && !document.querySelector(".step.focus")`),
+		chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
 	shot(ctx, "web-thread.png")
+	run("window", chromedp.EmulateViewport(1280, 860))
 
 	// OFFER ↔ ACCEPT amount check.
 	run("offer thread", goTo("#/i/shop%40shop.test"), poll(`location.hash === "#/i/shop%40shop.test" && document.querySelector("#list li")`),
@@ -411,6 +431,56 @@ func TestInteropWebInbox(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the .eml download did not complete")
 	}
+
+	// HTML mail: only in a sandboxed iframe; no script runs, nothing
+	// remote loads (a probe server counts requests).
+	var probes sync.WaitGroup
+	var probeHits int
+	probe := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		probeHits++
+		mu.Unlock()
+	})}
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes.Add(1)
+	go func() { defer probes.Done(); probe.Serve(pl) }()
+	defer func() { probe.Close(); probes.Wait() }()
+	probeURL := "http://" + pl.Addr().String() + "/probe"
+	c.do("POST", "/v0/inboxes/"+BOB+"/messages/send", map[string]any{"to": SHOP, "subject": "newsletter", "text": "plain part",
+		"html": `<p>hello html</p><img src="` + probeURL + `.png"><script>parent.document.title = "pwned"; fetch("` + probeURL + `")</script>` +
+			`<link rel="stylesheet" href="` + probeURL + `.css"><iframe src="` + probeURL + `.html"></iframe>`}, nil)
+	run("html mail", goTo("#/i/shop%40shop.test?q=newsletter"), poll(`document.querySelector("#list li")?.textContent.includes("newsletter")`),
+		chromedp.Click(css(`#list li a`)), chromedp.WaitVisible(css(".step.focus")),
+		chromedp.Click(css(`.step.focus [data-action="HTML"]`)), chromedp.WaitVisible(css(".step.focus iframe.html")), chromedp.Sleep(time.Second))
+	frame := browserValue(t, ctx, "iframe", chromedp.Steps(), chromedp.Evaluate[[]string](`(() => {
+		const f = document.querySelector(".step.focus iframe.html");
+		return [f.getAttribute("sandbox"), String(f.contentDocument === null), document.title, f.srcdoc.slice(0, 200)];
+	})()`))
+	if frame[0] != "" || frame[1] != "true" || frame[2] != "envelopd inbox" || !strings.Contains(frame[3], "Content-Security-Policy") {
+		t.Errorf("HTML iframe: sandbox %q, opaque origin %s, title %q, srcdoc %q", frame[0], frame[1], frame[2], frame[3])
+	}
+	// The page's own CSP refuses a remote image too; the browser reports
+	// it, which shows that the watch for violations above hears them.
+	run("page CSP", chromedp.Evaluate[chromedp.Void](`document.body.append(Object.assign(document.createElement("img"), {src: "`+probeURL+`-page.png"}))`),
+		poll(`true`), chromedp.Sleep(500*time.Millisecond))
+	mu.Lock()
+	if probeHits != 0 {
+		t.Errorf("the HTML part loaded %d remote resources", probeHits)
+	}
+	kept := problems[:0]
+	for _, p := range problems {
+		if !strings.Contains(p, probeURL) { // the blocked loads provoked above
+			kept = append(kept, p)
+		}
+	}
+	if len(problems) == len(kept) {
+		t.Errorf("no CSP report for the page's blocked remote image")
+	}
+	problems = kept
+	mu.Unlock()
 
 	// A phone-sized window: one column, nothing wider than the screen.
 	run("phone", chromedp.EmulateViewport(390, 844), goTo("#/i/shop%40shop.test"), poll(`location.hash === "#/i/shop%40shop.test" && document.querySelector("#list li")`))

@@ -315,9 +315,8 @@ function step(inbox, m, byEid, stepHref) {
   const proof = body ? (body.proof ?? body.give?.proof) : undefined;
   if (proof !== undefined) {
     const dup = cs.includes("duplicate_proof");
-    checks.push(el("div", { class: "check " + (dup ? "bad" : "ok") },
-      el("span", {}, dup ? "✗ proof seen before (duplicate_proof)" : "✓ proof first seen here"),
-      el("pre", { class: "json" }, JSON.stringify(proof, null, 2))));
+    checks.push(el("p", { class: "check " + (dup ? "bad" : "ok"), title: JSON.stringify(proof) },
+      dup ? "✗ proof seen before (duplicate_proof)" : "✓ proof first seen here"));
   }
   const detail = el("div", { class: "detail" });
   const show = (name, fn) => el("button", { type: "button", "data-action": name, onclick: async (ev) => {
