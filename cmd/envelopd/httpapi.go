@@ -97,14 +97,14 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewHTTPHandler(mcfg, mcp.HTTPOptions{Keys: rt.store, Throttle: h.throttle, MaxBody: h.maxBody}))
-	mux.Handle("/", hd)
+	// The web inbox (issue 20) at /, over the same API; /v0 is the API.
+	mux.Handle("/", web.Mount(hd))
 	hd = mux
 	ln, err := net.Listen("tcp", h.addr)
 	if err != nil {
 		return nil, fmt.Errorf("http: %w", err)
 	}
-	// The web inbox (issue 20) at /, over the same API.
-	srv := &http.Server{Handler: web.Mount(hd), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 2 * time.Minute,
+	srv := &http.Server{Handler: hd, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 2 * time.Minute,
 		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

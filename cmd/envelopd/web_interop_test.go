@@ -358,6 +358,14 @@ func TestInteropWebInbox(t *testing.T) {
 	c.reply(SHOP, of, map[string]any{"v": "0.2.0", "type": "accept", "id": "acc_1", "offer_ref": "ofr_1", "amount": "30000000", "token": "USDC", "chain": "base", "note": "30 USDC sent", "proof": map[string]any{"tx": "0x8c7d"}}, false)
 	c.received(BOB, "accept", 1)
 
+	// What the filters cost on this inbox (logged: a measurement, not an
+	// assertion).
+	for _, q := range []string{"", "labels=duplicate", "type=pay", "error=duplicate_proof", "q=sell", "sender=bob%40buyer.test", "q=report"} {
+		start := time.Now()
+		c.do("GET", "/v0/inboxes/"+SHOP+"/messages?limit=50&"+q, nil, nil)
+		t.Logf("GET messages?%s on %d messages: %v", q, bulk, time.Since(start).Round(100*time.Microsecond))
+	}
+
 	// Every step arrived live in the open list.
 	run("live exchange", poll(`document.querySelector("#list").textContent.includes("1 SOL for 30 USDC")`),
 		chromedp.WaitVisible(css(`#list li[data-status="duplicate"]`)))
