@@ -541,6 +541,45 @@ func FTSQuery(text string) string {
 	return strings.Join(terms, " ")
 }
 
+// rareTagLimit is how many messages a filter value may have for a list to
+// start from them (message_tags) rather than walk the inbox newest first
+// until a page is full: a walk is fast when matches are common, a start
+// from the tag when they are rare.
+const rareTagLimit = 2000
+
+// rareTag returns the message_tags tag of q's rarest filter (status,
+// type, sender, error code) when fewer than rareTagLimit messages carry
+// it, else "".
+func (s *SQLite) rareTag(ctx context.Context, q InboxQuery) (string, error) {
+	var tags []string
+	for _, l := range q.Labels {
+		if l == StatusAccepted || l == StatusQuarantined || l == StatusDuplicate {
+			tags = append(tags, "status:"+l)
+		}
+	}
+	if q.Type != "" {
+		tags = append(tags, "type:"+q.Type)
+	}
+	if q.Sender != "" {
+		tags = append(tags, "sender:"+q.Sender)
+	}
+	if q.ErrorCode != "" {
+		tags = append(tags, "code:"+q.ErrorCode)
+	}
+	best, bestN := "", rareTagLimit
+	for _, t := range tags {
+		var n int
+		if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_tags WHERE tag = ? LIMIT ?)`,
+			t, rareTagLimit).Scan(&n); err != nil {
+			return "", fmt.Errorf("store: inbox messages: %w", err)
+		}
+		if n < bestN {
+			best, bestN = t, n
+		}
+	}
+	return best, nil
+}
+
 // InboxMessages lists the inbox's messages in id order (newest first
 // unless Ascending), after the cursor, at most Limit.
 func (s *SQLite) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessage, error) {
@@ -555,6 +594,14 @@ func (s *SQLite) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessag
 	if q.CursorID > 0 {
 		where += ` AND x.message_id ` + op + ` ?`
 		args = append(args, q.CursorID)
+	}
+	if tag, err := s.rareTag(ctx, q); err != nil {
+		return nil, err
+	} else if tag != "" {
+		// A rare filter value: start from its few messages (the other
+		// conditions above still apply) instead of walking the inbox.
+		where += ` AND m.id IN (SELECT message_id FROM message_tags WHERE tag = ?)`
+		args = append(args, tag)
 	}
 	from := `inbox_messages x`
 	if q.ThreadID != "" && q.Inbox != "" {

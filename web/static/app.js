@@ -31,6 +31,7 @@ const enc = encodeURIComponent;
 
 function showLogin(msg) {
   stopLive();
+  inboxList = null;
   S.key = "";
   sessionStorage.removeItem(KEY);
   $("shell").hidden = true; $("logout").hidden = true; $("live").hidden = true;
@@ -225,10 +226,14 @@ function stopLive() {
   clearInterval(S.poll); S.poll = 0; S.wsInbox = "";
 }
 
+// liveFail: a refused key logs out; a passing network error is retried
+// by the next poll or event, without replacing the list.
+function liveFail(e) { if (e instanceof Unauthorized) fail(e); }
+
 function startPolling() {
   if (S.poll) return;
   setLive("polling", "poll");
-  S.poll = setInterval(() => refreshHead().catch(fail), 2000);
+  S.poll = setInterval(() => refreshHead().catch(liveFail), 2000);
 }
 
 function startLive(inbox) {
@@ -245,9 +250,9 @@ function startLive(inbox) {
   ws.onmessage = (ev) => {
     let m;
     try { m = JSON.parse(ev.data); } catch { return; }
-    if (m.type === "subscribed") { subscribed = true; S.retry = 0; clearInterval(S.poll); S.poll = 0; setLive("live", "on"); refreshHead().catch(fail); return; }
+    if (m.type === "subscribed") { subscribed = true; S.retry = 0; clearInterval(S.poll); S.poll = 0; setLive("live", "on"); refreshHead().catch(liveFail); return; }
     if (m.type === "error") { startPolling(); return; }
-    if (m.type === "event" && m.message && m.message.inbox_id === S.inbox) refreshHead().catch(fail);
+    if (m.type === "event" && m.message && m.message.inbox_id === S.inbox) refreshHead().catch(liveFail);
   };
   ws.onclose = () => {
     S.ws = null;
