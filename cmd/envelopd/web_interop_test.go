@@ -362,7 +362,7 @@ func TestInteropWebInbox(t *testing.T) {
 
 	// What the filters cost on this inbox (logged: a measurement, not an
 	// assertion).
-	for _, q := range []string{"", "labels=duplicate", "type=pay", "error=duplicate_proof", "q=sell", "sender=bob%40buyer.test", "q=report"} {
+	for _, q := range []string{"", "labels=duplicate", "type=pay", "error=duplicate_proof", "q=sell", "sender=bob%40buyer.test", "labels=accepted", "sender=agent7%40buyer7.test", "q=report"} {
 		start := time.Now()
 		c.do("GET", "/v0/inboxes/"+SHOP+"/messages?limit=50&"+q, nil, nil)
 		t.Logf("GET messages?%s on %d messages: %v", q, bulk, time.Since(start).Round(100*time.Microsecond))
