@@ -357,8 +357,14 @@ func TestInteropWebInbox(t *testing.T) {
 		"note": "1 SOL for 30 USDC", "give": map[string]any{"amount": "1000000000", "token": "SOL", "chain": "solana", "to": "6dL6n77jJFWq4bu3cQp57H8rMUPEXu7uYN1XApPxpUif", "proof": map[string]any{"tx": "4vJ9offer"}},
 		"want": map[string]any{"amount": "30000000", "token": "USDC", "chain": "base"}, "wallet": "0x1a2B"})}, nil)
 	of := c.received(SHOP, "offer", 1)
+	// The OFFER shows up in the open list; its thread, open, shows the
+	// ACCEPT as it arrives.
+	run("offer live", poll(`document.querySelector("#list").textContent.includes("1 SOL for 30 USDC")`),
+		chromedp.Click(chromedp.Search(`//ol[@id="list"]/li[contains(., "1 SOL for 30 USDC")]/a`)),
+		chromedp.WaitVisible(css(`.step[data-eid="ofr_1"]`)))
 	c.reply(SHOP, of, map[string]any{"v": "0.2.0", "type": "accept", "id": "acc_1", "offer_ref": "ofr_1", "amount": "30000000", "token": "USDC", "chain": "base", "note": "30 USDC sent", "proof": map[string]any{"tx": "0x8c7d"}}, false)
 	c.received(BOB, "accept", 1)
+	run("accept live in the thread", poll(`document.querySelector('.step[data-eid="acc_1"]') !== null && document.querySelectorAll("#timeline .step").length === 2`))
 
 	// What the filters cost on this inbox (logged: a measurement, not an
 	// assertion).
@@ -368,8 +374,8 @@ func TestInteropWebInbox(t *testing.T) {
 		t.Logf("GET messages?%s on %d messages: %v", q, bulk, time.Since(start).Round(100*time.Microsecond))
 	}
 
-	// Every step arrived live in the open list.
-	run("live exchange", poll(`document.querySelector("#list").textContent.includes("1 SOL for 30 USDC")`),
+	// Every step is in the list.
+	run("list", goTo("#/i/shop%40shop.test"), poll(`location.hash === "#/i/shop%40shop.test" && document.querySelector("#list li")`),
 		chromedp.WaitVisible(css(`#list li[data-status="duplicate"]`)))
 	run("settle", poll(`!document.querySelector("#list li.fresh")`))
 	shot(ctx, "web-inbox.png")

@@ -9,6 +9,9 @@ const S = {
   key: sessionStorage.getItem(KEY) || "",
   inbox: "", filters: {}, next: "", ids: new Set(), gen: 0,
   ws: null, wsInbox: "", poll: 0, retry: 0,
+  // The view that live updates refresh: the list (refreshHead) or the
+  // thread open (refreshThread), and that thread's id.
+  refresh: null, thread: "",
 };
 
 class Unauthorized extends Error {}
@@ -31,6 +34,7 @@ const enc = encodeURIComponent;
 
 function showLogin(msg) {
   stopLive();
+  S.refresh = null;
   inboxList = null;
   S.key = "";
   sessionStorage.removeItem(KEY);
@@ -164,6 +168,7 @@ async function renderInbox(inbox, q, gen) {
   const f = {};
   for (const k of FILTERS) f[k] = q.get(k) || "";
   S.inbox = inbox; S.filters = f; S.next = ""; S.ids = new Set();
+  S.refresh = null; S.thread = "";
   $("crumb").textContent = inbox;
   window.scrollTo(0, 0);
   const list = el("ol", { id: "list", class: "msgs" });
@@ -189,6 +194,7 @@ async function renderInbox(inbox, q, gen) {
   // First paint of the inbox: measured by the browser test.
   performance.mark("inbox-painted");
   document.body.dataset.inboxMs = String(Math.round(performance.now() - t0));
+  S.refresh = refreshHead;
   startLive(inbox);
 }
 
@@ -226,6 +232,8 @@ function stopLive() {
   clearInterval(S.poll); S.poll = 0; S.wsInbox = "";
 }
 
+function onLive() { if (S.refresh) S.refresh().catch(liveFail); }
+
 // liveFail: a refused key logs out; a passing network error is retried
 // by the next poll or event, without replacing the list.
 function liveFail(e) { if (e instanceof Unauthorized) fail(e); }
@@ -233,7 +241,7 @@ function liveFail(e) { if (e instanceof Unauthorized) fail(e); }
 function startPolling() {
   if (S.poll) return;
   setLive("polling", "poll");
-  S.poll = setInterval(() => refreshHead().catch(liveFail), 2000);
+  S.poll = setInterval(onLive, 2000);
 }
 
 function startLive(inbox) {
@@ -250,14 +258,18 @@ function startLive(inbox) {
   ws.onmessage = (ev) => {
     let m;
     try { m = JSON.parse(ev.data); } catch { return; }
-    if (m.type === "subscribed") { subscribed = true; S.retry = 0; clearInterval(S.poll); S.poll = 0; setLive("live", "on"); refreshHead().catch(liveFail); return; }
+    if (m.type === "subscribed") { subscribed = true; S.retry = 0; clearInterval(S.poll); S.poll = 0; setLive("live", "on"); onLive(); return; }
     if (m.type === "error") { startPolling(); return; }
-    if (m.type === "event" && m.message && m.message.inbox_id === S.inbox) refreshHead().catch(liveFail);
+    // message.received carries message, message.sent send,
+    // message.delivered delivery, message.bounced bounce: each with
+    // inbox_id and thread_id.
+    const d = m.type === "event" && (m.message || m.send || m.delivery || m.bounce);
+    if (d && d.inbox_id === S.wsInbox && (!S.thread || d.thread_id === S.thread)) onLive();
   };
   ws.onclose = () => {
     S.ws = null;
     startPolling();
-    if (subscribed && S.retry < 10) { S.retry++; setTimeout(() => { if (S.wsInbox === inbox && !S.ws && $("list")) startLive(inbox); }, 2000 * S.retry); }
+    if (subscribed && S.retry < 10) { S.retry++; setTimeout(() => { if (S.wsInbox === inbox && !S.ws && S.refresh) startLive(inbox); }, 2000 * S.retry); }
   };
 }
 
@@ -266,8 +278,27 @@ function startLive(inbox) {
 async function renderThread(inbox, thread, focus, gen) {
   const t = await api("/inboxes/" + enc(inbox) + "/threads/" + enc(thread) + "?limit=1000");
   if (gen !== S.gen) return;
-  stopLive(); $("live").hidden = true;
   $("crumb").textContent = inbox + " › thread";
+  drawThread(inbox, thread, t, focus, null);
+  S.thread = thread;
+  S.refresh = () => refreshThread(inbox, thread, gen);
+  startLive(inbox);
+}
+
+// refreshThread draws the thread again when it has new messages (live),
+// the new steps highlighted, the page where it was.
+async function refreshThread(inbox, thread, gen) {
+  const t = await api("/inboxes/" + enc(inbox) + "/threads/" + enc(thread) + "?limit=1000");
+  if (gen !== S.gen) return;
+  const shown = new Set([...document.querySelectorAll("#timeline .step")].map((e) => e.id));
+  if ((t.messages || []).every((m) => shown.has("step-" + m.envelopay?.id))) return;
+  const focus = document.querySelector(".step.focus")?.id.replace(/^step-/, "") || "";
+  const y = window.scrollY;
+  drawThread(inbox, thread, t, focus, shown);
+  window.scrollTo(0, y);
+}
+
+function drawThread(inbox, thread, t, focus, shown) {
   const msgs = t.messages || [];
   const byEid = new Map();
   for (const m of msgs) {
@@ -283,10 +314,11 @@ async function renderThread(inbox, thread, focus, gen) {
     el("h1", { class: "subject" }, t.subject || "(no subject)"),
     chain,
     el("div", { id: "timeline", class: "timeline" }, steps));
+  if (shown) for (const e of document.querySelectorAll("#timeline .step")) if (!shown.has(e.id)) e.classList.add("fresh");
   const target = focus && document.getElementById("step-" + focus);
   if (target) {
     target.classList.add("focus");
-    target.scrollIntoView({ block: "start" });
+    if (!shown) target.scrollIntoView({ block: "start" });
   }
 }
 
