@@ -20,8 +20,9 @@ type apiServer struct {
 
 // startAPIServer builds envelopd, creates a key and starts serve in relay
 // mode (domains shop.test and buyer.test, local DKIM signing) with the
-// HTTP API on a free port, read from its "http api" log line.
-func startAPIServer(t *testing.T) apiServer {
+// HTTP API on a free port, read from its "http api" log line. prep, when
+// given, fills the database before serve starts.
+func startAPIServer(t *testing.T, prep ...func(db string)) apiServer {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "envelopd")
@@ -34,6 +35,9 @@ func startAPIServer(t *testing.T) apiServer {
 		t.Fatalf("apikey create: %v", err)
 	}
 	key := strings.TrimSpace(string(out))
+	for _, p := range prep {
+		p(db)
+	}
 	cmd := exec.Command(bin, "serve", "--db", db, "--smtp", "127.0.0.1:0", "--relay", "--domain", "shop.test",
 		"--domain", "buyer.test", "--sign-local", "--http", "127.0.0.1:0")
 	stderr, err := cmd.StderrPipe()
