@@ -23,6 +23,7 @@ import (
 	"github.com/envelopd/envelopd/internal/pgtest"
 	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -659,4 +660,132 @@ func TestRelayLocal(t *testing.T) {
 	if len(ms) != 1 || ms[0].Direction != store.DirOut || ms[0].ThreadID != sent.ThreadID {
 		t.Errorf("sent copy in the mailbox: %+v", ms)
 	}
+}
+
+// TestListFilters: the web inbox's extension filters on message and
+// thread lists (type, sender, error, q), answered by the store's
+// queries (q: the FTS5 index over subject and note).
+func TestListFilters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("shop", "shop.test")
+	put := func(i int, sender, typ, subject, note, errs string) {
+		mid := fmt.Sprintf("f%d@buyer.test", i)
+		raw := fmt.Sprintf("From: %s\r\nTo: shop@shop.test\r\nSubject: %s\r\nMessage-ID: <%s>\r\n\r\nx\r\n", sender, subject, mid)
+		in := &store.Incoming{Direction: store.DirIn, Raw: []byte(raw), MessageID: mid, Sender: sender,
+			Recipients: []string{"shop@shop.test"}, Subject: subject, Type: typ, Status: store.StatusAccepted,
+			ReceivedAt: time.Unix(1700000000+int64(i), 0)}
+		if note != "" {
+			in.Result = json.RawMessage(fmt.Sprintf(`{"type":%q,"note":%q}`, typ, note))
+		}
+		if errs != "" {
+			in.Errors = append(in.Errors, protocolsProblem(errs))
+			in.Status = store.StatusQuarantined
+		}
+		if _, err := e.st.Ingest(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(1, "a@buyer.test", "which", "WHICH | what do you sell", "what do you sell", "")
+	put(2, "b@buyer.test", "order", "ORDER | two crêpes", "two crêpes please", "")
+	put(3, "a@buyer.test", "accept", "ACCEPT | paid", "30 USDC sent", "amount_mismatch")
+	put(4, "c@buyer.test", "", "plain hello", "", "")
+	// A replayed proof: stored accepted, then made duplicate in the same
+	// transaction (an UPDATE: the tags follow it).
+	for i, eid := range []string{"pay_1", "pay_2"} {
+		mid := fmt.Sprintf("p%d@buyer.test", i)
+		raw := fmt.Sprintf("From: d@buyer.test\r\nTo: shop@shop.test\r\nSubject: PAY\r\nMessage-ID: <%s>\r\n\r\nx\r\n", mid)
+		if _, err := e.st.Ingest(context.Background(), &store.Incoming{Direction: store.DirIn, Raw: []byte(raw), MessageID: mid,
+			Sender: "d@buyer.test", Recipients: []string{"shop@shop.test"}, Subject: "PAY " + eid, Type: "pay", EnvelopayID: eid,
+			ProofFingerprint: "proof-1", Status: store.StatusAccepted, ReceivedAt: time.Unix(1700000100+int64(i), 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string // subjects, newest first
+	}{
+		{"type=order", []string{"ORDER | two crêpes"}},
+		{"type=ORDER", []string{"ORDER | two crêpes"}},
+		{"sender=a@buyer.test", []string{"ACCEPT | paid", "WHICH | what do you sell"}},
+		{"error=amount_mismatch", []string{"ACCEPT | paid"}},
+		{"error=amount", nil},
+		{"q=crepes", []string{"ORDER | two crêpes"}},
+		{"q=USDC", []string{"ACCEPT | paid"}},
+		{"q=sel", []string{"WHICH | what do you sell"}},
+		{"q=hello+plain", []string{"plain hello"}},
+		{"q=" + url.QueryEscape(`"sell" (*`), []string{"WHICH | what do you sell"}},
+		{"q=" + url.QueryEscape(`***`), []string{"PAY pay_2", "PAY pay_1", "plain hello", "ACCEPT | paid", "ORDER | two crêpes", "WHICH | what do you sell"}},
+		{"q=nothing", nil},
+		{"labels=quarantined&sender=a@buyer.test", []string{"ACCEPT | paid"}},
+		{"labels=duplicate", []string{"PAY pay_2"}},
+		{"error=duplicate_proof", []string{"PAY pay_2"}},
+		{"type=pay&labels=accepted", []string{"PAY pay_1"}},
+		{"sender=d@buyer.test&labels=accepted&labels=received", []string{"PAY pay_1"}},
+	} {
+		for _, kind := range []string{"messages", "threads"} {
+			var l struct {
+				Messages []struct {
+					Subject string `json:"subject"`
+				} `json:"messages"`
+				Threads []struct {
+					Subject string `json:"subject"`
+				} `json:"threads"`
+			}
+			if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/"+kind+"?"+tc.query, nil, &l); c != 200 {
+				t.Fatalf("%s?%s: %d", kind, tc.query, c)
+			}
+			var got []string
+			for _, m := range l.Messages {
+				got = append(got, m.Subject)
+			}
+			for _, m := range l.Threads {
+				got = append(got, m.Subject)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%s?%s: %q, want %q", kind, tc.query, got, tc.want)
+			}
+		}
+	}
+	// A common value (over the store's rare-tag limit) is found by walking
+	// the inbox, a rare one from its tag: both give the same pages.
+	e.ingest(2100, "shop@shop.test") // from b@buyer.test, the newest
+	subjects := func(query string) []string {
+		var l struct {
+			Messages []struct {
+				Subject string `json:"subject"`
+			} `json:"messages"`
+		}
+		e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/messages?"+query, nil, &l)
+		var got []string
+		for _, m := range l.Messages {
+			got = append(got, m.Subject)
+		}
+		return got
+	}
+	newest := subjects("limit=3")
+	if len(newest) != 3 || !strings.HasPrefix(newest[0], "hello ") {
+		t.Fatalf("newest: %q", newest)
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"sender=b@buyer.test&limit=3", newest},
+		{"labels=accepted&labels=received&limit=2", newest[:2]},
+		{"labels=duplicate", []string{"PAY pay_2"}},
+		{"type=pay", []string{"PAY pay_2", "PAY pay_1"}},
+		{"labels=accepted&type=pay", []string{"PAY pay_1"}},
+	} {
+		if got := subjects(tc.query); !slices.Equal(got, tc.want) {
+			t.Errorf("messages?%s: %q, want %q", tc.query, got, tc.want)
+		}
+	}
+	if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/messages?q="+strings.Repeat("x", 201), nil, nil); c != 400 {
+		t.Errorf("q of 201 characters: %d, want 400", c)
+	}
+}
+
+func protocolsProblem(code string) protocols.Problem {
+	return protocols.New(protocols.Code(code), "", "test")
 }

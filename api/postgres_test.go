@@ -31,6 +31,7 @@ var pgTests = []struct {
 	{"WebhookCRUD", TestWebhookCRUD},
 	{"WebhookDelivery", TestWebhookDelivery},
 	{"WebhookNoLinkLocal", TestWebhookNoLinkLocal},
+	{"ListFilters", TestListFilters},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens

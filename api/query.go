@@ -29,6 +29,10 @@ type ListParams struct {
 	Before    time.Time
 	After     time.Time
 	Ascending bool
+	// Extension filters (the web inbox's, issue 20; message lists only):
+	// type, sender, error (a code among errors and warnings) and q (free
+	// text over subject and note).
+	Type, Sender, Error, Search string
 }
 
 // Cursor is a keyset position: the last row of the previous page. Inbox
@@ -131,6 +135,19 @@ func ParseList(q url.Values) (ListParams, error) {
 			}
 			p.Labels = append(p.Labels, l)
 		}
+	}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"type", &p.Type}, {"sender", &p.Sender}, {"error", &p.Error}, {"q", &p.Search}} {
+		v := strings.TrimSpace(q.Get(f.key))
+		if len(v) > 200 || strings.ContainsAny(v, "\r\n\x00") {
+			return p, badField(f.key, "at most 200 characters on one line")
+		}
+		if f.key != "q" {
+			v = strings.ToLower(v)
+		}
+		*f.dst = v
 	}
 	if len(p.Labels) > maxLabels {
 		return p, badField("labels", "at most %d labels", maxLabels)

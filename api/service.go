@@ -300,7 +300,8 @@ func (s *Service) DeleteInbox(ctx context.Context, p *Principal, address string)
 
 func (lp ListParams) query() store.InboxQuery {
 	return store.InboxQuery{Labels: lp.Labels, Before: lp.Before, After: lp.After, Ascending: lp.Ascending,
-		CursorID: lp.Cursor.ID, CursorInbox: lp.Cursor.Inbox, Limit: lp.Limit + 1}
+		CursorID: lp.Cursor.ID, CursorInbox: lp.Cursor.Inbox, Limit: lp.Limit + 1,
+		Type: lp.Type, Sender: lp.Sender, ErrorCode: lp.Error, Search: lp.Search}
 }
 
 // ListMessages lists an inbox's messages, newest first unless ascending.

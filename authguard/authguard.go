@@ -342,6 +342,17 @@ func (t *Throttle) Fail(ip, account string) int {
 	return r.fails
 }
 
+// Forgive clears the failures of ip unless it is locked out: the client
+// has just proved it holds a valid random key (KeyThrottle.Succeed).
+func (t *Throttle) Forgive(ip string) {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.ips[IPKey(ip)]; r != nil && !now.Before(r.lockedUntil) {
+		r.fails = 0
+	}
+}
+
 // Locked reports whether ip is locked out now.
 func (t *Throttle) Locked(ip string) bool {
 	now := t.now()

@@ -53,6 +53,13 @@ func (k KeyThrottle) Fail(ip, account string) {
 		"mechanism", k.Mechanism, "ip_failures", n)
 }
 
-// Succeed does nothing: a success does not forgive earlier failures (as
-// for passwords, the window does).
-func (k KeyThrottle) Succeed(ip, account string) {}
+// Succeed forgives the IP's earlier failures (not a lockout): a client
+// that presented a valid 256-bit key is not guessing, and a person who
+// mistyped the key once must not wait before every later request of the
+// web inbox. Passwords keep their window (Check never forgives): a
+// success there does not prove the other guesses were not guesses.
+func (k KeyThrottle) Succeed(ip, account string) {
+	if k.Guard != nil && k.Guard.Throttle != nil {
+		k.Guard.Throttle.Forgive(ip)
+	}
+}

@@ -41,6 +41,34 @@ func TestKeyThrottle(t *testing.T) {
 	}
 }
 
+// TestKeyThrottleForgives: after a mistyped key, a valid one clears the
+// IP's delay (the web inbox makes many requests); a lockout stays.
+func TestKeyThrottleForgives(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	th := NewThrottle(Policy{LockoutAfter: 2, Lockout: time.Hour})
+	th.Now = func() time.Time { return now }
+	slept := 0
+	g := &Guard{Throttle: th, Sleep: func(context.Context, time.Duration) error { slept++; return nil }}
+	k := KeyThrottle{Guard: g, Service: "http", Mechanism: "bearer"}
+	k.Fail("192.0.2.1", "ek_typo")
+	k.Succeed("192.0.2.1", "ek_good")
+	for range 3 {
+		if _, ok := k.Allow("192.0.2.1"); !ok {
+			t.Fatal("refused after a success")
+		}
+	}
+	if slept != 0 {
+		t.Errorf("waited %d times after a success, want 0", slept)
+	}
+	k.Fail("192.0.2.9", "a")
+	k.Fail("192.0.2.9", "b") // locked out
+	k.Succeed("192.0.2.9", "ek_good")
+	if _, ok := k.Allow("192.0.2.9"); ok {
+		t.Error("a success lifted a lockout")
+	}
+}
+
 type countingMetrics struct{ failed, refused map[string]int }
 
 func (m *countingMetrics) Failed(s, mech string) {

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // The HTTP API's part of the store (issue 19): API keys, inboxes and the
@@ -520,7 +522,17 @@ type InboxQuery struct {
 	// (accepted, quarantined, duplicate) or a user label.
 	Labels        []string
 	Before, After time.Time // received_at bounds (exclusive, inclusive)
-	Ascending     bool
+	// Filters of the web inbox (issue 20); "" matches everything. Type
+	// is the Envelopay type (lower case), Sender the envelope sender (a
+	// lower-case address), ErrorCode an error or warning code
+	// (duplicate_proof, amount_mismatch, …).
+	Type, Sender, ErrorCode string
+	// Search is free text over subject and note: every word must occur
+	// (as a word or a word prefix, case and diacritics folded). SQLite
+	// answers it from the FTS5 index message_fts; another backend from
+	// its own (tsvector, ILIKE) with the same meaning.
+	Search    string
+	Ascending bool
 	// Cursor: the last row of the previous page (message or last-message
 	// id, and its inbox for org-wide thread lists); 0 for the first page.
 	CursorID    int64
@@ -557,6 +569,25 @@ func (q *InboxQuery) where(d *dialect) (string, []any) {
 		conds = append(conds, c)
 		args = append(args, a...)
 	}
+	if q.Type != "" {
+		conds = append(conds, `m.type = ?`)
+		args = append(args, q.Type)
+	}
+	if q.Sender != "" {
+		conds = append(conds, `m.sender = ?`)
+		args = append(args, q.Sender)
+	}
+	if q.ErrorCode != "" {
+		// errors and warnings are JSON arrays of protocols.Problem, as
+		// encoding/json writes them: "code":"X" with no space.
+		c := `"code":` + strconv.Quote(q.ErrorCode)
+		conds = append(conds, `(`+d.instr+`(m.errors, ?) > 0 OR `+d.instr+`(m.warnings, ?) > 0)`)
+		args = append(args, c, c)
+	}
+	if c, a := d.search(q.Search); c != "" {
+		conds = append(conds, c)
+		args = append(args, a...)
+	}
 	if !q.Before.IsZero() {
 		conds = append(conds, `m.received_at < ?`)
 		args = append(args, q.Before.UTC().UnixNano())
@@ -569,6 +600,104 @@ func (q *InboxQuery) where(d *dialect) (string, []any) {
 		return "true", nil
 	}
 	return strings.Join(conds, " AND "), args
+}
+
+// FTSQuery turns free text into an FTS5 query: each word (a run of
+// letters and digits) a quoted prefix term, all required; "" when the
+// text has no word. User text never reaches FTS5's query syntax.
+func FTSQuery(text string) string {
+	var terms []string
+	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if len(terms) == 16 {
+			break
+		}
+		terms = append(terms, `"`+w+`"*`)
+	}
+	return strings.Join(terms, " ")
+}
+
+// TSQuery is FTSQuery for Postgres's to_tsquery: each word a quoted
+// prefix term, all required (&); "" when the text has no word. The words
+// hold only letters and digits, so user text never reaches the query
+// syntax.
+func TSQuery(text string) string {
+	var terms []string
+	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if len(terms) == 16 {
+			break
+		}
+		terms = append(terms, `'`+w+`':*`)
+	}
+	return strings.Join(terms, " & ")
+}
+
+// sqliteSearch is the dialect's search condition on SQLite: the FTS5
+// index message_fts (migration 14).
+func sqliteSearch(text string) (string, []any) {
+	match := FTSQuery(text)
+	if match == "" {
+		return "", nil
+	}
+	return `m.id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ?)`, []any{match}
+}
+
+// pgSearch is the dialect's search condition on Postgres: the tsvector
+// index message_fts (migration 14 of postgres_schema.go), folded by
+// envelopd_fold as the index is (case and Latin diacritics).
+func pgSearch(text string) (string, []any) {
+	q := TSQuery(text)
+	if q == "" {
+		return "", nil
+	}
+	return `m.id IN (SELECT message_id FROM message_fts WHERE doc @@ to_tsquery('simple', envelopd_fold(?)))`, []any{q}
+}
+
+// rareTagLimit is how many messages a filter value may have for a list to
+// start from them (message_tags) rather than walk the inbox newest first
+// until a page is full: a walk is fast when matches are common, a start
+// from the tag when they are rare.
+const rareTagLimit = 2000
+
+// maxTagBytes bounds the message_tags tags a list looks up (Postgres keeps
+// none longer: migration 14).
+const maxTagBytes = 1000
+
+// rareTag returns the message_tags tag of q's rarest filter (status,
+// type, sender, error code) when fewer than rareTagLimit messages carry
+// it, else "".
+func (s *core) rareTag(ctx context.Context, q InboxQuery) (string, error) {
+	var tags []string
+	for _, l := range q.Labels {
+		if l == StatusAccepted || l == StatusQuarantined || l == StatusDuplicate {
+			tags = append(tags, "status:"+l)
+		}
+	}
+	if q.Type != "" {
+		tags = append(tags, "type:"+q.Type)
+	}
+	if q.Sender != "" {
+		tags = append(tags, "sender:"+q.Sender)
+	}
+	if q.ErrorCode != "" {
+		tags = append(tags, "code:"+q.ErrorCode)
+	}
+	best, bestN := "", rareTagLimit
+	for _, t := range tags {
+		if len(t) > maxTagBytes {
+			// Postgres does not keep such a tag (a btree entry is
+			// bounded): walk the inbox instead.
+			continue
+		}
+		var n int
+		if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_tags WHERE tag = ? LIMIT ?) AS t`,
+			t, rareTagLimit).Scan(&n); err != nil {
+			return "", fmt.Errorf("store: inbox messages: %w", err)
+		}
+		if n < bestN {
+			best, bestN = t, n
+		}
+	}
+	return best, nil
 }
 
 // InboxMessages lists the inbox's messages in id order (newest first
@@ -585,6 +714,14 @@ func (s *core) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessage,
 	if q.CursorID > 0 {
 		where += ` AND x.message_id ` + op + ` ?`
 		args = append(args, q.CursorID)
+	}
+	if tag, err := s.rareTag(ctx, q); err != nil {
+		return nil, err
+	} else if tag != "" {
+		// A rare filter value: start from its few messages (the other
+		// conditions above still apply) instead of walking the inbox.
+		where += ` AND m.id IN (SELECT message_id FROM message_tags WHERE tag = ?)`
+		args = append(args, tag)
 	}
 	from := `inbox_messages x`
 	if q.ThreadID != "" && q.Inbox != "" {
@@ -787,8 +924,8 @@ func (s *core) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, err
 		conds = append(conds, `(t.last_id, t.inbox) `+op+` (?, ?)`)
 		args = append(args, q.CursorID, q.CursorInbox)
 	}
-	if len(q.Labels) > 0 || !q.Before.IsZero() || !q.After.IsZero() {
-		sub := InboxQuery{Labels: q.Labels, Before: q.Before, After: q.After}
+	if len(q.Labels) > 0 || !q.Before.IsZero() || !q.After.IsZero() || q.Type != "" || q.Sender != "" || q.ErrorCode != "" || FTSQuery(q.Search) != "" {
+		sub := InboxQuery{Labels: q.Labels, Before: q.Before, After: q.After, Type: q.Type, Sender: q.Sender, ErrorCode: q.ErrorCode, Search: q.Search}
 		w, a := sub.where(s.d)
 		conds = append(conds, `EXISTS (SELECT 1 FROM inbox_messages x JOIN messages m ON m.id = x.message_id
 			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND `+w+`)`)

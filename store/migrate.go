@@ -413,11 +413,70 @@ CREATE TABLE api_idempotency (
 	PRIMARY KEY (key_id, idem_key)
 ) WITHOUT ROWID;
 `,
+	// 14: the web inbox's search and filters (issue 20). Full-text search
+	// over subject and note: an FTS5 index keyed by the message row id,
+	// contentless (the text stays in messages), filled by a trigger at
+	// insert — a message's subject and result never change — and from the
+	// messages already stored. The note is the parse result's "note"; a
+	// result that is not JSON indexes the subject only.
+	`
+CREATE VIRTUAL TABLE message_fts USING fts5 (subject, note, content = '', tokenize = 'unicode61 remove_diacritics 2');
+CREATE TRIGGER message_fts_insert AFTER INSERT ON messages BEGIN
+	INSERT INTO message_fts (rowid, subject, note) VALUES (new.id, new.subject,
+		CASE WHEN new.result IS NOT NULL AND json_valid(CAST(new.result AS TEXT))
+			THEN json_extract(CAST(new.result AS TEXT), '$.note') END);
+END;
+INSERT INTO message_fts (rowid, subject, note)
+	SELECT id, subject, CASE WHEN result IS NOT NULL AND json_valid(CAST(result AS TEXT))
+		THEN json_extract(CAST(result AS TEXT), '$.note') END FROM messages;
+-- The web inbox's filters (status, type, sender, error code) as tags, so
+-- that a rare value is found from its few messages instead of by walking
+-- the inbox (store.InboxQuery): 'status:duplicate', 'type:pay',
+-- 'sender:a@b.example', 'code:duplicate_proof' (errors and warnings).
+-- Kept by triggers: Ingest sets status, errors and warnings at insert and
+-- may update them in the same transaction.
+CREATE TABLE message_tags (
+	tag        TEXT NOT NULL,
+	message_id INTEGER NOT NULL,
+	PRIMARY KEY (tag, message_id)
+) WITHOUT ROWID;
+CREATE TRIGGER message_tags_insert AFTER INSERT ON messages BEGIN
+	INSERT OR IGNORE INTO message_tags (tag, message_id)
+	SELECT t, new.id FROM (
+		SELECT 'status:' || new.status AS t
+		UNION SELECT 'type:' || new.type WHERE new.type != ''
+		UNION SELECT 'sender:' || new.sender WHERE new.sender != ''
+		UNION SELECT 'code:' || json_extract(value, '$.code') FROM json_each(CASE WHEN json_valid(new.errors) THEN new.errors ELSE '[]' END)
+		UNION SELECT 'code:' || json_extract(value, '$.code') FROM json_each(CASE WHEN json_valid(new.warnings) THEN new.warnings ELSE '[]' END)
+	) WHERE t IS NOT NULL;
+END;
+CREATE TRIGGER message_tags_update AFTER UPDATE OF status, errors, warnings ON messages BEGIN
+	DELETE FROM message_tags WHERE message_id = old.id AND tag IN (
+		SELECT 'status:' || old.status
+		UNION SELECT 'code:' || json_extract(value, '$.code') FROM json_each(CASE WHEN json_valid(old.errors) THEN old.errors ELSE '[]' END)
+		UNION SELECT 'code:' || json_extract(value, '$.code') FROM json_each(CASE WHEN json_valid(old.warnings) THEN old.warnings ELSE '[]' END));
+	INSERT OR IGNORE INTO message_tags (tag, message_id)
+	SELECT t, new.id FROM (
+		SELECT 'status:' || new.status AS t
+		UNION SELECT 'code:' || json_extract(value, '$.code') FROM json_each(CASE WHEN json_valid(new.errors) THEN new.errors ELSE '[]' END)
+		UNION SELECT 'code:' || json_extract(value, '$.code') FROM json_each(CASE WHEN json_valid(new.warnings) THEN new.warnings ELSE '[]' END)
+	) WHERE t IS NOT NULL;
+END;
+INSERT OR IGNORE INTO message_tags (tag, message_id) SELECT 'status:' || status, id FROM messages;
+INSERT OR IGNORE INTO message_tags (tag, message_id) SELECT 'type:' || type, id FROM messages WHERE type != '';
+INSERT OR IGNORE INTO message_tags (tag, message_id) SELECT 'sender:' || sender, id FROM messages WHERE sender != '';
+INSERT OR IGNORE INTO message_tags (tag, message_id)
+	SELECT 'code:' || json_extract(j.value, '$.code'), m.id FROM messages m,
+		json_each(CASE WHEN json_valid(m.errors) THEN m.errors ELSE '[]' END) j WHERE json_extract(j.value, '$.code') IS NOT NULL;
+INSERT OR IGNORE INTO message_tags (tag, message_id)
+	SELECT 'code:' || json_extract(j.value, '$.code'), m.id FROM messages m,
+		json_each(CASE WHEN json_valid(m.warnings) THEN m.warnings ELSE '[]' END) j WHERE json_extract(j.value, '$.code') IS NOT NULL;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 13
+const SchemaVersion = 14
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -117,6 +117,7 @@ var pgDialect = &dialect{
 	visible:      fmt.Sprintf("m.id < (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << %d)", pgIDBits),
 	key:          func(s string) any { return []byte(s) },
 	instr:        "strpos",
+	search:       pgSearch,
 	snapshotXmax: "pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
 	snapshotXmin: "pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
 	eventVisible: fmt.Sprintf("e.id < (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << %d)", pgEventIDBits),

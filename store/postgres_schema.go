@@ -345,4 +345,89 @@ CREATE TABLE api_idempotency (
 	PRIMARY KEY (key_id, idem_key)
 );
 `},
+	// 14: the web inbox's search and filters (SQLite migration 14).
+	// Full-text search over subject and note as a tsvector ('simple'
+	// configuration: no stemming, like FTS5's unicode61) in message_fts,
+	// with a GIN index, filled by a trigger at insert and from the
+	// messages already stored. envelopd_fold lowers the text and strips
+	// the diacritics of Latin letters (FTS5's remove_diacritics), for the
+	// index and for queries alike. The note is the parse result's "note"
+	// (envelopd_note: a result that is not JSON indexes the subject only;
+	// its error is caught, so no ingest fails on it). The text indexed is
+	// bounded (a tsvector holds at most 1 MB). message_tags as in SQLite,
+	// kept by triggers; a tag longer than 1,000 bytes is not kept (a btree
+	// entry is bounded), and the store never looks such a tag up.
+	{14, `
+CREATE FUNCTION envelopd_fold(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+	SELECT translate(lower(t), 'àáâãäåçèéêëìíîïñòóôõöùúûüýÿāăąćĉċčďēĕėęěĝğġģĥĩīĭįĵķĺļľńņňōŏőŕŗřśŝşšţťũūŭůűųŵŷźżžơưǎǐǒǔǖǘǚǜǟǡǧǩǫǭǰǵǹǻȁȃȅȇȉȋȍȏȑȓȕȗșțȟȧȩȫȭȯȱȳøđħıłŧƀɨ', 'aaaaaaceeeeiiiinooooouuuuyyaaaccccdeeeeegggghiiiijklllnnnooorrrssssttuuuuuuwyzzzouaiouuuuuaagkoojgnaaaeeiioorruusthaeooooyodhiltbi')
+$fn$;
+CREATE FUNCTION envelopd_note(r bytea) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $fn$
+BEGIN
+	IF r IS NULL OR length(r) = 0 OR get_byte(r, 0) <> 123 THEN
+		RETURN NULL;
+	END IF;
+	BEGIN
+		RETURN replace(convert_from(r, 'UTF8'), '\u0000', '\uFFFD')::json ->> 'note';
+	EXCEPTION WHEN others THEN
+		RETURN NULL;
+	END;
+END
+$fn$;
+CREATE TABLE message_fts (
+	message_id bigint PRIMARY KEY REFERENCES messages (id),
+	doc        tsvector NOT NULL
+);
+CREATE INDEX message_fts_doc ON message_fts USING gin (doc);
+CREATE FUNCTION envelopd_message_fts() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+	INSERT INTO message_fts (message_id, doc) VALUES (NEW.id, to_tsvector('simple',
+		envelopd_fold(left(NEW.subject, 10000) || ' ' || left(coalesce(envelopd_note(NEW.result), ''), 100000))));
+	RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER message_fts_insert AFTER INSERT ON messages FOR EACH ROW EXECUTE FUNCTION envelopd_message_fts();
+INSERT INTO message_fts (message_id, doc)
+	SELECT id, to_tsvector('simple', envelopd_fold(left(subject, 10000) || ' ' || left(coalesce(envelopd_note(result), ''), 100000)))
+	FROM messages;
+CREATE TABLE message_tags (
+	tag        text COLLATE "C" NOT NULL,
+	message_id bigint NOT NULL,
+	PRIMARY KEY (tag, message_id)
+);
+CREATE FUNCTION envelopd_codes(problems text) RETURNS SETOF text LANGUAGE sql IMMUTABLE AS $fn$
+	SELECT p ->> 'code' FROM json_array_elements(CASE WHEN left(problems, 1) = '['
+		THEN replace(problems, '\u0000', '\uFFFD')::json ELSE '[]'::json END) AS p
+$fn$;
+CREATE FUNCTION envelopd_message_tags() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+	IF TG_OP = 'UPDATE' THEN
+		DELETE FROM message_tags WHERE message_id = OLD.id AND tag IN (
+			SELECT 'status:' || OLD.status
+			UNION SELECT 'code:' || c FROM envelopd_codes(OLD.errors) AS c
+			UNION SELECT 'code:' || c FROM envelopd_codes(OLD.warnings) AS c);
+	END IF;
+	INSERT INTO message_tags (tag, message_id)
+	SELECT t, NEW.id FROM (
+		SELECT 'status:' || NEW.status AS t
+		UNION SELECT 'type:' || NEW.type WHERE NEW.type <> '' AND TG_OP = 'INSERT'
+		UNION SELECT 'sender:' || NEW.sender WHERE NEW.sender <> '' AND TG_OP = 'INSERT'
+		UNION SELECT 'code:' || c FROM envelopd_codes(NEW.errors) AS c
+		UNION SELECT 'code:' || c FROM envelopd_codes(NEW.warnings) AS c
+	) AS tags WHERE t IS NOT NULL AND octet_length(t) <= 1000
+	ON CONFLICT DO NOTHING;
+	RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER message_tags_insert AFTER INSERT ON messages FOR EACH ROW EXECUTE FUNCTION envelopd_message_tags();
+CREATE TRIGGER message_tags_update AFTER UPDATE OF status, errors, warnings ON messages FOR EACH ROW EXECUTE FUNCTION envelopd_message_tags();
+INSERT INTO message_tags (tag, message_id)
+	SELECT t, id FROM (
+		SELECT 'status:' || status AS t, id FROM messages
+		UNION SELECT 'type:' || type, id FROM messages WHERE type <> ''
+		UNION SELECT 'sender:' || sender, id FROM messages WHERE sender <> ''
+		UNION SELECT 'code:' || c, id FROM messages, envelopd_codes(errors) AS c
+		UNION SELECT 'code:' || c, id FROM messages, envelopd_codes(warnings) AS c
+	) AS tags WHERE t IS NOT NULL AND octet_length(t) <= 1000
+	ON CONFLICT DO NOTHING;
+`},
 }

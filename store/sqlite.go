@@ -91,6 +91,7 @@ var sqliteDialect = &dialect{
 	greatest:  "max",
 	key:       func(s string) any { return s },
 	instr:     "instr",
+	search:    sqliteSearch,
 	// Without statistics SQLite would walk the whole inbox by its
 	// primary key instead of the thread's index.
 	inboxThreadIndex: " INDEXED BY inbox_messages_thread",

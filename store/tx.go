@@ -75,6 +75,9 @@ type dialect struct {
 	// later commit can precede (a cursor never skips a late-committing
 	// row); "" when ids commit in order (SQLite's one writer).
 	visible string
+	// search is the condition on messages m for the web inbox's free
+	// text search ("" when the text has no word).
+	search func(text string) (string, []any)
 	// instr is the function giving the position of a substring (text,
 	// sub).
 	instr string

@@ -22,14 +22,15 @@ type apiServer struct {
 
 // startAPIServer builds envelopd, creates a key and starts serve in relay
 // mode (domains shop.test and buyer.test, local DKIM signing) with the
-// HTTP API on a free port, read from its "http api" log line.
-func startAPIServer(t *testing.T) apiServer {
-	return startAPIServerDB(t, "")
+// HTTP API on a free port, read from its "http api" log line. prep, when
+// given, fills the database before serve starts.
+func startAPIServer(t *testing.T, prep ...func(db string)) apiServer {
+	return startAPIServerDB(t, "", prep...)
 }
 
 // startAPIServerDB is startAPIServer on the store db names (a SQLite file
 // in a temporary directory when ""; a postgres:// DSN for Postgres).
-func startAPIServerDB(t *testing.T, db string) apiServer {
+func startAPIServerDB(t *testing.T, db string, prep ...func(db string)) apiServer {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "envelopd")
@@ -44,6 +45,9 @@ func startAPIServerDB(t *testing.T, db string) apiServer {
 		t.Fatalf("apikey create: %v", err)
 	}
 	key := strings.TrimSpace(string(out))
+	for _, p := range prep {
+		p(db)
+	}
 	cmd := exec.Command(bin, "serve", "--db", db, "--smtp", "127.0.0.1:0", "--relay", "--domain", "shop.test",
 		"--domain", "buyer.test", "--sign-local", "--http", "127.0.0.1:0")
 	stderr, err := cmd.StderrPipe()

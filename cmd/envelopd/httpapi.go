@@ -16,6 +16,7 @@ import (
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/mcp"
 	"github.com/envelopd/envelopd/store"
+	"github.com/envelopd/envelopd/web"
 )
 
 // httpFlags are serve's HTTP API flags (issue 19).
@@ -29,7 +30,7 @@ type httpFlags struct {
 }
 
 func (h *httpFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&h.addr, "http", "", "serve the AgentMail-compatible HTTP API under /v0 on this address (e.g. 127.0.0.1:8025); keys: envelopd apikey create")
+	fs.StringVar(&h.addr, "http", "", "serve the AgentMail-compatible HTTP API under /v0 and the web inbox at / on this address (e.g. 127.0.0.1:8025); keys: envelopd apikey create")
 	fs.Int64Var(&h.maxBody, "http-max-body", api.DefaultMaxBody, "largest HTTP API request body (larger → 413)")
 	h.mcpSign.register(fs, "mcp-")
 }
@@ -96,7 +97,8 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewHTTPHandler(mcfg, mcp.HTTPOptions{Keys: rt.store, Throttle: h.throttle, MaxBody: h.maxBody}))
-	mux.Handle("/", hd)
+	// The web inbox (issue 20) at /, over the same API; /v0 is the API.
+	mux.Handle("/", web.Mount(hd))
 	hd = mux
 	ln, err := net.Listen("tcp", h.addr)
 	if err != nil {
