@@ -24,6 +24,7 @@ import (
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/envelopd/envelopd/internal/pgtest"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -117,7 +118,7 @@ func bulkMessages(t *testing.T) int {
 // shop@shop.test, through the store's own Ingest.
 func fillShop(t *testing.T, db string, n int) {
 	ctx := context.Background()
-	st, err := store.OpenSQLite(ctx, db)
+	st, err := store.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,9 +164,24 @@ func fillShop(t *testing.T, db string, n int) {
 // ENVELOPD_SCREENSHOTS=1, to docs/img/ for the README.
 func TestInteropWebInbox(t *testing.T) {
 	interop(t, "chromium")
+	testWebInbox(t, "", bulkMessages(t))
+}
+
+// TestInteropPostgresWebInbox is TestInteropWebInbox with the store on
+// Postgres (2,000 stored messages unless ENVELOPD_WEB_BULK says; its
+// screenshots go to $ENVELOPD_ARTIFACTS only).
+func TestInteropPostgresWebInbox(t *testing.T) {
+	interop(t, "chromium")
+	bulk := 2000
+	if os.Getenv("ENVELOPD_WEB_BULK") != "" {
+		bulk = bulkMessages(t)
+	}
+	testWebInbox(t, pgtest.Schema(t), bulk)
+}
+
+func testWebInbox(t *testing.T, db string, bulk int) {
 	chromium, _ := exec.LookPath("chromium")
-	bulk := bulkMessages(t)
-	srv := startAPIServer(t, func(db string) {
+	srv := startAPIServerDB(t, db, func(db string) {
 		start := time.Now()
 		fillShop(t, db, bulk)
 		t.Logf("stored %d messages in shop@shop.test in %v", bulk, time.Since(start).Round(time.Millisecond))
@@ -201,7 +217,7 @@ func TestInteropWebInbox(t *testing.T) {
 		t.Helper()
 		png := browserValue(t, ctx, "screenshot "+name, chromedp.Steps(chromedp.Sleep(300*time.Millisecond)), chromedp.CaptureScreenshot())
 		dirs := []string{artifacts}
-		if os.Getenv("ENVELOPD_SCREENSHOTS") == "1" {
+		if os.Getenv("ENVELOPD_SCREENSHOTS") == "1" && db == "" {
 			dirs = append(dirs, "../../docs/img")
 		}
 		for _, d := range dirs {
