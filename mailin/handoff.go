@@ -175,7 +175,7 @@ func (h *Handoff) deliverOne(ctx context.Context, d store.Delivery) error {
 // next run need not wait out the claim lease.
 func (h *Handoff) release(ctx context.Context, ds []store.Delivery) {
 	for _, d := range ds {
-		if err := h.Store.DeliveryRetry(ctx, d.ID, time.Now(), "not attempted: hand-off stopped"); err != nil {
+		if err := h.Store.DeliveryRelease(ctx, d.ID, time.Now()); err != nil {
 			h.log().Warn("hand-off release", "target", h.Target, "message", d.MessageID, "err", err)
 		}
 	}

@@ -329,6 +329,9 @@ type Store interface {
 	ClaimDeliveries(ctx context.Context, target string, now time.Time, lease time.Duration, limit int) ([]Delivery, error)
 	DeliveryDone(ctx context.Context, id int64) error
 	DeliveryRetry(ctx context.Context, id int64, next time.Time, lastErr string) error
+	// DeliveryRelease puts a claimed hand-off back unattempted: pending,
+	// due at now, its claim's attempt taken back.
+	DeliveryRelease(ctx context.Context, id int64, now time.Time) error
 
 	// IMAP poll positions, per account+mailbox key.
 	IMAPState(ctx context.Context, key string) (uidValidity uint32, lastUID uint32, err error)

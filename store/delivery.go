@@ -79,6 +79,19 @@ func (s *core) DeliveryRetry(ctx context.Context, id int64, next time.Time, last
 	})
 }
 
+// DeliveryRelease implements Store: a hand-off claimed but never
+// attempted (the worker stopped first) is pending again, due now, and the
+// attempt its claim counted is taken back, so ENVELOPD_ATTEMPT and the
+// backoff count only real attempts.
+func (s *core) DeliveryRelease(ctx context.Context, id int64, now time.Time) error {
+	return s.write(ctx, func(tx Tx) error {
+		res, err := tx.Exec(`UPDATE deliveries SET state = 'pending', next_attempt_at = ?,
+			attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
+			WHERE id = ? AND state = 'pending'`, now.UTC().UnixNano(), id)
+		return affected(res, err, "delivery", id)
+	})
+}
+
 func affected(res sql.Result, err error, what string, id int64) error {
 	if err != nil {
 		return fmt.Errorf("store: %s %d: %w", what, id, err)

@@ -215,6 +215,18 @@ func testDeliveries(t *testing.T, open func(t *testing.T) store.Store) {
 	if err != nil || len(wh) != 3 {
 		t.Fatalf("webhook: %+v, %v; want 3", wh, err)
 	}
+	// A claim released unattempted (the worker stopped first) is due
+	// again at once and its attempt does not count.
+	if err := s.DeliveryRelease(ctx, wh[0].ID, now); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.ClaimDeliveries(ctx, "webhook", now, time.Minute, 10)
+	if err != nil || len(again) != 1 || again[0].ID != wh[0].ID || again[0].Attempts != 1 {
+		t.Fatalf("after a release: %+v, %v; want the released one at attempt 1", again, err)
+	}
+	if err := s.DeliveryRelease(ctx, 999, now); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeliveryRelease(999): %v, want ErrNotFound", err)
+	}
 	if err := s.DeliveryDone(ctx, 999); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("DeliveryDone(999): %v, want ErrNotFound", err)
 	}
