@@ -251,6 +251,13 @@ func (s *core) SyncInboxes(ctx context.Context, max int) (int, error) {
 				synced = it.id
 				n++
 			}
+			if len(items) > 0 {
+				for _, q := range s.d.indexSearch {
+					if _, err := tx.Exec(q, items[0].id-1, synced); err != nil {
+						return fmt.Errorf("store: sync search index: %w", err)
+					}
+				}
+			}
 			_, err = tx.Exec(`UPDATE api_sync SET synced_id = ?`, synced)
 			return err
 		})

@@ -430,4 +430,8 @@ INSERT INTO message_tags (tag, message_id)
 	) AS tags WHERE t IS NOT NULL AND octet_length(t) <= 1000
 	ON CONFLICT DO NOTHING;
 `},
+	// 15: SQLite moved its search index out of the ingest transaction;
+	// Postgres keeps its triggers (no per-savepoint FTS flush there).
+	// This step only keeps the version numbers aligned.
+	{15, `SELECT 1;`},
 }

@@ -92,6 +92,24 @@ var sqliteDialect = &dialect{
 	key:       func(s string) any { return s },
 	instr:     "instr",
 	search:    sqliteSearch,
+	indexSearch: []string{
+		`INSERT INTO message_fts (rowid, subject, note)
+			SELECT id, subject, CASE WHEN result IS NOT NULL AND json_valid(CAST(result AS TEXT))
+				THEN json_extract(CAST(result AS TEXT), '$.note') END
+			FROM messages WHERE id > max(?, (SELECT id FROM search_floor)) AND id <= ?`,
+		`INSERT OR IGNORE INTO message_tags (tag, message_id)
+			SELECT t, id FROM (
+				SELECT 'status:' || status AS t, id FROM messages WHERE id > max(?1, (SELECT id FROM search_floor)) AND id <= ?2
+				UNION ALL SELECT 'type:' || type, id FROM messages WHERE type != '' AND id > max(?1, (SELECT id FROM search_floor)) AND id <= ?2
+				UNION ALL SELECT 'sender:' || sender, id FROM messages WHERE sender != '' AND id > max(?1, (SELECT id FROM search_floor)) AND id <= ?2
+				UNION ALL SELECT 'code:' || json_extract(j.value, '$.code'), m.id FROM messages m,
+					json_each(CASE WHEN json_valid(m.errors) THEN m.errors ELSE '[]' END) j
+					WHERE m.id > max(?1, (SELECT id FROM search_floor)) AND m.id <= ?2
+				UNION ALL SELECT 'code:' || json_extract(j.value, '$.code'), m.id FROM messages m,
+					json_each(CASE WHEN json_valid(m.warnings) THEN m.warnings ELSE '[]' END) j
+					WHERE m.id > max(?1, (SELECT id FROM search_floor)) AND m.id <= ?2
+			) WHERE t IS NOT NULL`,
+	},
 	// Without statistics SQLite would walk the whole inbox by its
 	// primary key instead of the thread's index.
 	inboxThreadIndex: " INDEXED BY inbox_messages_thread",
