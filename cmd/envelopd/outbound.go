@@ -117,7 +117,9 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 		mode = store.OutboundRelay
 	case w == nil:
 		mode = store.OutboundNone
-		if oops {
+		// Without a signing domain no OOPS is queued at all (checkOOPS
+		// says so): this warning would only repeat it.
+		if oops && len(rt.pipeline.OOPSDomains) > 0 {
 			rt.log.Warn("courtesy OOPS replies are enabled but there is no --smtp-url: they are queued and never sent " +
 				"(envelopd queue shows them as no_smarthost); give --smtp-url, or --oops=false")
 		}
