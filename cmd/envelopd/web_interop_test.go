@@ -484,6 +484,22 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 	c.do("POST", "/v0/inboxes/"+BOB+"/messages/send", map[string]any{"to": SHOP, "subject": "newsletter", "text": "plain part",
 		"html": `<p>hello html</p><img src="` + probeURL + `.png"><script>parent.document.title = "pwned"; fetch("` + probeURL + `")</script>` +
 			`<link rel="stylesheet" href="` + probeURL + `.css"><iframe src="` + probeURL + `.html"></iframe>`}, nil)
+	// The relay delivers it to the shop asynchronously (and on Postgres a
+	// commit becomes listable once older transactions end): wait until the
+	// API's own search lists it before asking the page for it.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var found struct {
+			Count int `json:"count"`
+		}
+		c.do("GET", "/v0/inboxes/"+SHOP+"/messages?q=newsletter", nil, &found)
+		if found.Count > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the newsletter never reached the shop's inbox (API search)")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	run("html mail", goTo("#/i/shop%40shop.test?q=newsletter"), poll(`document.querySelector("#list li")?.textContent.includes("newsletter")`),
 		chromedp.Click(css(`#list li a`)), chromedp.WaitVisible(css(".step.focus")),
 		chromedp.Click(css(`.step.focus [data-action="HTML"]`)), chromedp.WaitVisible(css(".step.focus iframe.html")), chromedp.Sleep(time.Second))
