@@ -119,32 +119,7 @@ func (s *core) LastEventID(ctx context.Context) (int64, error) {
 // wakes on commits of this process at once and polls every
 // Options.PollInterval for other processes' (as WaitNew).
 func (s *core) WaitEvents(ctx context.Context, after int64) error {
-	t := time.NewTicker(s.pollInterval)
-	defer t.Stop()
-	for {
-		if s.isClosed() {
-			return ErrClosed
-		}
-		ch := s.newMsgChan() // before reading, so no commit is missed
-		max, err := s.LastEventID(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return err
-		}
-		if max > after {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-s.quit:
-			return ErrClosed
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.waitAbove(ctx, after, s.LastEventID)
 }
 
 // Webhook is a stored webhook.

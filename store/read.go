@@ -177,19 +177,33 @@ func (s *core) Thread(ctx context.Context, ref string) ([]Message, error) {
 // polls every Options.PollInterval for rows written by other processes
 // (`envelopd watch` next to `envelopd serve`).
 func (s *core) WaitNew(ctx context.Context, after int64) error {
+	return s.waitAbove(ctx, after, func(ctx context.Context) (int64, error) {
+		var max int64
+		if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM messages m`+s.where(s.d.visible)).Scan(&max); err != nil {
+			return 0, fmt.Errorf("store: wait: %w", err)
+		}
+		return max, nil
+	})
+}
+
+// waitAbove blocks until latest reports an id above after, the store
+// closes or ctx ends (WaitNew, WaitEvents). It wakes on this process's
+// commits at once (the channel is taken before reading, so no commit is
+// missed) and polls every Options.PollInterval for other processes'.
+func (s *core) waitAbove(ctx context.Context, after int64, latest func(context.Context) (int64, error)) error {
 	t := time.NewTicker(s.pollInterval)
 	defer t.Stop()
 	for {
 		if s.isClosed() {
 			return ErrClosed
 		}
-		ch := s.newMsgChan() // before reading, so no commit is missed
-		var max int64
-		if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM messages m`+s.where(s.d.visible)).Scan(&max); err != nil {
+		ch := s.newMsgChan()
+		max, err := latest(ctx)
+		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("store: wait: %w", err)
+			return err
 		}
 		if max > after {
 			return nil

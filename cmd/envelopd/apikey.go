@@ -95,11 +95,7 @@ func runAPIKey(ctx context.Context, e *env) int {
 			return 2
 		}
 		if *asJSON {
-			enc := json.NewEncoder(e.stdout)
-			for _, k := range keys {
-				enc.Encode(k)
-			}
-			return 0
+			return writeJSONLines(e, "apikey list", keys)
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tNAME\tINBOXES\tCREATED\tREVOKED")

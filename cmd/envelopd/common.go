@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -160,4 +161,17 @@ func dsnWithoutPassword(db string) string {
 		u.User = url.User(u.User.Username())
 	}
 	return u.String()
+}
+
+// writeJSONLines prints items as JSON lines (the --json form of a list
+// command); a write error is exit 2.
+func writeJSONLines[T any](e *env, cmd string, items []T) int {
+	enc := json.NewEncoder(e.stdout)
+	for _, it := range items {
+		if err := enc.Encode(it); err != nil {
+			fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
+			return 2
+		}
+	}
+	return 0
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/mail"
 	"strings"
@@ -83,11 +82,7 @@ func runMailbox(ctx context.Context, e *env) int {
 			return 2
 		}
 		if *asJSON {
-			enc := json.NewEncoder(e.stdout)
-			for _, m := range mbs {
-				enc.Encode(m)
-			}
-			return 0
+			return writeJSONLines(e, "mailbox list", mbs)
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ADDRESS\tPASSWORD\tMESSAGES\tCREATED")
