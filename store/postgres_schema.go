@@ -434,4 +434,8 @@ INSERT INTO message_tags (tag, message_id)
 	// Postgres keeps its triggers (no per-savepoint FTS flush there).
 	// This step only keeps the version numbers aligned.
 	{15, `SELECT 1;`},
+	// 16: SQLite moved its message.received events out of the ingest
+	// transaction (SyncInboxes adds them); Postgres keeps its trigger,
+	// which numbers events by transaction id. Versions only.
+	{16, `SELECT 1;`},
 }
