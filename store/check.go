@@ -2,14 +2,10 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/envelopd/envelopd/protocols"
 )
-
-// errDryRun rolls back a Check's savepoint: nothing it did is kept.
-var errDryRun = errors.New("store: dry run")
 
 // refTypes maps each typed ref to the type of message it must name
 // (Envelopay v0.2.0 "Identifiers"); the OOPS "ref" may name any type ("").
@@ -41,26 +37,43 @@ func (s *core) Check(ctx context.Context, in *Incoming) (Outcome, error) {
 	cp.Handoff = nil
 	var out Outcome
 	err := s.write(ctx, func(tx Tx) error {
-		o, _, err := ingestTx(tx, &cp, false)
-		if err != nil {
-			return err
+		// Its own savepoint, rolled back: a write that fails would make
+		// SQLite's writer run the rest of its batch again (writer.go).
+		if _, err := tx.Exec("SAVEPOINT dry"); err != nil {
+			return fmt.Errorf("store: savepoint: %w", err)
 		}
-		ps, err := unknownRefs(tx, &cp)
-		if err != nil {
-			return err
+		o, err := checkTx(tx, &cp)
+		if _, rerr := tx.Exec("ROLLBACK TO dry"); rerr != nil && err == nil {
+			err = fmt.Errorf("store: rollback savepoint: %w", rerr)
 		}
-		if len(ps) > 0 {
-			o.Errors = append(o.Errors, ps...)
-			o.Status = finalStatus(cp.Status, o.Errors, o.Replay)
+		if _, rerr := tx.Exec("RELEASE dry"); rerr != nil && err == nil {
+			err = fmt.Errorf("store: release savepoint: %w", rerr)
 		}
 		out = o
-		return errDryRun
+		return err
 	})
-	if err != nil && !errors.Is(err, errDryRun) {
+	if err != nil {
 		return Outcome{}, err
 	}
 	out.ID = 0 // the row was never kept
 	return out, nil
+}
+
+// checkTx is Check's dry-run ingest; the caller rolls back what it wrote.
+func checkTx(tx Tx, in *Incoming) (Outcome, error) {
+	o, _, err := ingestTx(tx, in, false)
+	if err != nil {
+		return Outcome{}, err
+	}
+	ps, err := unknownRefs(tx, in)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if len(ps) > 0 {
+		o.Errors = append(o.Errors, ps...)
+		o.Status = finalStatus(in.Status, o.Errors, o.Replay)
+	}
+	return o, nil
 }
 
 // unknownRefs reports each typed ref of in that names no stored message of

@@ -54,7 +54,7 @@ func (o *Options) defaults() {
 // SQLite is the Store backed by one SQLite database file (modernc.org/sqlite,
 // pure Go). It has exactly one writer connection, owned by a single writer
 // goroutine that commits waiting writes in groups (one transaction, one
-// fsync, each write under its own SAVEPOINT), and a separate pool of
+// fsync; a failing write is undone by running the others again), and a separate pool of
 // read-only connections; WAL lets the readers run during commits.
 type SQLite struct {
 	*core
