@@ -130,6 +130,10 @@ func (c *Conn) IP() string { return c.ip }
 // connection ends once it is on the wire.
 func (c *Conn) CloseAfterWrite() { c.closeAfter.Store(true) }
 
+// ClosingAfterWrite reports whether CloseAfterWrite was called: a
+// wrapper that holds writes back must pass the next one on at once.
+func (c *Conn) ClosingAfterWrite() bool { return c.closeAfter.Load() }
+
 func (c *Conn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	if c.closeAfter.Load() {

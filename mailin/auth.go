@@ -114,6 +114,10 @@ type smtpConn struct {
 	txStart time.Time
 
 	rcpt rcptFilter // postmaster.go
+
+	wmu  sync.Mutex // coalesce.go: the replies not written yet
+	wbuf []byte
+	werr error
 }
 
 // errNoProgress is what SetReadDeadline returns past maxIdle: a timeout,

@@ -161,8 +161,13 @@ func cutFold(s, prefix string) (string, bool) {
 }
 
 // Read hands go-smtp the command stream with a domainless postmaster
-// RCPT rewritten (see rcptFilter).
+// RCPT rewritten (see rcptFilter), after sending the held replies.
 func (c *smtpConn) Read(b []byte) (int, error) {
+	// The replies to every command read so far go out before waiting
+	// for more (coalesce.go).
+	if err := c.flush(); err != nil {
+		return 0, err
+	}
 	f := &c.rcpt
 	for len(f.pending) == 0 {
 		if f.err != nil {
