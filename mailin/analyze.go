@@ -39,6 +39,10 @@ type Analysis struct {
 	// Withhold, when not "", says why the mail's body must not be stored
 	// (a tunnelled document that must never be persisted).
 	Withhold string
+
+	// resultJSON is Result's JSON as Analyze left it (Incoming stores it
+	// rather than marshalling the result again); nil: marshal Result.
+	resultJSON []byte
 }
 
 // Analyze runs DKIM verification, the Envelopay parse and the
@@ -55,8 +59,12 @@ func Analyze(ctx context.Context, raw []byte, opts AnalyzeOptions) *Analysis {
 	// too (the preview is the body serve sends, parse.OOPSBody).
 	a.Result.Revalidate(opts.Lenient)
 	// What is stored about the message is O(its size) (issue 17 §2).
-	a.Result.Bound(opts.Limits.OutputLimit(len(raw)))
-	a.Result.Valid = len(a.Result.Errors) == 0
+	js, cut := a.Result.BoundJSON(opts.Limits.OutputLimit(len(raw)))
+	if cut {
+		a.Result.Valid = len(a.Result.Errors) == 0
+	} else {
+		a.resultJSON = js
+	}
 	return a
 }
 

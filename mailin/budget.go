@@ -117,9 +117,17 @@ func readBudgeted(ctx context.Context, budget *byteBudget, wait time.Duration, d
 		}
 	}
 	var used int64
-	var chunk [32 << 10]byte
+	const chunk = 32 << 10
 	for {
-		n, rerr := r.Read(chunk[:])
+		// Read straight into buf's spare room (a 32 KiB array here
+		// escaped to the heap: one allocation per message), at most a
+		// chunk beyond what the budget covers.
+		if buf.Available() < 4<<10 {
+			buf.Grow(chunk)
+		}
+		spare := buf.AvailableBuffer()
+		spare = spare[:min(cap(spare), chunk)]
+		n, rerr := r.Read(spare)
 		if n > 0 {
 			if need := used + int64(n) - held; need > 0 {
 				if err := take(need); err != nil {
@@ -128,7 +136,7 @@ func readBudgeted(ctx context.Context, budget *byteBudget, wait time.Duration, d
 				held += need
 			}
 			used += int64(n)
-			buf.Write(chunk[:n])
+			buf.Write(spare[:n]) // in place
 		}
 		if rerr == io.EOF {
 			budget.release(held - used)

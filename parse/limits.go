@@ -128,18 +128,32 @@ const clipBytes = 256
 // says how much). Fields, the stateful checks' input, are left as they
 // are. It reports whether r was cut.
 func (r *Result) Bound(lim int) bool {
+	_, cut := r.BoundJSON(lim)
+	return cut
+}
+
+// BoundJSON is Bound that also returns r's JSON (MarshalJSON) when
+// nothing was cut, so that a caller storing it need not marshal r again;
+// nil when r was cut (its Valid is then out of date: the caller sets it
+// and marshals the cut result).
+func (r *Result) BoundJSON(lim int) ([]byte, bool) {
 	if lim < OutputSlack {
 		lim = OutputSlack
 	}
 	full, err := r.MarshalJSON()
 	if err != nil {
-		return false
+		return nil, false
 	}
 	eb, _ := json.Marshal(r.Errors)
 	wb, _ := json.Marshal(r.Warnings)
 	if len(full)+len(eb)+len(wb) <= lim {
-		return false
+		return full, false
 	}
+	return nil, r.cut(lim, len(full))
+}
+
+// cut is Bound for a result found too large (fullSize: its JSON's length).
+func (r *Result) cut(lim, fullSize int) bool {
 	errs, warns, atts, body := r.Errors, r.Warnings, r.Attachments, r.Body
 	lists := []*[]string{&r.From, &r.To, &r.Cc, &r.InReplyTo, &r.References}
 	saved := make([][]string, len(lists))
@@ -204,7 +218,7 @@ func (r *Result) Bound(lim int) bool {
 		r.Attachments = append(r.Attachments, a)
 	}
 	r.Errors = append(r.Errors, protocols.New(protocols.CodeAnalysisTooLarge, "",
-		"the analysis of this message is %d bytes, more than the limit of %d; %d entries (errors, body, addresses, warnings, attachments) left out", len(full), lim, left))
+		"the analysis of this message is %d bytes, more than the limit of %d; %d entries (errors, body, addresses, warnings, attachments) left out", fullSize, lim, left))
 	return true
 }
 
