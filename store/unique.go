@@ -108,6 +108,32 @@ func takeUnique(tx Tx, id int64, dir string, in *Incoming, now time.Time) (proto
 	return ps, replay, nil
 }
 
+// hasProtocolFacts reports whether in carries tunnelled-protocol facts
+// (claims, state checks and sets, chain links) besides its Envelopay id
+// and proof.
+func hasProtocolFacts(in *Incoming) bool {
+	return len(in.Claims) > 0 || len(in.Checks) > 0 || len(in.Sets) > 0 || len(in.Links) > 0
+}
+
+// undoPlainFacts removes what takeUnique took for message id when it has
+// no protocol facts — its Envelopay id and proof rows, each by its key
+// and only if id holds it — for a message that ends up not accepted.
+func undoPlainFacts(tx Tx, id int64, dir string, in *Incoming) error {
+	if in.EnvelopayID != "" {
+		if _, err := tx.Exec(`DELETE FROM envelopay_ids WHERE direction = ? AND mailbox = ? AND sender = ? AND envelopay_id = ? AND message_id = ?`,
+			dir, in.Mailbox, in.Sender, in.EnvelopayID, id); err != nil {
+			return fmt.Errorf("store: give back id: %w", err)
+		}
+	}
+	if in.ProofFingerprint != "" {
+		if _, err := tx.Exec(`DELETE FROM proofs WHERE direction = ? AND mailbox = ? AND fingerprint = ? AND message_id = ?`,
+			dir, in.Mailbox, in.ProofFingerprint, id); err != nil {
+			return fmt.Errorf("store: give back proof: %w", err)
+		}
+	}
+	return nil
+}
+
 // claimRow inserts message id's uniqueness row (insert takes key, then
 // id, and does nothing on conflict) and returns 0 when the row is new, or
 // the stored message that already holds the key (holder takes key). what
