@@ -1,11 +1,13 @@
 package dkim
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	msgdkim "github.com/emersion/go-msgauth/dkim"
@@ -28,6 +30,10 @@ type Verifier struct {
 	// MaxSignatures is how many signatures are verified per message, from
 	// the top; the others are reported as neutral. Zero means 5.
 	MaxSignatures int
+
+	// readers reuses the buffered reader go-msgauth would allocate for
+	// every message (it keeps a *bufio.Reader of its size as it is).
+	readers sync.Pool
 }
 
 // Verify checks every DKIM-Signature field of raw, the message exactly as
@@ -77,7 +83,14 @@ func (v *Verifier) Verify(ctx context.Context, raw []byte) ([]Result, error) {
 		},
 		MaxVerifications: max,
 	}
-	verifs, err := msgdkim.VerifyWithOptions(bytes.NewReader(raw), opts)
+	br, _ := v.readers.Get().(*bufio.Reader)
+	if br == nil {
+		br = bufio.NewReader(nil)
+	}
+	br.Reset(bytes.NewReader(raw))
+	verifs, err := msgdkim.VerifyWithOptions(br, opts)
+	br.Reset(nil)
+	v.readers.Put(br)
 	if err != nil && !errors.Is(err, msgdkim.ErrTooManySignatures) {
 		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 	}
