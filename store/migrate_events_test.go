@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"testing"
 
 	"github.com/envelopd/envelopd/store"
@@ -16,21 +14,10 @@ import (
 // written by the first read, once however often the log is read.
 func TestMigrateReceivedEventsOutOfIngest(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	if err := store.MigrateTo(ctx, path, 15); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
+	path := oldDatabase(t, 15, `INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
 		recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
 		auth_results, size) VALUES ('', 'in', 'old@x.test', x'00', 'a@x.test', '["b@y.test"]', 'PAY | coffee', 'pay',
-		'pay_1', 'accepted', 't_old', 0, '[]', '[]', '', 1)`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+		'pay_1', 'accepted', 't_old', 0, '[]', '[]', '', 1)`)
 	s, err := store.OpenSQLite(ctx, path)
 	if err != nil {
 		t.Fatal(err)
