@@ -37,48 +37,79 @@ const maxFilterLine = 1024
 // Message bytes (a DATA body, a BDAT chunk) and everything after STARTTLS
 // pass without a copy: when nothing is rewritten, the result is b itself.
 func (f *rcptFilter) filter(b []byte) []byte {
-	var out []byte
-	rest := func() []byte {
-		if out == nil {
-			return b
-		}
-		return append(out, b...)
-	}
+	o := passOut{src: b}
 	for len(b) > 0 {
 		switch {
 		case f.off:
-			return rest()
+			o.add(b)
+			b = nil
 		case f.bdat > 0:
-			if f.bdat >= int64(len(b)) {
-				f.bdat -= int64(len(b))
-				return rest()
-			}
-			n := int(f.bdat)
-			out, b, f.bdat = append(out, b[:n]...), b[n:], 0
+			n := int(min(f.bdat, int64(len(b))))
+			f.bdat -= int64(n)
+			o.add(b[:n])
+			b = b[n:]
 		case f.data:
 			i := f.endOfData(b)
 			if i < 0 {
-				return rest()
+				i = len(b)
 			}
-			out, b = append(out, b[:i]...), b[i:]
+			o.add(b[:i])
+			b = b[i:]
 		default:
 			i := bytes.IndexByte(b, '\n')
 			if i < 0 {
-				out, b = f.partial(out, b), nil
+				f.partial(&o, b)
+				b = nil
 				continue
 			}
-			out = f.partial(out, b[:i+1])
+			if len(f.line) == 0 && !f.long && i+1 <= maxFilterLine {
+				// A whole command line in this read: it passes in place
+				// unless rewritten.
+				o.add(f.command(b[:i+1]))
+				b = b[i+1:]
+				continue
+			}
+			f.partial(&o, b[:i+1])
 			b = b[i+1:]
 			if !f.long {
-				out = append(out, f.command(f.line)...)
+				o.add(f.command(f.line))
 			}
 			f.line, f.long = f.line[:0], false
 		}
 	}
-	if out == nil {
-		return b[:0]
+	return o.bytes()
+}
+
+// passOut is filter's output for one read, src: a prefix of src itself
+// for as long as what is added is src's next bytes, a copy from the first
+// byte that is not (a rewritten line, or one begun in an earlier read).
+type passOut struct {
+	src    []byte
+	n      int // src[:n] is the output, while buf is nil
+	buf    []byte
+	copied bool
+}
+
+func (o *passOut) add(seg []byte) {
+	if len(seg) == 0 {
+		return
 	}
-	return out
+	if !o.copied && o.n+len(seg) <= len(o.src) && &seg[0] == &o.src[o.n] {
+		o.n += len(seg)
+		return
+	}
+	if !o.copied {
+		o.buf = append(make([]byte, 0, len(o.src)+64), o.src[:o.n]...)
+		o.copied = true
+	}
+	o.buf = append(o.buf, seg...)
+}
+
+func (o *passOut) bytes() []byte {
+	if o.copied {
+		return o.buf
+	}
+	return o.src[:o.n]
 }
 
 var endOfData = []byte("\r\n.\r\n")
@@ -111,38 +142,40 @@ func (f *rcptFilter) endOfData(b []byte) int {
 
 // partial buffers part of a command line, or passes it through when the
 // line is too long to be one we rewrite.
-func (f *rcptFilter) partial(out, b []byte) []byte {
+func (f *rcptFilter) partial(o *passOut, b []byte) {
 	if f.long {
-		return append(out, b...)
+		o.add(b)
+		return
 	}
 	if len(f.line)+len(b) > maxFilterLine {
 		f.long = true
-		out = append(out, f.line...)
+		o.add(f.line)
 		f.line = f.line[:0]
-		return append(out, b...)
+		o.add(b)
+		return
 	}
 	f.line = append(f.line, b...)
-	return out
 }
 
 // command returns the (possibly rewritten) command line and follows the
 // state it starts.
 func (f *rcptFilter) command(line []byte) []byte {
-	s := strings.TrimRight(string(line), "\r\n")
-	verb, arg, _ := strings.Cut(s, " ")
-	switch strings.ToUpper(verb) {
-	case "STARTTLS":
+	verb, arg, _ := bytes.Cut(bytes.TrimRight(line, "\r\n"), []byte(" "))
+	switch {
+	case bytes.EqualFold(verb, []byte("STARTTLS")):
 		f.off = true
-	case "DATA":
+	case bytes.EqualFold(verb, []byte("DATA")):
 		f.data, f.tail = true, append(f.tail[:0], "\r\n"...)
-	case "BDAT":
-		n, _, _ := strings.Cut(strings.TrimSpace(arg), " ")
-		size, err := strconv.ParseInt(n, 10, 64)
+	case bytes.EqualFold(verb, []byte("BDAT")):
+		n, _, _ := bytes.Cut(bytes.TrimSpace(arg), []byte(" "))
+		size, err := strconv.ParseInt(string(n), 10, 64)
 		if err != nil || size < 0 {
 			f.off = true // go-smtp refuses it; do not guess what follows
 		}
 		f.bdat = size
-	case "RCPT":
+	case bytes.EqualFold(verb, []byte("RCPT")):
+		s := strings.TrimRight(string(line), "\r\n")
+		_, arg, _ := strings.Cut(s, " ")
 		if rest, ok := cutFold(arg, "TO:"); ok {
 			rest = strings.TrimLeft(rest, " ")
 			if p, ok := cutFold(rest, "<postmaster>"); ok {

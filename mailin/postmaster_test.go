@@ -66,3 +66,32 @@ func FuzzRcptFilter(f *testing.F) {
 		}
 	})
 }
+
+// TestRcptFilterInPlace: what is not rewritten is handed on in place (no
+// copy per read): pipelined commands, a DATA body with its end, a BDAT
+// chunk; a rewritten RCPT or a line begun in an earlier read is copied.
+func TestRcptFilterInPlace(t *testing.T) {
+	t.Parallel()
+	var f rcptFilter
+	for _, c := range []struct {
+		in      string
+		inPlace bool
+		want    string
+	}{
+		{"EHLO x\r\n", true, "EHLO x\r\n"},
+		{"MAIL FROM:<a@b>\r\nRCPT TO:<c@d>\r\nDATA\r\n", true, "MAIL FROM:<a@b>\r\nRCPT TO:<c@d>\r\nDATA\r\n"},
+		{"Subject: x\r\n\r\nbody\r\n.\r\nRSET\r\nMAIL FROM:<a@b>\r\n", true, "Subject: x\r\n\r\nbody\r\n.\r\nRSET\r\nMAIL FROM:<a@b>\r\n"},
+		{"RCPT TO:<postmaster>\r\n", false, "RCPT TO:<" + postmasterSentinel + ">\r\n"},
+		{"RCPT TO:<c", true, ""}, // held until its line ends
+		{"@d>\r\nBDAT 3 LAST\r\nabc", false, "RCPT TO:<c@d>\r\nBDAT 3 LAST\r\nabc"},
+	} {
+		in := []byte(c.in)
+		out := f.filter(in)
+		if string(out) != c.want {
+			t.Fatalf("%q: %q, want %q", c.in, out, c.want)
+		}
+		if got := len(out) > 0 && &out[0] == &in[0]; got != c.inPlace && len(out) > 0 {
+			t.Errorf("%q: in place %v, want %v", c.in, got, c.inPlace)
+		}
+	}
+}
