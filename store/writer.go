@@ -128,29 +128,29 @@ func (s *SQLite) Stats() Stats {
 
 // commit runs one batch as one transaction. The ops run one after the
 // other with no savepoint of their own (two statements and a sub-journal
-// copy of every page they touch, ≈ 8 % of the ingest CPU): when one
+// copy of every page they touch, ≈ 8 % of the ingest CPU). When one
 // fails (or panics) the whole transaction is rolled back and the batch
-// runs again without it, so a failing write undoes only itself and never
-// reaches the others' results. Ops must therefore be re-runnable, as on
-// Postgres, which retries a transaction that failed to serialise: a
-// write function sets its results afresh on each run.
+// runs once more, the failed op left out and each other op under its own
+// savepoint: a failing write undoes only itself, never reaches the
+// others' results, and however many fail a batch runs at most twice.
+// Ops must therefore be re-runnable, as on Postgres, which retries a
+// transaction that failed to serialise: a write function sets its
+// results afresh on each run.
 func (s *SQLite) commit(tx *wtx, batch []*op) {
 	errs := make([]error, len(batch))
-	for {
-		failed, err := s.try(tx, batch, errs)
-		if err != nil {
-			// BEGIN or COMMIT failed: nothing of the batch is durable.
-			for i, o := range batch {
-				if errs[i] == nil {
-					errs[i] = err
-				}
-				o.done <- errs[i]
+	failed, err := s.try(tx, batch, errs, false)
+	if err == nil && failed {
+		_, err = s.try(tx, batch, errs, true)
+	}
+	if err != nil {
+		// BEGIN or COMMIT failed: nothing of the batch is durable.
+		for i, o := range batch {
+			if errs[i] == nil {
+				errs[i] = err
 			}
-			return
+			o.done <- errs[i]
 		}
-		if !failed {
-			break
-		}
+		return
 	}
 	s.commits.Add(1)
 	s.writes.Add(int64(len(batch)))
@@ -170,10 +170,12 @@ func (s *SQLite) commit(tx *wtx, batch []*op) {
 }
 
 // try runs the ops of batch not failed yet (errs[i] == nil) in one
-// transaction. When one fails it records the error, rolls everything back
-// and returns failed true (the caller runs the rest again); otherwise it
-// commits. err is a failed BEGIN or COMMIT.
-func (s *SQLite) try(tx *wtx, batch []*op, errs []error) (failed bool, err error) {
+// transaction and commits it. Without savepoints, the first op that
+// fails has its error recorded, everything is rolled back and try
+// returns failed true; with them (safe), an op that fails is rolled back
+// to its savepoint and the others go on. err is a failed BEGIN, COMMIT
+// or rollback.
+func (s *SQLite) try(tx *wtx, batch []*op, errs []error, safe bool) (failed bool, err error) {
 	tx.stored, tx.queue = false, false
 	if _, err := tx.Exec("BEGIN IMMEDIATE"); err != nil {
 		return false, fmt.Errorf("store: begin: %w", err)
@@ -186,8 +188,14 @@ func (s *SQLite) try(tx *wtx, batch []*op, errs []error) (failed bool, err error
 			errs[i] = err
 			continue
 		}
-		if err := s.runOp(tx, o); err != nil {
-			errs[i] = err
+		if safe {
+			if errs[i], err = s.runOpSavepoint(tx, o); err != nil {
+				tx.Exec("ROLLBACK")
+				return false, err
+			}
+			continue
+		}
+		if errs[i] = s.runOp(tx, o); errs[i] != nil {
 			if _, rerr := tx.Exec("ROLLBACK"); rerr != nil {
 				return false, fmt.Errorf("store: rollback after a failed write: %w", rerr)
 			}
@@ -203,6 +211,24 @@ func (s *SQLite) try(tx *wtx, batch []*op, errs []error) (failed bool, err error
 		return false, fmt.Errorf("store: commit: %w", err)
 	}
 	return false, nil
+}
+
+// runOpSavepoint runs o under its own savepoint: opErr is o's failure,
+// whose writes are undone; err is a savepoint statement that failed (the
+// transaction is then lost).
+func (s *SQLite) runOpSavepoint(tx *wtx, o *op) (opErr, err error) {
+	if _, err := tx.Exec("SAVEPOINT op"); err != nil {
+		return nil, fmt.Errorf("store: savepoint: %w", err)
+	}
+	if opErr = s.runOp(tx, o); opErr != nil {
+		if _, err := tx.Exec("ROLLBACK TO op"); err != nil {
+			return opErr, fmt.Errorf("store: rollback to savepoint: %w", err)
+		}
+	}
+	if _, err := tx.Exec("RELEASE op"); err != nil {
+		return opErr, fmt.Errorf("store: release savepoint: %w", err)
+	}
+	return opErr, nil
 }
 
 // refuseAll answers every write with err until Close (the writer could

@@ -11,9 +11,9 @@ import (
 
 // TestBatchFailureUndoesOnlyItself: writes that share one transaction
 // (group commit) run without savepoints; one that fails or panics is
-// undone by running the batch again without it. The others commit, in
-// that one batch, each failing write gets its own error, and a write run
-// twice leaves its effect once.
+// undone by running the batch once more without it (the others under
+// savepoints). The others commit, in that one batch, each failing write
+// gets its own error, and a write run twice leaves its effect once.
 func TestBatchFailureUndoesOnlyItself(t *testing.T) {
 	ctx := context.Background()
 	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "w.db"))
