@@ -84,29 +84,27 @@ func (f *rcptFilter) filter(b []byte) []byte {
 // for as long as what is added is src's next bytes, a copy from the first
 // byte that is not (a rewritten line, or one begun in an earlier read).
 type passOut struct {
-	src    []byte
-	n      int // src[:n] is the output, while buf is nil
-	buf    []byte
-	copied bool
+	src []byte
+	n   int    // src[:n] is the output, while buf is nil
+	buf []byte // the output once it is a copy
 }
 
 func (o *passOut) add(seg []byte) {
 	if len(seg) == 0 {
 		return
 	}
-	if !o.copied && o.n+len(seg) <= len(o.src) && &seg[0] == &o.src[o.n] {
+	if o.buf == nil && o.n+len(seg) <= len(o.src) && &seg[0] == &o.src[o.n] {
 		o.n += len(seg)
 		return
 	}
-	if !o.copied {
+	if o.buf == nil {
 		o.buf = append(make([]byte, 0, len(o.src)+64), o.src[:o.n]...)
-		o.copied = true
 	}
 	o.buf = append(o.buf, seg...)
 }
 
 func (o *passOut) bytes() []byte {
-	if o.copied {
+	if o.buf != nil {
 		return o.buf
 	}
 	return o.src[:o.n]

@@ -178,17 +178,17 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 	}
 	errs = append(errs, claimErrs...)
 	final := finalStatus(in.Status, errs, replay)
-	switch {
-	case plain && final != StatusAccepted:
+	if final != StatusAccepted && plain {
 		if err := undoPlainFacts(tx, id, dir, in); err != nil {
 			return Outcome{}, nil, err
 		}
-	case !plain && final != StatusAccepted:
+	}
+	if final != StatusAccepted && !plain {
 		if _, err := tx.Exec("ROLLBACK TO uniq"); err != nil {
 			return Outcome{}, nil, fmt.Errorf("store: rollback savepoint: %w", err)
 		}
-		fallthrough
-	case !plain:
+	}
+	if !plain {
 		if _, err := tx.Exec("RELEASE uniq"); err != nil {
 			return Outcome{}, nil, fmt.Errorf("store: release savepoint: %w", err)
 		}
