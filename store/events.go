@@ -82,15 +82,25 @@ func (s *core) syncEvents(ctx context.Context) {
 	if s.d.syncEvents == "" {
 		return
 	}
-	var lag bool
-	if err := s.r.QueryRowContext(ctx, s.d.eventsLag).Scan(&lag); err != nil || !lag {
-		return
+	for {
+		var lag bool
+		if err := s.r.QueryRowContext(ctx, s.d.eventsLag).Scan(&lag); err != nil || !lag {
+			return
+		}
+		// In steps, so that a backlog (mail stored while nothing read
+		// the log) never holds the writer for long.
+		if err := s.write(ctx, func(tx Tx) error {
+			_, err := tx.Exec(s.d.syncEvents, syncEventsStep)
+			return err
+		}); err != nil {
+			return
+		}
 	}
-	_ = s.write(ctx, func(tx Tx) error {
-		_, err := tx.Exec(s.d.syncEvents)
-		return err
-	})
 }
+
+// syncEventsStep bounds the messages one catch-up write of the event
+// log covers.
+const syncEventsStep = 5000
 
 // Events returns the events after f.After, in id order.
 func (s *core) Events(ctx context.Context, f EventFilter) ([]Event, error) {

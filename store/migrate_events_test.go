@@ -52,3 +52,44 @@ func TestMigrateReceivedEventsOutOfIngest(t *testing.T) {
 		t.Fatalf("last event %d %v, want 3", last, err)
 	}
 }
+
+// TestReceivedEventsBacklog: mail stored while nothing read the event log
+// (more than one catch-up step of it) gets its events, once each and in
+// message order, at the first read.
+func TestReceivedEventsBacklog(t *testing.T) {
+	ctx := context.Background()
+	path := oldDatabase(t, store.SchemaVersion, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12000)
+		INSERT INTO messages (mailbox, direction, message_id, content_hash, sender, recipients, subject, type,
+			envelopay_id, status, thread_id, received_at, errors, warnings, auth_results, size)
+		SELECT '', 'in', 'm' || i || '@x.test', x'00', 'a@x.test', '["b@y.test"]', 'PAY | x', 'pay',
+			'pay_' || i, 'accepted', 't_' || i, i, '[]', '[]', '', 1 FROM n`)
+	s, err := store.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	last, err := s.LastEventID(ctx)
+	if err != nil || last != 12000 {
+		t.Fatalf("last event %d %v, want 12000", last, err)
+	}
+	var after, n int64
+	for {
+		evs, err := s.Events(ctx, store.EventFilter{After: after, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			n++
+			if e.MessageID != n || e.Type != store.EventReceived || e.Inbox != "b@y.test" {
+				t.Fatalf("event %d: %+v, want message.received of message %d", e.ID, e, n)
+			}
+		}
+		after = evs[len(evs)-1].ID
+	}
+	if n != 12000 {
+		t.Fatalf("%d events, want 12000", n)
+	}
+}

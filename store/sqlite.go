@@ -111,7 +111,7 @@ var sqliteDialect = &dialect{
 			) WHERE t IS NOT NULL`,
 	},
 	eventsLag:  `SELECT coalesce((SELECT max(id) FROM messages), 0) > (SELECT id FROM event_sync)`,
-	syncEvents: `UPDATE event_sync SET id = (SELECT max(id) FROM messages) WHERE id < (SELECT max(id) FROM messages)`,
+	syncEvents: `UPDATE event_sync SET id = min(id + ?, (SELECT max(id) FROM messages)) WHERE id < (SELECT max(id) FROM messages)`,
 	// Without statistics SQLite would walk the whole inbox by its
 	// primary key instead of the thread's index.
 	inboxThreadIndex: " INDEXED BY inbox_messages_thread",

@@ -99,8 +99,9 @@ type dialect struct {
 	// transaction (migration 15): an FTS5 insert in every message's
 	// savepoint cost ingest ≈ 40 % of its CPU.
 	indexSearch []string
-	// eventsLag (a query yielding a boolean) and syncEvents (a write)
-	// are how the event log catches up with the committed messages where
+	// eventsLag (a query yielding a boolean) and syncEvents (a write
+	// taking at most ? messages further) are how the event log catches
+	// up with the committed messages where
 	// their message.received events are not written at insert (SQLite,
 	// migration 16); "" where a trigger writes them (Postgres). Event
 	// reads catch up first (core.syncEvents).
