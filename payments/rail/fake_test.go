@@ -1,0 +1,125 @@
+package rail
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// answer is what the fake node answers one method with: a result, a
+// JSON-RPC error, a raw body, an HTTP status, or (block) nothing until
+// the test ends.
+type answer struct {
+	Result json.RawMessage `json:"result"`
+	Error  *RPCError       `json:"error"`
+	Body   string          `json:"body"`   // raw body instead of a JSON-RPC response
+	Status int             `json:"status"` // HTTP status; 200 when 0
+	Block  bool            `json:"block"`  // never answer (a slow node)
+}
+
+// fakeNode is an in-process JSON-RPC node on loopback serving canned
+// answers by method, recording the calls it got.
+type fakeNode struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	answers map[string]answer
+	calls   []fakeCall
+	stop    chan struct{}
+}
+
+type fakeCall struct {
+	Method string
+	Params []json.RawMessage
+}
+
+func newFakeNode(t *testing.T, answers map[string]answer) *fakeNode {
+	t.Helper()
+	f := &fakeNode{t: t, answers: map[string]answer{}, stop: make(chan struct{})}
+	for k, v := range answers {
+		f.answers[k] = v
+	}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(func() {
+		close(f.stop)
+		f.srv.Close()
+	})
+	return f
+}
+
+func (f *fakeNode) set(method string, a answer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.answers[method] = a
+}
+
+func (f *fakeNode) methods() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, c := range f.calls {
+		out = append(out, c.Method)
+	}
+	return out
+}
+
+func (f *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ID     json.RawMessage   `json:"id"`
+		Method string            `json:"method"`
+		Params []json.RawMessage `json:"params"`
+	}
+	b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || json.Unmarshal(b, &req) != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.calls = append(f.calls, fakeCall{Method: req.Method, Params: req.Params})
+	a, ok := f.answers[req.Method]
+	f.mu.Unlock()
+	if !ok {
+		a = answer{Error: &RPCError{Code: -32601, Message: "the method " + req.Method + " does not exist/is not available"}}
+	}
+	if a.Block {
+		select {
+		case <-f.stop:
+		case <-r.Context().Done():
+		}
+		return
+	}
+	if a.Status != 0 {
+		w.WriteHeader(a.Status)
+	}
+	if a.Body != "" {
+		io.WriteString(w, a.Body)
+		return
+	}
+	resp := map[string]any{"jsonrpc": "2.0", "id": req.ID}
+	if a.Error != nil {
+		resp["error"] = a.Error
+	} else if a.Result == nil {
+		resp["result"] = nil
+	} else {
+		resp["result"] = a.Result
+	}
+	json.NewEncoder(w).Encode(resp)
+}
+
+// url is the fake's endpoint with a secret in its path and query, so any
+// test can check the secret never leaks.
+func (f *fakeNode) url() string { return f.srv.URL + "/v2/" + fakeSecret + "?apikey=" + fakeSecret }
+
+const fakeSecret = "sEcReT-KeY-0123456789"
+
+func noSecret(t *testing.T, where, s string) {
+	t.Helper()
+	if strings.Contains(s, fakeSecret) {
+		t.Errorf("%s holds the endpoint's secret: %s", where, s)
+	}
+}
