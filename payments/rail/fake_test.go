@@ -3,6 +3,7 @@ package rail
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -39,12 +40,26 @@ type fakeCall struct {
 }
 
 func newFakeNode(t *testing.T, answers map[string]answer) *fakeNode {
+	return newFakeNodeAt(t, "", answers)
+}
+
+// newFakeNodeAt starts the fake on addr ("" for any free loopback port).
+func newFakeNodeAt(t *testing.T, addr string, answers map[string]answer) *fakeNode {
 	t.Helper()
 	f := &fakeNode{t: t, answers: map[string]answer{}, stop: make(chan struct{})}
 	for k, v := range answers {
 		f.answers[k] = v
 	}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	if addr != "" {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("listening on %s again: %v", addr, err)
+		}
+		f.srv.Listener.Close()
+		f.srv.Listener = l
+	}
+	f.srv.Start()
 	t.Cleanup(func() {
 		close(f.stop)
 		f.srv.Close()
