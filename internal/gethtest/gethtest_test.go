@@ -2,6 +2,7 @@ package gethtest
 
 import (
 	"math/big"
+	"os"
 	"strings"
 	"testing"
 )
@@ -43,4 +44,16 @@ func TestInteropGethDev(t *testing.T) {
 		t.Fatalf("head after restart %d, want ≥ %d (same chain)", got, h+3)
 	}
 	n.Wait(tx)
+}
+
+// TestCIInstallsThisVersion: .ci/run installs the geth release this
+// package is written against.
+func TestCIInstallsThisVersion(t *testing.T) {
+	b, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "geth_version="+Version+"\n") {
+		t.Errorf(".ci/run does not install geth %s", Version)
+	}
 }
