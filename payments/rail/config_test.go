@@ -228,3 +228,41 @@ func TestOpenUnreachableThenWrongChain(t *testing.T) {
 		t.Errorf("calls = %v: nothing but eth_chainId may be asked of a refused node", m)
 	}
 }
+
+type stubRail struct{ chain string }
+
+func (s stubRail) Chain() string { return s.chain }
+func (s stubRail) Check(context.Context, Want) (Result, error) {
+	return Result{State: Verified, Chain: s.chain}, nil
+}
+
+func TestNewSet(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig(nil, nil, []string{"base=0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"}, nil, []string{"base=2"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := NewSet(cfg, stubRail{"base"}, stubRail{"solana"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(set.Chains(), ","); got != "base,solana" {
+		t.Errorf("chains = %s", got)
+	}
+	if r, ok := set.Rail("base"); !ok || r.Chain() != "base" {
+		t.Errorf("Rail(base) = %v, %v", r, ok)
+	}
+	if _, ok := set.Rail("ethereum"); ok {
+		t.Error("a rail for ethereum")
+	}
+	if w := set.Wallets("base"); len(w) != 1 || set.Depth("base").Blocks != 2 || set.Depth("solana").Commitment != Finalized {
+		t.Errorf("wallets %v, depths %v %v", w, set.Depth("base"), set.Depth("solana"))
+	}
+	if _, err := NewSet(nil, stubRail{"base"}, stubRail{"base"}); !errors.Is(err, ErrConfig) {
+		t.Errorf("two rails for base: %v", err)
+	}
+	var none *Set
+	if _, ok := none.Rail("base"); ok || none.Chains() != nil || none.Wallets("base") != nil {
+		t.Error("a nil Set has rails")
+	}
+}

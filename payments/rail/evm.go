@@ -62,10 +62,13 @@ func (e *ChainIDError) Unwrap() error { return ErrChainID }
 // and refuses a known chain name served by a node on another chain.
 func (r *evmRail) checkChainID(ctx context.Context) error {
 	r.idMu.Lock()
-	defer r.idMu.Unlock()
-	if r.idOK {
+	ok := r.idOK
+	r.idMu.Unlock()
+	if ok {
 		return nil
 	}
+	// Not under the lock: checks waiting on a node that is down must not
+	// queue behind each other's timeouts.
 	raw, err := r.c.call(ctx, "eth_chainId")
 	if err != nil {
 		return err
@@ -77,7 +80,9 @@ func (r *evmRail) checkChainID(ctx context.Context) error {
 	if want, known := KnownChainIDs[r.chain]; known && want != id {
 		return &ChainIDError{Chain: r.chain, Want: want, Got: id, Endpoint: r.c.redacted}
 	}
-	if _, known := KnownChainIDs[r.chain]; !known {
+	r.idMu.Lock()
+	defer r.idMu.Unlock()
+	if _, known := KnownChainIDs[r.chain]; !known && !r.idOK {
 		r.log.Info("rail chain id accepted from the node", "chain", r.chain, "chain_id", id, "url", r.c.redacted)
 	}
 	r.idOK, r.nodeID = true, id
@@ -142,15 +147,17 @@ func (r *evmRail) Check(ctx context.Context, w Want) (Result, error) {
 	if !strings.EqualFold(rcpt.TransactionHash, res.Tx) {
 		return Result{}, fmt.Errorf("%w: eth_getTransactionReceipt answered for another transaction", ErrMalformed)
 	}
-	block, err := quantityUint64(json.RawMessage(`"` + rcpt.BlockNumber + `"`))
+	block, err := parseQuantity(rcpt.BlockNumber)
+	if err == nil {
+		res.Block, err = fitUint64(block)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: receipt blockNumber: %v", ErrMalformed, err)
 	}
-	status, err := quantityUint64(json.RawMessage(`"` + *rcpt.Status + `"`))
-	if err != nil || status > 1 {
+	status, err := parseQuantity(*rcpt.Status)
+	if err != nil || status.Cmp(big.NewInt(1)) > 0 {
 		return Result{}, fmt.Errorf("%w: receipt status %q", ErrMalformed, truncate(*rcpt.Status, 20))
 	}
-	res.Block = block
 
 	raw, err = r.c.call(ctx, "eth_blockNumber")
 	if err != nil {
@@ -160,15 +167,15 @@ func (r *evmRail) Check(ctx context.Context, w Want) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: eth_blockNumber: %v", ErrMalformed, err)
 	}
-	if head >= block {
-		res.Confirmations = head - block + 1
+	if head >= res.Block {
+		res.Confirmations = head - res.Block + 1
 	}
 	if res.Confirmations < r.depth {
 		res.State = Pending
 		res.Reason = fmt.Sprintf("%d of %d confirmations", res.Confirmations, r.depth)
 		return res, nil
 	}
-	if status == 0 {
+	if status.Sign() == 0 {
 		res.State, res.Reason = Failed, "the transaction reverted (receipt status 0)"
 		res.From = lowerAddr(rcpt.From)
 		return res, nil
@@ -204,7 +211,7 @@ func (r *evmRail) checkNative(ctx context.Context, p prepared, res Result) (Resu
 		return Result{}, fmt.Errorf("%w: transaction from: %v", ErrMalformed, err)
 	}
 	res.From = from
-	value, err := quantityBig(json.RawMessage(`"` + tx.Value + `"`))
+	value, err := parseQuantity(tx.Value)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: transaction value: %v", ErrMalformed, err)
 	}
@@ -332,6 +339,11 @@ func quantityBig(raw json.RawMessage) (*big.Int, error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("quantity %s: not a string", truncate(string(raw), 40))
 	}
+	return parseQuantity(s)
+}
+
+// parseQuantity parses the text of a QUANTITY.
+func parseQuantity(s string) (*big.Int, error) {
 	if len(s) < 3 || len(s) > 66 || (s[:2] != "0x" && s[:2] != "0X") || !isHex(s[2:]) {
 		return nil, fmt.Errorf("quantity %q: want 0x and 1 to 64 hex digits", truncate(s, 80))
 	}
@@ -346,6 +358,10 @@ func quantityUint64(raw json.RawMessage) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return fitUint64(n)
+}
+
+func fitUint64(n *big.Int) (uint64, error) {
 	if !n.IsUint64() {
 		return 0, fmt.Errorf("quantity 0x%x: larger than 64 bits", n)
 	}

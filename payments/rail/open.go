@@ -102,3 +102,24 @@ func Open(ctx context.Context, cfg *Config, logger *slog.Logger) (*Set, error) {
 	}
 	return s, nil
 }
+
+// NewSet makes a Set of the given rails (one per chain) with cfg's
+// wallets, tokens and depths, without dialling anything: for tests of
+// code that uses a Set, with rails of their own.
+func NewSet(cfg *Config, rails ...Rail) (*Set, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	reg, err := NewRegistry(cfg.Tokens)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	s := &Set{rails: map[string]Rail{}, registry: reg, cfg: cfg}
+	for _, r := range rails {
+		if _, dup := s.rails[r.Chain()]; dup {
+			return nil, fmt.Errorf("%w: two rails for %s", ErrConfig, r.Chain())
+		}
+		s.rails[r.Chain()] = r
+	}
+	return s, nil
+}
