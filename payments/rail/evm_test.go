@@ -3,8 +3,6 @@ package rail
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -42,24 +40,12 @@ func (s *scenario) UnmarshalJSON(b []byte) error {
 
 // runScenarios runs every case of every file in dir against a fake node.
 func runScenarios(t *testing.T, dir string) {
-	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios in testdata/%s: %v", dir, err)
-	}
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sc scenario
-		if err := json.Unmarshal(b, &sc); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
+	for file, sc := range loadScenarios(t, dir) {
 		if len(sc.Cases) == 0 {
 			t.Fatalf("%s: no cases", file)
 		}
 		for _, tc := range sc.Cases {
-			t.Run(filepath.Base(file)+"/"+tc.Name, func(t *testing.T) {
+			t.Run(file+"/"+tc.Name, func(t *testing.T) {
 				t.Parallel()
 				answers := map[string]answer{}
 				for k, v := range sc.Answers {
@@ -73,18 +59,7 @@ func runScenarios(t *testing.T, dir string) {
 				if sc.Confirmations != "" {
 					confs = []string{sc.Chain + "=" + sc.Confirmations}
 				}
-				cfg, err := ParseConfig([]string{sc.Chain + "=" + node.url()}, nil, nil, sc.Tokens, confs, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				set, err := Open(context.Background(), cfg, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r, ok := set.Rail(sc.Chain)
-				if !ok {
-					t.Fatalf("no rail for %s", sc.Chain)
-				}
+				r := openRail(t, sc.Chain, node.url(), sc.Tokens, confs, 0)
 				before := len(node.methods())
 				res, err := r.Check(context.Background(), tc.Want)
 				assertOutcome(t, tc.Expect, res, err, len(node.methods())-before)

@@ -1,14 +1,18 @@
 package rail
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // answer is what the fake node answers one method with: a result, a
@@ -137,4 +141,44 @@ func noSecret(t *testing.T, where, s string) {
 	if strings.Contains(s, fakeSecret) {
 		t.Errorf("%s holds the endpoint's secret: %s", where, s)
 	}
+}
+
+// openRail opens the one rail chain=url with the given --token and
+// --confirmations values, failing the test on error.
+func openRail(t *testing.T, chain, url string, tokens, confs []string, timeout time.Duration) Rail {
+	t.Helper()
+	cfg, err := ParseConfig([]string{chain + "=" + url}, nil, nil, tokens, confs, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := set.Rail(chain)
+	if !ok {
+		t.Fatalf("no rail for %s", chain)
+	}
+	return r
+}
+
+// loadScenarios reads every scenario file of testdata/dir.
+func loadScenarios(t testing.TB, dir string) map[string]scenario {
+	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios in testdata/%s: %v", dir, err)
+	}
+	out := map[string]scenario{}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sc scenario
+		if err := json.Unmarshal(b, &sc); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		out[filepath.Base(file)] = sc
+	}
+	return out
 }

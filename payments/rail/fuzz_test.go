@@ -3,8 +3,6 @@ package rail
 import (
 	"encoding/json"
 	"math/big"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -12,16 +10,7 @@ import (
 // seedAnswers adds the results of every testdata answer for method as
 // fuzz seeds.
 func seedAnswers(f *testing.F, dir, method string) {
-	files, _ := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		var sc scenario
-		if err := json.Unmarshal(b, &sc); err != nil {
-			f.Fatal(err)
-		}
+	for _, sc := range loadScenarios(f, dir) {
 		if a, ok := sc.Answers[method]; ok && a.Result != nil {
 			f.Add([]byte(a.Result))
 		}

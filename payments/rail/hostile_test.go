@@ -84,7 +84,7 @@ func TestHostileAnswers(t *testing.T) {
 				"eth_blockNumber":           head,
 			})
 			cfg, _ := ParseConfig([]string{"base=" + node.url()}, nil, nil, nil, []string{"base=1"}, 300*time.Millisecond)
-			cfg.MaxResponse = 32 << 10
+			cfg.MaxResponse = 32 << 10 // a smaller bound, the same code path
 			set, err := Open(context.Background(), cfg, nil)
 			if err != nil {
 				t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/big"
 	"strings"
@@ -16,16 +17,19 @@ import (
 // depth.
 func openGeth(t *testing.T, node *gethtest.Node, token string, depth string) Rail {
 	t.Helper()
-	cfg, err := ParseConfig([]string{"dev=" + node.URL}, nil, nil, []string{"dev:TUSD=" + token + ":6"}, []string{"dev=" + depth}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := Open(context.Background(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _ := set.Rail("dev")
-	return r
+	return openRail(t, "dev", node.URL, []string{"dev:TUSD=" + token + ":6"}, []string{"dev=" + depth}, 0)
+}
+
+// gethPaid starts geth, deploys TUSD, pays amount of it to a new wallet
+// and returns the node, a rail of the given depth and the Want of that
+// payment.
+func gethPaid(t *testing.T, depth string, amount int64) (*gethtest.Node, Rail, Want) {
+	node := gethtest.Start(t)
+	tusd := node.DeployToken()
+	ours := gethtest.NewAddress()
+	r := openGeth(t, node, tusd, depth)
+	tx := node.TransferToken(tusd, ours, big.NewInt(amount))
+	return node, r, Want{Chain: "dev", Tx: tx, Token: "TUSD", Amount: fmt.Sprint(amount), To: []string{ours}}
 }
 
 func check(t *testing.T, r Rail, w Want) Result {
@@ -100,12 +104,7 @@ func TestInteropGethPayments(t *testing.T) {
 // TestInteropGethConfirmations: a transfer is pending until it is 5
 // blocks deep, then verified.
 func TestInteropGethConfirmations(t *testing.T) {
-	node := gethtest.Start(t)
-	tusd := node.DeployToken()
-	ours := gethtest.NewAddress()
-	r := openGeth(t, node, tusd, "5")
-	tx := node.TransferToken(tusd, ours, big.NewInt(1_000_000))
-	w := Want{Chain: "dev", Tx: tx, Token: "TUSD", Amount: "1000000", To: []string{ours}}
+	node, r, w := gethPaid(t, "5", 1_000_000)
 	res := check(t, r, w)
 	if res.State != Pending || res.Confirmations >= 5 || !strings.HasSuffix(res.Reason, " of 5 confirmations") {
 		t.Fatalf("fresh transfer: %+v, want pending below 5 confirmations", res)
@@ -120,12 +119,7 @@ func TestInteropGethConfirmations(t *testing.T) {
 // TestInteropGethNodeDown: with the node stopped a check is an error (the
 // caller retries); once the node is back the same check verifies.
 func TestInteropGethNodeDown(t *testing.T) {
-	node := gethtest.Start(t)
-	tusd := node.DeployToken()
-	ours := gethtest.NewAddress()
-	r := openGeth(t, node, tusd, "1")
-	tx := node.TransferToken(tusd, ours, big.NewInt(2_500_000))
-	w := Want{Chain: "dev", Tx: tx, Token: "TUSD", Amount: "2500000", To: []string{ours}}
+	node, r, w := gethPaid(t, "1", 2_500_000)
 	node.Stop()
 	if res, err := r.Check(context.Background(), w); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("node down: %+v, %v; want ErrUnreachable", res, err)

@@ -20,15 +20,7 @@ func TestSolanaRequest(t *testing.T) {
 	t.Parallel()
 	for _, commitment := range []string{"confirmed", "finalized"} {
 		node := newFakeNode(t, map[string]answer{"getTransaction": {Result: json.RawMessage("null")}})
-		cfg, err := ParseConfig([]string{"solana=" + node.url()}, nil, nil, nil, []string{"solana=" + commitment}, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := Open(context.Background(), cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, _ := set.Rail("solana")
+		r := openRail(t, "solana", node.url(), nil, []string{"solana=" + commitment}, 0)
 		sig := "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW"
 		res, err := r.Check(context.Background(), Want{Chain: "solana", Tx: sig, Token: "SOL", Amount: "1", To: []string{"CiQV9cJ3sZdcSWuTYyKXFNVDuyLn821552xJg9DuAw6v"}})
 		if err != nil || res.State != Pending {
