@@ -3,6 +3,7 @@ package rail
 import (
 	"fmt"
 	"math/big"
+	"strings"
 )
 
 // prepared is a Want checked against the registry before any RPC: the
@@ -32,15 +33,23 @@ func prepare(reg *Registry, chain string, w Want, res *Result) (prepared, bool) 
 	}
 	p.amount = amt
 	res.Amount = amt.String()
+	// A wallet that is not an address of this chain's kind (a thread may
+	// publish wallets of several rails) cannot be paid here: it is left
+	// out, and named if no wallet is left.
+	var bad []string
 	for _, a := range w.To {
 		norm, err := NormalizeAddress(chain, a)
 		if err != nil {
-			*res = mismatch(*res, "receiving wallet: %v", err)
-			return p, true
+			bad = append(bad, truncate(strings.TrimSpace(a), 60))
+			continue
 		}
 		if !contains(p.to, norm) {
 			p.to = append(p.to, norm)
 		}
+	}
+	if len(p.to) == 0 && len(bad) > 0 {
+		*res = mismatch(*res, "%s: no receiving wallet of ours is an address on %s (%s)", ErrBadAddress, chain, strings.Join(bad, ", "))
+		return p, true
 	}
 	if len(p.to) == 0 {
 		*res = mismatch(*res, "no receiving wallet of ours is known on %s (--wallet %s=ADDRESS, or one published in the thread)", chain, chain)

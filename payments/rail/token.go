@@ -204,6 +204,25 @@ func (r *Registry) Lookup(chain, token string) (Token, bool) {
 	return t, err == nil
 }
 
+// Builtin is the registry of the built-in tokens only, for display where
+// no rail is configured.
+func Builtin() *Registry {
+	r, _ := NewRegistry(nil) // the built-in table alone cannot fail
+	return r
+}
+
+// Format writes amount (smallest units) of the token a mail names on chain
+// for a person: "30 USDC", "0.01 ETH". A token the registry does not know,
+// or an amount that is not one, is written as given: "30000000 0xabc…".
+func (r *Registry) Format(chain, token, amount string) string {
+	if t, ok := r.Lookup(chain, token); ok {
+		if s, err := FormatUnits(amount, t.Decimals); err == nil {
+			return s + " " + t.Symbol
+		}
+	}
+	return strings.TrimSpace(amount + " " + token)
+}
+
 // Tokens lists every token the registry holds, natives excluded, sorted by
 // chain then symbol then address.
 func (r *Registry) Tokens() []Token {

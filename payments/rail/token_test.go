@@ -212,3 +212,20 @@ func TestBase58(t *testing.T) {
 		}
 	}
 }
+
+func TestFormat(t *testing.T) {
+	t.Parallel()
+	reg := Builtin()
+	for _, tc := range []struct{ chain, token, amount, want string }{
+		{"base", "USDC", "30000000", "30 USDC"},
+		{"base", "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "1500000", "1.5 USDC"},
+		{"ethereum", "eth", "10000000000000000", "0.01 ETH"},
+		{"solana", "SOL", "500000000", "0.5 SOL"},
+		{"base", "0xd1220a0cf47c7b9be7a2e6ba89f429762e7b9adb", "30000000", "30000000 0xd1220a0cf47c7b9be7a2e6ba89f429762e7b9adb"},
+		{"base", "USDC", "30.5", "30.5 USDC"},
+	} {
+		if got := reg.Format(tc.chain, tc.token, tc.amount); got != tc.want {
+			t.Errorf("Format(%s, %s, %s) = %q, want %q", tc.chain, tc.token, tc.amount, got, tc.want)
+		}
+	}
+}
