@@ -1,9 +1,11 @@
 package rail
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"sort"
 	"strconv"
@@ -101,7 +103,7 @@ const DefaultMaxResponse = 4 << 20
 // used to dial, never logged or printed (Redact gives the loggable form).
 type Config struct {
 	// Endpoints maps a chain name to its JSON-RPC URL.
-	Endpoints map[string]string
+	Endpoints Endpoints
 	// Wallets maps a chain name to our receiving addresses (normalised).
 	Wallets map[string][]string
 	// Tokens are the --token additions (the registry adds the built-ins).
@@ -163,7 +165,7 @@ func (f *Flags) Config() (*Config, error) {
 // "CHAIN:SYMBOL=ADDRESS[:DECIMALS]", confs "CHAIN=N|confirmed|finalized".
 func ParseConfig(rails, railFiles, wallets, tokens, confs []string, timeout time.Duration) (*Config, error) {
 	c := &Config{
-		Endpoints:     map[string]string{},
+		Endpoints:     Endpoints{},
 		Wallets:       map[string][]string{},
 		Confirmations: map[string]Confirmations{},
 		Timeout:       timeout,
@@ -244,6 +246,30 @@ func ParseConfig(rails, railFiles, wallets, tokens, confs []string, timeout time
 	}
 	return c, nil
 }
+
+// Endpoints maps chain names to JSON-RPC URLs, which may hold API keys.
+// Printed (fmt's %v, %s), logged (slog) or marshalled to JSON, it shows
+// each URL in its Redact form only.
+type Endpoints map[string]string
+
+func (e Endpoints) redacted() map[string]string {
+	out := make(map[string]string, len(e))
+	for chain, u := range e {
+		out[chain] = Redact(u)
+	}
+	return out
+}
+
+func (e Endpoints) String() string { return fmt.Sprint(e.redacted()) }
+
+// GoString keeps %#v from printing the URLs too.
+func (e Endpoints) GoString() string { return "rail.Endpoints" + e.String() }
+
+// LogValue is the redacted form for log/slog.
+func (e Endpoints) LogValue() slog.Value { return slog.AnyValue(e.redacted()) }
+
+// MarshalJSON writes the redacted form.
+func (e Endpoints) MarshalJSON() ([]byte, error) { return json.Marshal(e.redacted()) }
 
 // Chains lists the chains with a rail, sorted.
 func (c *Config) Chains() []string {

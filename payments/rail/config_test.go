@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -264,5 +265,28 @@ func TestNewSet(t *testing.T) {
 	var none *Set
 	if _, ok := none.Rail("base"); ok || none.Chains() != nil || none.Wallets("base") != nil {
 		t.Error("a nil Set has rails")
+	}
+}
+
+// TestConfigPrintsNoSecret: a Config printed, logged or marshalled by
+// mistake shows the endpoints redacted.
+func TestConfigPrintsNoSecret(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig([]string{"base=https://base.example/v2/" + fakeSecret, "solana=https://sol.example/?api-key=" + fakeSecret}, nil, nil, nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("config", "endpoints", cfg.Endpoints, "cfg", cfg)
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("config", "endpoints", cfg.Endpoints)
+	j, _ := json.Marshal(cfg)
+	for _, s := range []string{fmt.Sprint(cfg), fmt.Sprintf("%v %+v %#v %s", cfg, cfg, cfg, cfg.Endpoints), fmt.Sprintf("%#v", cfg.Endpoints), logs.String(), string(j)} {
+		noSecret(t, "printed config", s)
+	}
+	if !strings.Contains(string(j), "https://base.example/…") {
+		t.Errorf("JSON = %s", j)
+	}
+	if cfg.Endpoints["base"] != "https://base.example/v2/"+fakeSecret {
+		t.Error("the endpoint itself was changed")
 	}
 }
