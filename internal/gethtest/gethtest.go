@@ -408,3 +408,16 @@ func NewAddress() string {
 	rand.Read(b)
 	return "0x" + hex.EncodeToString(b)
 }
+
+// RailFlags are the envelopd flags that verify payments on this node
+// under the chain name chain (any name but the known ones: dev mode is
+// chain 1337): the rail, TestToken token as TUSD, our wallet, and one
+// confirmation.
+func (n *Node) RailFlags(chain, token, wallet string) []string {
+	return []string{
+		"--rail", chain + "=" + n.URL,
+		"--token", chain + ":" + TokenSymbol + "=" + token + fmt.Sprintf(":%d", TokenDecimals),
+		"--wallet", chain + "=" + wallet,
+		"--confirmations", chain + "=1",
+	}
+}

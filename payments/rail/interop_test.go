@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -17,7 +18,22 @@ import (
 // depth.
 func openGeth(t *testing.T, node *gethtest.Node, token string, depth string) Rail {
 	t.Helper()
-	return openRail(t, "dev", node.URL, []string{"dev:TUSD=" + token + ":6"}, []string{"dev=" + depth}, 0)
+	// The flags the helper gives envelopd, parsed as serve would.
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	f := RegisterFlags(fs)
+	if err := fs.Parse(append(node.RailFlags("dev", token, gethtest.NewAddress()), "--confirmations", "dev="+depth)); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := set.Rail("dev")
+	return r
 }
 
 // gethPaid starts geth, deploys TUSD, pays amount of it to a new wallet
