@@ -200,6 +200,24 @@ func TestParseMarks(t *testing.T) {
 	}
 }
 
+// TestBackground: which lines start a server in the background.
+func TestBackground(t *testing.T) {
+	t.Parallel()
+	for line, want := range map[string]bool{
+		"envelopd serve &":                         true,
+		"envelopd serve --db a.db &   # node 1":    true,
+		"envelopd serve 2>serve.log & echo $! > f": true,
+		"a && b":        false,
+		"a 2>&1 | tail": false,
+		"a &> log":      false,
+		"echo '&'":      false,
+	} {
+		if got := backgroundRE.MatchString(line); got != want {
+			t.Errorf("%q: background %v, want %v", line, got, want)
+		}
+	}
+}
+
 // TestOutputMatch: how an expected output is compared.
 func TestOutputMatch(t *testing.T) {
 	t.Parallel()
@@ -259,8 +277,9 @@ func matchOutput(want, got string) error {
 // collide.
 var docPorts = regexp.MustCompile(`\b(2525|2526|2527|8025|8026|5587|1143)\b`)
 
-// backgroundRE finds a command line sent to the background.
-var backgroundRE = regexp.MustCompile(`(?m)(^|[^&])&[ \t]*(#.*)?$`)
+// backgroundRE finds a command sent to the background: a lone & (not &&,
+// >&, &>) ending a line or followed by the next command.
+var backgroundRE = regexp.MustCompile(`(?m)(^|[^&>])&([ \t]*(#.*)?$|[ \t]+[^&\s])`)
 
 // TestInteropDocs runs every runnable block of README.md and docs/*.md as
 // written (docs/testing.md, "Docs that run"): the pages in parallel, each
@@ -291,7 +310,11 @@ func TestInteropDocs(t *testing.T) {
 	var pgEnv []string
 	var pgMu sync.Mutex // pages that use Postgres share its server: one at a time
 	for _, file := range pages(t) {
-		blocks, err := ParseFile(file)
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks, err := Parse(name(file), src)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -574,7 +597,7 @@ func (p *page) exec(b *Block, text string, wantExit int) bool {
 		p.bg = live
 	}
 	for _, bg := range p.bg {
-		if syscall.Kill(-bg.pgid, 0) != nil {
+		if !groupAlive(bg.pgid) {
 			stderr, _ := os.ReadFile(bg.err)
 			t.Errorf("%s: after it, the command %s started in the background has exited (a port taken? stop the first server, or give the second its own ports)\n--- its stderr ---\n%s",
 				b.Where(), bg.where, tail(stderr))
@@ -617,7 +640,7 @@ func waitListen(port string, bg background, d time.Duration) bool {
 			c.Close()
 			return true
 		}
-		if syscall.Kill(-bg.pgid, 0) != nil {
+		if !groupAlive(bg.pgid) {
 			return false
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -629,15 +652,38 @@ func waitListen(port string, bg background, d time.Duration) bool {
 func waitGone(bg background, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
-		err := syscall.Kill(-bg.pgid, 0)
-		if err != nil || time.Now().After(deadline) {
-			if err != nil {
+		alive := groupAlive(bg.pgid)
+		if !alive || time.Now().After(deadline) {
+			if !alive {
 				return nil
 			}
 			return errors.New("still running")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// groupAlive reports whether a process of group pgid runs (zombies do
+// not count: an orphan's parent may never reap it). Linux's /proc.
+func groupAlive(pgid int) bool {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range dirs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp …: comm may hold spaces, so cut at
+		// its last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) >= 3 && fields[2] == strconv.Itoa(pgid) && fields[0] != "Z" && fields[0] != "X" {
+			return true
+		}
+	}
+	return false
 }
 
 // stop ends the page's background commands: TERM, then KILL.
@@ -647,7 +693,7 @@ func (p *page) stop() {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, bg := range p.bg {
-		for syscall.Kill(-bg.pgid, 0) == nil && time.Now().Before(deadline) {
+		for groupAlive(bg.pgid) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		syscall.Kill(-bg.pgid, syscall.SIGKILL)
