@@ -46,7 +46,7 @@ func name(file string) string {
 	return rel
 }
 
-var runnable = map[string]bool{"": true, "sh": true, "bash": true, "shell": true, "console": true, "python": true, "js": true}
+var runnable = map[string]bool{"": true, "sh": true, "bash": true, "shell": true, "console": true, "python": true, "js": true, "go": true}
 
 // TestDocsMarked: every block of README.md and docs/*.md has well-formed
 // marks, is in a language the harness runs or is marked, an expected
@@ -471,12 +471,89 @@ func (p *page) run(b *Block, all []Block) bool {
 		return true
 	}
 	text := p.text(b)
+	if b.Lang == "go" {
+		return p.goTest(b, text)
+	}
 	if lines := strings.Split(text, "\n"); b.Lang == "" || b.Lang == "console" {
 		if strings.HasPrefix(lines[0], "$ ") {
 			return p.transcript(b, lines)
 		}
 	}
 	return p.exec(b, text, b.Exit)
+}
+
+// goStd are the standard packages a Go block may use by their name.
+var goStd = map[string]string{"bytes": "bytes", "context": "context", "fmt": "fmt", "json": "encoding/json",
+	"os": "os", "strings": "strings", "time": "time"}
+
+var goCommentRE = regexp.MustCompile(`//.*`)
+var goQualRE = regexp.MustCompile(`\b([a-z][a-z0-9]*)\.[A-Z]`)
+
+// goTest runs a Go block as the body of a test (t is its *testing.T) in
+// a module of its own that uses this clone: the packages it names
+// (relaytest.Start, store.Message, json.Marshal) are imported, the
+// clone's by their directory's name.
+func (p *page) goTest(b *Block, text string) bool {
+	t := p.t
+	rootAbs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := map[string]string{}
+	filepath.WalkDir(rootAbs, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if n := d.Name(); n == "testdata" || strings.HasPrefix(n, ".") || n == "node_modules" {
+			return filepath.SkipDir
+		}
+		if gos, _ := filepath.Glob(filepath.Join(path, "*.go")); len(gos) > 0 {
+			rel, _ := filepath.Rel(rootAbs, path)
+			ours[d.Name()] = "github.com/envelopd/envelopd/" + filepath.ToSlash(rel)
+		}
+		return nil
+	})
+	imports := map[string]bool{"testing": true}
+	for _, m := range goQualRE.FindAllStringSubmatch(goCommentRE.ReplaceAllString(text, ""), -1) {
+		if path, ok := ours[m[1]]; ok {
+			imports[path] = true
+		} else if path, ok := goStd[m[1]]; ok {
+			imports[path] = true
+		}
+	}
+	var src strings.Builder
+	src.WriteString("package doctestrun\n\nimport (\n")
+	for path := range imports {
+		fmt.Fprintf(&src, "\t%q\n", path)
+	}
+	fmt.Fprintf(&src, ")\n\n// TestDocBlock is %s.\nfunc TestDocBlock(t *testing.T) {\n%s}\n", b.Where(), text)
+	p.n++
+	dir := filepath.Join(p.logs, fmt.Sprintf("go%d", p.n))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(rootAbs, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := fmt.Sprintf("module doctestrun\n\ngo 1.26.0\n\nrequire github.com/envelopd/envelopd v0.0.0\n\nreplace github.com/envelopd/envelopd => %s\n", rootAbs)
+	for name, data := range map[string]string{"go.mod": mod, "go.sum": string(sum), "doc_test.go": src.String()} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off")
+	out, err := cmd.CombinedOutput()
+	p.last = string(out)
+	if err != nil {
+		t.Errorf("%s: as the body of a Go test: %v\n--- ran ---\n%s\n--- go test ---\n%s", b.Where(), err, src.String(), tail(out))
+		return false
+	}
+	return true
 }
 
 // transcript runs a block written as a terminal session: each "$ "
