@@ -55,13 +55,15 @@ func (b *Block) Where() string {
 	return fmt.Sprintf("%s:%d (```%s block)", b.File, b.Line, lang)
 }
 
-// ParseFile reads file's blocks.
-func ParseFile(file string) ([]Block, error) {
-	src, err := os.ReadFile(file)
+// ParseFile reads the file at path and returns its content and blocks,
+// naming it name in blocks and errors.
+func ParseFile(path, name string) ([]byte, []Block, error) {
+	src, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return Parse(file, src)
+	blocks, err := Parse(name, src)
+	return src, blocks, err
 }
 
 // Parse returns src's fenced code blocks with their marks; file names src

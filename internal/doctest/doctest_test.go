@@ -55,11 +55,7 @@ var runnable = map[string]bool{"": true, "sh": true, "bash": true, "shell": true
 func TestDocsMarked(t *testing.T) {
 	t.Parallel()
 	for _, file := range pages(t) {
-		src, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks, err := Parse(name(file), src)
+		src, blocks, err := ParseFile(file, name(file))
 		if err != nil {
 			t.Error(err)
 			continue
@@ -310,11 +306,7 @@ func TestInteropDocs(t *testing.T) {
 	var pgEnv []string
 	var pgMu sync.Mutex // pages that use Postgres share its server: one at a time
 	for _, file := range pages(t) {
-		src, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks, err := Parse(name(file), src)
+		_, blocks, err := ParseFile(file, name(file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +364,7 @@ func resetPostgres(t *testing.T, env []string) {
 	cmd := exec.Command("psql", "-v", "ON_ERROR_STOP=1", "-q", "-c", "DROP DATABASE IF EXISTS envelopd WITH (FORCE)", "-c", "DROP ROLE IF EXISTS envelopd")
 	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("reset Postgres for the page: %v\n%s", err, out)
+		t.Fatalf("reset Postgres for the page (it creates the role and database envelopd: ENVELOPD_PG_DSN's role must be a superuser, or unset it for a throwaway server): %v\n%s", err, out)
 	}
 }
 

@@ -97,17 +97,7 @@ func Schema(t testing.TB) string {
 	}
 	schemas.n++
 	schema := fmt.Sprintf("t_%d_%d", os.Getpid(), schemas.n)
-	admin := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
+	admin := func(sql string) error { return adminExec(dsn, sql) }
 	if err := admin("DROP SCHEMA IF EXISTS " + schema + " CASCADE; CREATE SCHEMA " + schema); err != nil {
 		t.Fatalf("postgres: create schema: %v", err)
 	}
@@ -134,6 +124,19 @@ var schemas = struct {
 	m map[testing.TB]string
 }{m: map[testing.TB]string{}}
 
+// adminExec runs sql on a connection of its own to dsn.
+func adminExec(dsn, sql string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
 // ownDatabase creates the database envelopd_test_PID on dsn's server and
 // returns dsn pointing at it.
 func ownDatabase(dsn string) (string, error) {
@@ -153,17 +156,7 @@ func ownDatabase(dsn string) (string, error) {
 		return "", fmt.Errorf("wait for the other test binaries: %w", err)
 	}
 	turn = conn
-	admin := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
+	admin := func(sql string) error { return adminExec(dsn, sql) }
 	ident := pgx.Identifier{name}.Sanitize()
 	if err := admin("DROP DATABASE IF EXISTS " + ident); err != nil {
 		return "", fmt.Errorf("drop a stale %s: %w", name, err)
