@@ -321,6 +321,9 @@ func TestInteropDocs(t *testing.T) {
 			var extra []string
 			if usesPG {
 				pgOnce.Do(func() { pgEnv = postgresEnv(t) })
+				if pgEnv == nil {
+					t.Fatal("no Postgres for the page (see the first page that asked for it)")
+				}
 				pgMu.Lock()
 				defer pgMu.Unlock()
 				resetPostgres(t, pgEnv)
@@ -335,7 +338,7 @@ func TestInteropDocs(t *testing.T) {
 					// go test ./..., .ci/run's own first step.
 					continue
 				}
-				if !p.run(&blocks[i], blocks) {
+				if !p.run(&blocks[i]) {
 					return
 				}
 			}
@@ -439,7 +442,7 @@ func (p *page) getenv(k string) string {
 
 // run runs b (or writes it, or checks it as an output) and reports
 // whether the page may go on.
-func (p *page) run(b *Block, all []Block) bool {
+func (p *page) run(b *Block) bool {
 	t := p.t
 	switch {
 	case b.Skip != "":
