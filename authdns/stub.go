@@ -249,6 +249,20 @@ func canonical(name string) string {
 	if len(name) > 254 {
 		return ""
 	}
+	// Labels of 1–63 bytes (RFC 1035 §2.3.4) without control characters
+	// (RFC 2181 §11 allows any other octet: SPF macros make such names).
+	// Anything else is never sent: it is not found.
+	for l := range strings.SplitSeq(name[:len(name)-1], ".") {
+		if l == "" || len(l) > 63 {
+			return ""
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			if c < 0x20 || c == 0x7f {
+				return ""
+			}
+		}
+	}
 	return name
 }
 
