@@ -16,6 +16,7 @@ import (
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -230,7 +231,7 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 	// record one_per_mail instead.
 	oopsDone := false
 	for _, rc := range local {
-		m := Meta{Source: "smtp", MailFrom: meta.MailFrom, Rcpts: []string{rc}, Mailbox: rc, Remote: meta.Remote, User: user}
+		m := Meta{Source: "smtp", MailFrom: meta.MailFrom, Rcpts: []string{rc}, Mailbox: rc, Remote: meta.Remote, User: user, SPF: meta.SPF}
 		if oopsDone {
 			m.NoOOPS = store.OOPSOnePerMail
 		}
@@ -263,7 +264,9 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 // carries a passing DKIM signature aligned with the author's domain
 // (RFC 7489 §3.1.1 relaxed alignment, each local domain taken as its own
 // organizational domain: d= is the domain or a subdomain of it; the
-// relay's own keys are the only ones that verify for it). Every From
+// relay's own keys are the only ones that verify for it), or because the
+// domain passes DMARC (an aligned SPF or DKIM pass; relayed mail from an
+// SPF-authorised host of the domain). Every From
 // address counts, so a second From field or address cannot hide a local
 // one. The refusal is 550 5.7.1 at DATA, before any 250, so nothing
 // accepted is lost and no courtesy OOPS can be owed to a forged local
@@ -285,7 +288,7 @@ func (r *Relay) checkLocalAuthor(ctx context.Context, raw []byte, meta Meta) err
 		results, _ = r.Pipeline.Verifier.Verify(ctx, raw)
 	}
 	for _, d := range domains {
-		if !alignedPass(results, d) {
+		if !alignedPass(results, d) && !r.dmarcPass(ctx, d, meta, results) {
 			if r.Logger != nil {
 				r.Logger.Info("relay: unauthenticated mail from a local address refused",
 					"from_domain", d, "remote", meta.Remote, "mail_from", meta.MailFrom)
@@ -294,6 +297,17 @@ func (r *Relay) checkLocalAuthor(ctx context.Context, raw []byte, meta Meta) err
 		}
 	}
 	return nil
+}
+
+// dmarcPass reports whether the local From domain d passes DMARC (RFC
+// 7489: an aligned SPF or DKIM pass under d's published policy), which
+// proves the author as well as the relay's own signature does.
+func (r *Relay) dmarcPass(ctx context.Context, d string, meta Meta, results []dkim.Result) bool {
+	p := r.Pipeline
+	if p == nil || p.Sender == nil {
+		return false
+	}
+	return senderauth.CheckDMARC(ctx, p.Sender.Resolver, d, meta.SPF, results, "").Result == senderauth.Pass
 }
 
 // alignedPass reports whether some result passes for domain or one of
