@@ -147,47 +147,42 @@ func instance(lname, value string) (int, bool) {
 	return i, err == nil
 }
 
-// trustedVouch returns the trusted sealer whose ARC-Authentication-Results
-// say the From domain from was authenticated when the mail reached it (a
-// DMARC pass for from, or a passing DKIM signature aligned with it), ""
-// when no trusted sealer of a passing chain says so. The newest trusted
-// instance speaks.
+// trustedVouch returns the newest sealer of a passing chain when it is
+// trusted and its ARC-Authentication-Results say the From domain from was
+// authenticated when the mail reached it (a DMARC pass for from, or a
+// passing DKIM signature aligned with it); "" otherwise. Only the newest
+// sealer counts: an untrusted hop after a trusted one could have changed
+// the message, and only the newest ARC-Message-Signature is verified
+// (RFC 8617 §5.2; §7.2 leaves trust to the receiver).
 func (c *Checker) trustedVouch(a ARC, raw []byte, from string) string {
-	if a.Result != Pass || len(c.TrustedSealers) == 0 {
+	n := len(a.Sealers)
+	if a.Result != Pass || n == 0 || !c.trusted(a.Sealers[n-1]) {
 		return ""
 	}
 	fields, _ := splitMessage(raw)
-	aars := map[int]string{}
+	aar := ""
 	for _, f := range fields {
 		if strings.EqualFold(f.name, "ARC-Authentication-Results") {
-			if i, ok := instance("arc-authentication-results", f.value); ok {
-				_, rest, _ := strings.Cut(f.value, ";")
-				aars[i] = rest
+			if i, ok := instance("arc-authentication-results", f.value); ok && i == n {
+				_, aar, _ = strings.Cut(f.value, ";")
 			}
 		}
 	}
-	for i := len(a.Sealers); i >= 1; i-- {
-		sealer := a.Sealers[i-1]
-		if !c.trusted(sealer) {
-			continue
-		}
-		_, results, err := authres.Parse(unfold(aars[i]))
-		if err != nil {
-			return ""
-		}
-		for _, res := range results {
-			switch r := res.(type) {
-			case *authres.DMARCResult:
-				if r.Value == authres.ResultPass && normDomain(r.From) == normDomain(from) {
-					return sealer
-				}
-			case *authres.DKIMResult:
-				if r.Value == authres.ResultPass && IsAligned(r.Domain, from, "r") {
-					return sealer
-				}
+	_, results, err := authres.Parse(unfold(aar))
+	if err != nil {
+		return ""
+	}
+	for _, res := range results {
+		switch r := res.(type) {
+		case *authres.DMARCResult:
+			if r.Value == authres.ResultPass && normDomain(r.From) == normDomain(from) {
+				return a.Sealers[n-1]
+			}
+		case *authres.DKIMResult:
+			if r.Value == authres.ResultPass && IsAligned(r.Domain, from, "r") {
+				return a.Sealers[n-1]
 			}
 		}
-		return "" // the newest trusted sealer did not vouch
 	}
 	return ""
 }
