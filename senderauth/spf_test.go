@@ -3,6 +3,7 @@ package senderauth_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -169,4 +170,52 @@ func TestSPFRFC7208Suite(t *testing.T) {
 		t.Fatalf("only %d cases ran", ran)
 	}
 	t.Logf("%d cases ran, %d known deviations skipped", ran, skipped)
+}
+
+// TestSPFHostileDNS: hostile zones end in permerror within the RFC 7208
+// §4.6.4 limits, with a bounded number of DNS questions: an include
+// loop, a chain of includes past 10, 1,000 MX, a huge TXT record, void
+// lookups past 2; a silent server gives temperror.
+func TestSPFHostileDNS(t *testing.T) {
+	t.Parallel()
+	s, err := dnstest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.TXT("loop.test", "v=spf1 include:loop2.test -all")
+	s.TXT("loop2.test", "v=spf1 include:loop.test -all")
+	for i := range 20 {
+		s.TXT(fmt.Sprintf("c%d.test", i), fmt.Sprintf("v=spf1 include:c%d.test -all", i+1))
+	}
+	s.TXT("mx.test", "v=spf1 mx -all")
+	for i := range 1000 {
+		s.MX("mx.test", uint16(i), fmt.Sprintf("m%d.mx.test", i))
+	}
+	s.TXT("huge.test", "v=spf1 "+strings.Repeat("ip4:192.0.2.1 ", 4000)+"-all")
+	s.TXT("void.test", "v=spf1 a:n1.void.test a:n2.void.test a:n3.void.test -all")
+	s.TXT("silent.test", "v=spf1 include:hang.test -all")
+	s.Silent("hang.test")
+	r, err := authdns.New(authdns.Config{Server: s.Addr(), Timeout: 200 * time.Millisecond, MaxEntries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := net.ParseIP("198.51.100.7")
+	for _, c := range []struct {
+		domain, want string
+		maxQueries   int64
+	}{
+		{"loop.test", "permerror", 20},
+		{"c0.test", "permerror", 20},
+		{"mx.test", "permerror", 5},
+		{"huge.test", "fail", 5}, // read whole over TCP, evaluated, no match
+		{"void.test", "permerror", 10},
+		{"silent.test", "temperror", 10},
+	} {
+		before := s.Queries.Load()
+		got := senderauth.CheckSPF(context.Background(), r, ip, "", "x@"+c.domain)
+		if n := s.Queries.Load() - before; got.Result != c.want || n > c.maxQueries {
+			t.Errorf("%s: %s (%s) after %d questions; want %s within %d", c.domain, got.Result, got.Reason, n, c.want, c.maxQueries)
+		}
+	}
 }
