@@ -2,6 +2,7 @@ package senderauth_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"testing"
@@ -59,6 +60,29 @@ func FuzzVerifyARC(f *testing.F) {
 		a := senderauth.VerifyARC(context.Background(), noDNS{}, raw)
 		if a.Result != "none" && a.Result != "fail" {
 			t.Fatalf("result %q without any key", a.Result)
+		}
+	})
+}
+
+// FuzzValidateSPF: any record is accepted or refused with an
+// *SPFSyntaxError, never a panic; a record refused stays refused with
+// anything appended after a space (an error anywhere is an error).
+func FuzzValidateSPF(f *testing.F) {
+	for _, s := range []string{"v=spf1 -all", "v=spf1 ip4:192.0.2.0/24 include:_spf.example.com ~all", "v=spf1 exists:%{ir}.%{l1r+-}._spf.%{d} -all",
+		"v=spf1 a:foo.example.com/24//64 mx redirect=x.example.com", "v=spf1 ip6:2001:db8::/32 exp=%{d}.x.example", "v=spf1 a:1.2.3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		err := senderauth.ValidateSPF(s)
+		if err == nil {
+			return
+		}
+		var se *senderauth.SPFSyntaxError
+		if !errors.As(err, &se) {
+			t.Fatalf("%q: error %T", s, err)
+		}
+		if senderauth.ValidateSPF(s+" -all") == nil {
+			t.Fatalf("%q refused, %q accepted", s, s+" -all")
 		}
 	})
 }

@@ -42,15 +42,17 @@ type SPF struct {
 // CheckSPF evaluates SPF for a client at ip that said HELO/EHLO helo and
 // MAIL FROM mailFrom ("" for the null reverse-path), with blitiri.com.ar/
 // go/spf's check_host() over r: 10 DNS-querying terms and 2 void lookups
-// at most per check (RFC 7208 §4.6.4), macros (§7) included. ctx bounds
-// every lookup.
+// at most per check (RFC 7208 §4.6.4), macros (§7) included; every record
+// is first checked whole against §12's grammar (ValidateSPF), so that a
+// syntax error anywhere gives permerror (§4.6). ctx bounds every lookup.
 func CheckSPF(ctx context.Context, r Resolver, ip net.IP, helo, mailFrom string) SPF {
 	helo = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(helo)), ".")
 	out := SPF{Result: None, HELO: None}
+	hr, mr := &strictSPF{Resolver: r}, &strictSPF{Resolver: r}
 	heloIsDomain := isDomain(helo)
 	if heloIsDomain {
 		out.HELODomain = helo
-		res, _ := spf.CheckHostWithSender(ip, helo, "postmaster@"+helo, spf.WithContext(ctx), spf.WithResolver(r))
+		res, _ := spf.CheckHostWithSender(ip, helo, "postmaster@"+helo, spf.WithContext(ctx), spf.WithResolver(hr))
 		out.HELO = string(res)
 	}
 	sender := mailFrom
@@ -64,6 +66,9 @@ func CheckSPF(ctx context.Context, r Resolver, ip net.IP, helo, mailFrom string)
 		out.Result, out.Domain = out.HELO, helo
 		if out.Result != Pass {
 			out.Reason = "the null reverse-path is checked as the HELO identity"
+			if hr.err != nil && out.Result == PermError {
+				out.Reason = reason(hr.err)
+			}
 		}
 		return out
 	}
@@ -78,9 +83,12 @@ func CheckSPF(ctx context.Context, r Resolver, ip net.IP, helo, mailFrom string)
 		sender = "postmaster" + sender // §4.3: an empty local-part is postmaster
 	}
 	out.Domain = domain
-	res, err := spf.CheckHostWithSender(ip, helo, sender, spf.WithContext(ctx), spf.WithResolver(r))
+	res, err := spf.CheckHostWithSender(ip, helo, sender, spf.WithContext(ctx), spf.WithResolver(mr))
 	out.Result = string(res)
-	if res != spf.Pass && err != nil {
+	switch {
+	case res == spf.PermError && mr.err != nil:
+		out.Reason = reason(mr.err)
+	case res != spf.Pass && err != nil:
 		out.Reason = reason(err)
 	}
 	return out

@@ -134,6 +134,26 @@ func stringsOf(v json.RawMessage) []string {
 	return many
 }
 
+// knownSuiteDeviations are the suite cases where envelopd's result is not
+// one the suite allows, with the reason (docs/authentication.md).
+var knownSuiteDeviations = map[string]string{
+	"a-colon-domain":            colonDomain,
+	"a-colon-domain-ip4mapped":  colonDomain,
+	"mx-colon-domain":           colonDomain,
+	"mx-colon-domain-ip4mapped": colonDomain,
+	"p-macro-multiple":          pMacro,
+	// The suite's zone has TXT data and a timeout for type SPF only; the
+	// in-process server's timeout covers every type (TestInteropSPF runs
+	// it against Knot, where it agrees with pyspf).
+	"spftimeout": "harness: a silent name is silent for every type",
+}
+
+// The library's deviations, kept as they are (docs/authentication.md).
+const (
+	colonDomain = "blitiri's library reads a '/' in an a/mx domain-spec as a CIDR length: permerror instead of pass"
+	pMacro      = "the deprecated %{p} macro expands to \"unknown\" (RFC 7208 §7.3 allows it): neutral instead of pass"
+)
+
 // TestSPFRFC7208Suite runs the RFC 7208 test suite through the real
 // resolver (authdns) against an in-process DNS server serving each
 // section's zone. The cases blitiri's library marks as known deviations
@@ -155,21 +175,25 @@ func TestSPFRFC7208Suite(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, tc := range suite.Tests {
-			if tc.Skip != "" {
-				skipped++
-				continue
-			}
 			ran++
 			got := senderauth.CheckSPF(context.Background(), r, net.ParseIP(tc.Host), tc.Helo, tc.MailFrom)
-			if want := tc.results(); !slices.Contains(want, got.Result) {
+			want := tc.results()
+			if why, known := knownSuiteDeviations[name]; known {
+				skipped++
+				if slices.Contains(want, got.Result) {
+					t.Errorf("%s / %s now gives %s as the suite wants: drop it from knownSuiteDeviations (%s)", suite.Description, name, got.Result, why)
+				}
+				continue
+			}
+			if !slices.Contains(want, got.Result) {
 				t.Errorf("%s / %s: %s (%s), want %s", suite.Description, name, got.Result, got.Reason, strings.Join(want, " or "))
 			}
 		}
 	}
-	if ran < 170 {
+	if ran < 200 {
 		t.Fatalf("only %d cases ran", ran)
 	}
-	t.Logf("%d cases ran, %d known deviations skipped", ran, skipped)
+	t.Logf("%d cases ran, %d known deviations", ran, skipped)
 }
 
 // TestSPFHostileDNS: hostile zones end in permerror within the RFC 7208
@@ -216,6 +240,34 @@ func TestSPFHostileDNS(t *testing.T) {
 		got := senderauth.CheckSPF(context.Background(), r, ip, "", "x@"+c.domain)
 		if n := s.Queries.Load() - before; got.Result != c.want || n > c.maxQueries {
 			t.Errorf("%s: %s (%s) after %d questions; want %s within %d", c.domain, got.Result, got.Reason, n, c.want, c.maxQueries)
+		}
+	}
+}
+
+func TestValidateSPF(t *testing.T) {
+	t.Parallel()
+	for rec, ok := range map[string]bool{
+		"v=spf1":        true,
+		"v=spf1  -all ": true,
+		"V=SPF1 +MX/24//64 ?ptr ~a:mail.example.com -all":           true,
+		"v=spf1 exists:%{ir}.%{l1r+-}._spf.%{d} -all":               true,
+		"v=spf1 redirect=_spf.example.com":                          true,
+		"v=spf1 foo=%{d} -all":                                      true, // unknown modifier
+		"v=spf1 -all redirect=a.example.com redirect=b.example.com": false,
+		"v=spf1 ip4:1.2.3.4/032 -all":                               false,
+		"v=spf1 ip4:1.2.3.4/33":                                     false,
+		"v=spf1 ip6:1.2.3.4":                                        false,
+		"v=spf1 a:example.123 -all":                                 false, // numeric top label
+		"v=spf1 a:example.com- -all":                                false,
+		"v=spf1 -all foo:bar":                                       false, // unknown mechanism after the match
+		"v=spf1 exists:%{x}.example.com":                            false,
+		"v=spf1 exists:%{c}.example.com":                            false, // exp-only letter
+		"v=spf1 include":                                            false,
+		"v=spf1 -all\x01":                                           false,
+		"v=spf10 -all":                                              false,
+	} {
+		if err := senderauth.ValidateSPF(rec); (err == nil) != ok {
+			t.Errorf("ValidateSPF(%q) = %v, want ok=%v", rec, err, ok)
 		}
 	}
 }
