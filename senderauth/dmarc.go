@@ -79,6 +79,13 @@ func normDomain(d string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(d)), ".")
 }
 
+// LookupRecord fetches and parses the DMARC record of exactly domain
+// (_dmarc.domain, no organizational-domain fallback): nil, nil when there
+// is none.
+func LookupRecord(ctx context.Context, r Resolver, domain string) (*Record, error) {
+	return lookupRecord(ctx, r, normDomain(domain))
+}
+
 // lookupRecord fetches and parses _dmarc.domain: (nil, nil) when there is
 // no DMARC record (none, or more than one: §6.6.3 step 5), an error
 // wrapping errTemp when DNS failed for now.

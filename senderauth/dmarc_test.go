@@ -40,6 +40,13 @@ func TestDMARCMatrix(t *testing.T) {
 	s.TXT("_dmarc.two.test", "v=DMARC1; p=reject")
 	s.TXT("_dmarc.two.test", "v=DMARC1; p=none")
 	s.ServFail("_dmarc.broken.test")
+	dmarcMatrix(t, r)
+}
+
+// dmarcMatrix runs the matrix over r, which serves dmarcZone, two
+// records at _dmarc.two.test and SERVFAIL at _dmarc.broken.test.
+func dmarcMatrix(t *testing.T, r senderauth.Resolver) int {
+	n := 0
 	spf := func(res, d string) *senderauth.SPF { return &senderauth.SPF{Result: res, Domain: d} }
 	for i, c := range []struct {
 		from     string
@@ -90,6 +97,7 @@ func TestDMARCMatrix(t *testing.T) {
 		{"example.com", nil, []dkim.Result{dkimRes("example.com", "temperror")}, "temperror", "reject", "none", []string{}, ""},
 		{"", nil, nil, "none", "", "none", []string{}, ""},
 	} {
+		n++
 		t.Run(fmt.Sprint(i, "_", c.from), func(t *testing.T) {
 			got := senderauth.CheckDMARC(context.Background(), r, c.from, c.spf, c.dkim, "<m@x>")
 			if got.Result != c.result || got.Policy != c.policy || got.Disposition != c.disp ||
@@ -100,6 +108,7 @@ func TestDMARCMatrix(t *testing.T) {
 			}
 		})
 	}
+	return n
 }
 
 func TestIsAligned(t *testing.T) {

@@ -69,6 +69,14 @@ func quote(s string) string {
 // address (127.0.0.1:port, UDP and TCP). It stops when the test ends.
 func Start(t testing.TB, records []Record, servfail ...string) string {
 	t.Helper()
+	return StartAt(t, "", records, servfail...)
+}
+
+// StartAt is Start on a given address (ip:port; "" picks a free port on
+// 127.0.0.1), e.g. port 53 on a loopback address of its own for programs
+// that read /etc/resolv.conf, which names no port.
+func StartAt(t testing.TB, addr string, records []Record, servfail ...string) string {
+	t.Helper()
 	knotd, err := exec.LookPath("knotd")
 	if err != nil {
 		if _, err2 := os.Stat("/usr/sbin/knotd"); err2 != nil {
@@ -98,9 +106,15 @@ func Start(t testing.TB, records []Record, servfail ...string) string {
 	if err := os.WriteFile(filepath.Join(dir, "root.zone"), []byte(zone.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	if addr == "" {
+		addr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var conf strings.Builder
-	fmt.Fprintf(&conf, "server:\n    rundir: \"%s/run\"\n    listen: 127.0.0.1@%d\n    user: root:root\n", dir, port)
+	fmt.Fprintf(&conf, "server:\n    rundir: \"%s/run\"\n    listen: %s@%s\n    user: root:root\n", dir, host, port)
 	fmt.Fprintf(&conf, "database:\n    storage: \"%s/db\"\n", dir)
 	conf.WriteString("log:\n  - target: stderr\n    any: info\n")
 	conf.WriteString("template:\n  - id: default\n    zonefile-sync: -1\n    zonefile-load: whole\n    journal-content: none\n    semantic-checks: off\n")
@@ -126,7 +140,6 @@ func Start(t testing.TB, records []Record, servfail ...string) string {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	// Ready when the root zone answers over TCP.
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
