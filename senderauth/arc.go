@@ -57,6 +57,9 @@ type field struct {
 // (RFC 8617 §4.1.2, RFC 6376 §3.6.2); rsa-sha256 and ed25519-sha256.
 func VerifyARC(ctx context.Context, r Resolver, raw []byte) ARC {
 	out := ARC{Result: None, Sealers: []string{}}
+	if !hasARCField(raw) {
+		return out // most mail: no ARC field, nothing to split
+	}
 	fields, body := splitMessage(raw)
 	sets := map[int]*arcSet{}
 	n := 0
@@ -345,6 +348,25 @@ func lookupKey(ctx context.Context, r Resolver, name string) (crypto.PublicKey, 
 		return ed25519.PublicKey(b), nil
 	}
 	return nil, fmt.Errorf("unsupported key type k=%s", t["k"])
+}
+
+// hasARCField reports whether the header section of raw has a field whose
+// name starts with "ARC-" (any case).
+func hasARCField(raw []byte) bool {
+	for len(raw) > 0 {
+		if raw[0] == '\r' || raw[0] == '\n' {
+			return false // the empty line: end of the header section
+		}
+		if len(raw) >= 4 && (raw[0]|0x20) == 'a' && (raw[1]|0x20) == 'r' && (raw[2]|0x20) == 'c' && raw[3] == '-' {
+			return true
+		}
+		i := bytes.IndexByte(raw, '\n')
+		if i < 0 {
+			return false
+		}
+		raw = raw[i+1:]
+	}
+	return false
 }
 
 // splitMessage splits raw into its header fields and body (after the

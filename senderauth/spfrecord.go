@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -57,15 +56,47 @@ func ValidateSPF(record string) error {
 	return nil
 }
 
-var (
-	modifierName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]*=`)
-	dualCIDR     = regexp.MustCompile(`(/[0-9]+)?(//[0-9]+)?$`)
-)
+// modifierName returns the name of a modifier term (name "=" …; name =
+// ALPHA *( ALPHA / DIGIT / "-" / "_" / "." )), "" when t is not one.
+func modifierName(t string) string {
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case c|0x20 >= 'a' && c|0x20 <= 'z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'):
+		case i > 0 && c == '=':
+			return t[:i]
+		default:
+			return ""
+		}
+	}
+	return ""
+}
+
+// dualCIDR splits a trailing dual-cidr-length ("/n", "//n", "/n//n")
+// off arg: the rest, the IPv4 and the IPv6 length digits ("" when absent).
+func dualCIDR(arg string) (rest, v4, v6 string) {
+	digits := func(s string) (string, string) { // s's trailing digits, the rest
+		i := len(s)
+		for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+			i--
+		}
+		return s[:i], s[i:]
+	}
+	rest = arg
+	if r, d := digits(rest); d != "" && strings.HasSuffix(r, "//") {
+		rest, v6 = r[:len(r)-2], d
+	}
+	if r, d := digits(rest); d != "" && strings.HasSuffix(r, "/") {
+		rest, v4 = r[:len(r)-1], d
+	}
+	return rest, v4, v6
+}
 
 func validateTerm(t string, seen map[string]bool) error {
 	bad := func(msg string) error { return &SPFSyntaxError{Term: t, Msg: msg} }
-	if m := modifierName.FindString(t); m != "" {
-		name, val := strings.ToLower(m[:len(m)-1]), t[len(m):]
+	if m := modifierName(t); m != "" {
+		name, val := strings.ToLower(m), t[len(m)+1:]
 		switch name {
 		case "redirect", "exp":
 			if seen[name] {
@@ -105,12 +136,11 @@ func validateTerm(t string, seen map[string]bool) error {
 			return bad(err.Error())
 		}
 	case "a", "mx":
-		cidr := dualCIDR.FindStringSubmatch(arg)
-		spec := arg[:len(arg)-len(cidr[0])]
-		if err := validateCIDR(strings.TrimPrefix(cidr[1], "/"), 32); cidr[1] != "" && err != nil {
+		spec, v4, v6 := dualCIDR(arg)
+		if err := validateCIDR(v4, 32); v4 != "" && err != nil {
 			return bad(err.Error())
 		}
-		if err := validateCIDR(strings.TrimPrefix(cidr[2], "//"), 128); cidr[2] != "" && err != nil {
+		if err := validateCIDR(v6, 128); v6 != "" && err != nil {
 			return bad(err.Error())
 		}
 		if hasArg {
