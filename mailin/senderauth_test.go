@@ -3,8 +3,10 @@ package mailin
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -277,5 +279,42 @@ func TestSenderVerifiedWithoutVerdictUsesPSL(t *testing.T) {
 	}
 	if got := senderVerified(&senderauth.Verdict{}, pass("bank.co.uk"), "ceo@bank.co.uk", ""); got != "" {
 		t.Errorf("an unauthenticated verdict was overridden by DKIM: %q", got)
+	}
+}
+
+// TestRelayLocalAuthorByDMARC: relay mode refuses mail From a local
+// domain without proof; a DMARC pass (here an aligned SPF pass from a host
+// the domain's SPF record authorizes) is proof, as the relay's own DKIM
+// signature is.
+func TestRelayLocalAuthorByDMARC(t *testing.T) {
+	t.Parallel()
+	r := authZone(t)
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "relay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Pipeline{Store: st, Verifier: &dkim.Verifier{Resolver: r}, Sender: &senderauth.Checker{Resolver: r}}
+	relay := &Relay{Domains: []string{"spf.test", "nospf.test"}, Pipeline: p, Store: st}
+	srv, err := NewSMTPServer(SMTPConfig{Addr: "127.0.0.1:0", Router: relay}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	t.Cleanup(func() {
+		srv.Close()
+		st.Close()
+	})
+	for _, mb := range []string{"bob@spf.test", "bob@nospf.test"} {
+		if _, err := st.EnsureMailbox(ctx, mb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := srv.Addr().String()
+	if code, text, _ := send(t, addr, "a@spf.test", []string{"bob@spf.test"}, plainMail("alice@spf.test")); code != 250 {
+		t.Fatalf("DMARC-passing local author: %d %s", code, text)
+	}
+	if code, text, _ := send(t, addr, "a@nospf.test", []string{"bob@nospf.test"}, plainMail("alice@nospf.test")); code != 550 {
+		t.Fatalf("local author failing DMARC: %d %s, want 550", code, text)
 	}
 }

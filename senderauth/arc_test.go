@@ -1,6 +1,7 @@
 package senderauth_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -71,6 +72,58 @@ func TestARCFailureReasons(t *testing.T) {
 		}
 		if got := senderauth.VerifyARC(context.Background(), r, raw); got.Reason != want {
 			t.Errorf("%s: reason %q, want %q", name, got.Reason, want)
+		}
+	}
+}
+
+// TestARCStructure: RFC 8617 §5.2's structural checks on the two-hop
+// chain, each breaking it one way.
+func TestARCStructure(t *testing.T) {
+	t.Parallel()
+	s, r := dns(t)
+	loadKeys(t, s, "testdata/arc/keys.txt")
+	raw, err := os.ReadFile("testdata/arc/two_hop.eml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := senderauth.VerifyARC(context.Background(), r, raw); got.Result != "pass" {
+		t.Fatalf("unchanged chain: %s (%s)", got.Result, got.Reason)
+	}
+	// dropField removes the first header field starting with prefix
+	// (with its folded lines).
+	dropField := func(b []byte, prefix string) []byte {
+		i := bytes.Index(b, []byte(prefix))
+		if i < 0 {
+			t.Fatalf("no %q", prefix)
+		}
+		j := i + bytes.IndexByte(b[i:], '\n') + 1
+		for j < len(b) && (b[j] == ' ' || b[j] == '\t') {
+			j += bytes.IndexByte(b[j:], '\n') + 1
+		}
+		return append(append([]byte(nil), b[:i]...), b[j:]...)
+	}
+	for _, c := range []struct {
+		name   string
+		mutate func([]byte) []byte
+		reason string
+	}{
+		{"a set missing a field", func(b []byte) []byte { return dropField(b, "ARC-Authentication-Results: i=2") }, "ARC set 2 is missing or incomplete"},
+		{"a field twice", func(b []byte) []byte {
+			return append([]byte("ARC-Authentication-Results: i=1; x.test; none\r\n"), b...)
+		}, "instance 1 has two ARC-Authentication-Results fields"},
+		{"instance past 50", func(b []byte) []byte { return append([]byte("ARC-Seal: i=51; cv=pass\r\n"), b...) }, "an ARC header field has no valid i= instance"},
+		{"a gap", func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("i=2;"), []byte("i=3;")) }, "ARC set 2 is missing or incomplete"},
+		{"newest cv=fail", func(b []byte) []byte { return bytes.Replace(b, []byte("i=2; cv=pass"), []byte("i=2; cv=fail"), 1) }, "the newest seal (i=2) says cv=fail"},
+		{"first cv=pass", func(b []byte) []byte { return bytes.Replace(b, []byte("i=1; cv=none"), []byte("i=1; cv=pass"), 1) }, "ARC-Seal i=1 has cv=pass"},
+		// Relaxed canonicalization: spacing is not a change, a value is; the
+		// newest seal covers the older one and fails first.
+		{"an older seal changed", func(b []byte) []byte {
+			return bytes.Replace(b, []byte("i=1; cv=none; a=rsa-sha256; d=list.test; s=arc; t=1795000000"), []byte("i=1; cv=none; a=rsa-sha256; d=list.test; s=arc; t=1795000001"), 1)
+		}, "ARC-Seal i=2: signature did not verify"},
+	} {
+		got := senderauth.VerifyARC(context.Background(), r, c.mutate(raw))
+		if got.Result != "fail" || (c.reason != "" && got.Reason != c.reason) {
+			t.Errorf("%s: %s (%s), want fail (%s)", c.name, got.Result, got.Reason, c.reason)
 		}
 	}
 }
