@@ -6,13 +6,16 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/envelopd/envelopd/authdns"
 	"github.com/envelopd/envelopd/authdns/dnstest"
 	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/internal/knottest"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
@@ -316,5 +319,98 @@ func TestRelayLocalAuthorByDMARC(t *testing.T) {
 	}
 	if code, text, _ := send(t, addr, "a@nospf.test", []string{"bob@nospf.test"}, plainMail("alice@nospf.test")); code != 550 {
 		t.Fatalf("local author failing DMARC: %d %s, want 550", code, text)
+	}
+}
+
+// TestRelayARCSeal: with ARCSealers the relay ARC-seals what it queues
+// for other domains (after DKIM-signing it); the chain verifies against
+// the relay's key table, and dkimpy's arc_verify passes it under
+// ENVELOPD_INTEROP=1 (TestInteropRelayARCSeal).
+func TestRelayARCSeal(t *testing.T) {
+	t.Parallel()
+	sealed, table, _ := relaySealed(t)
+	got := senderauth.VerifyARC(context.Background(), senderauth.TXTTable{Table: table}, sealed)
+	if got.Result != "pass" || len(got.Sealers) != 1 || got.Sealers[0] != "agents.test" {
+		t.Fatalf("relay seal: %s %v (%s)\n%s", got.Result, got.Sealers, got.Reason, sealed)
+	}
+	if !bytes.Contains(sealed, []byte("ARC-Authentication-Results: i=1; mx.agents.test; auth=pass smtp.auth=alice@agents.test; dkim=pass header.d=agents.test")) {
+		t.Fatalf("seal's ARC-Authentication-Results:\n%s", sealed)
+	}
+}
+
+// relaySealed submits a mail from a local user to a remote address
+// through a relay that signs and seals, and returns the queued bytes and
+// the relay's key table.
+func relaySealed(t *testing.T) ([]byte, *dkim.StaticResolver, []string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "relay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	table := dkim.NewStaticResolver()
+	signers, err := LocalSigners(ctx, st, []string{"agents.test"}, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealers, err := LocalARCSigners(ctx, st, []string{"agents.test"}, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.EnsureMailbox(ctx, "alice@agents.test"); err != nil {
+		t.Fatal(err)
+	}
+	p := &Pipeline{Store: st}
+	relay := &Relay{Domains: []string{"agents.test"}, Pipeline: p, Store: st, Signers: signers, ARCSealers: sealers,
+		AuthServID: "mx.agents.test", Smarthost: true}
+	msg := []byte("From: alice@agents.test\r\nTo: bob@far.test\r\nSubject: hello\r\nMessage-ID: <r1@agents.test>\r\n\r\nhi\r\n")
+	if _, err := relay.Deliver(ctx, msg, Meta{Source: "smtp", MailFrom: "alice@agents.test", Rcpts: []string{"bob@far.test"}}, "alice@agents.test"); err != nil {
+		t.Fatal(err)
+	}
+	due, err := st.ClaimDue(ctx, time.Now().Add(time.Hour), time.Minute, 10)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("queued %d, %v", len(due), err)
+	}
+	var recs []string
+	for _, ss := range []map[string][]dkim.Signer{signers, sealers} {
+		for _, s := range ss["agents.test"] {
+			rec, err := dkim.TXTRecord(s.Domain, s.Selector, s.Key.Public())
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, rec)
+		}
+	}
+	return due[0].Raw, table, recs
+}
+
+// TestInteropRelayARCSeal: dkimpy's arc_verify passes the chain the relay
+// sealed, with the relay's keys served by Knot.
+func TestInteropRelayARCSeal(t *testing.T) {
+	if !interop() {
+		t.Skip("ENVELOPD_INTEROP=1 runs it against Knot and dkimpy")
+	}
+	sealed, _, recs := relaySealed(t)
+	var zone []knottest.Record
+	for _, rec := range recs {
+		n, v, _ := strings.Cut(rec, " ")
+		zone = append(zone, knottest.TXT(n, v))
+	}
+	addr := knottest.Start(t, zone)
+	f := filepath.Join(t.TempDir(), "sealed.eml")
+	if err := os.WriteFile(f, sealed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("/usr/bin/python3", "../senderauth/testdata/interop/arc_verify.py", addr, f).Output()
+	if err != nil {
+		t.Fatalf("dkimpy (Debian python3-dkim): %v", err)
+	}
+	var ref map[string]struct {
+		CV      string   `json:"cv"`
+		Sealers []string `json:"sealers"`
+	}
+	if err := json.Unmarshal(out, &ref); err != nil || ref[f].CV != "pass" || len(ref[f].Sealers) != 1 || ref[f].Sealers[0] != "agents.test" {
+		t.Fatalf("dkimpy: %s (%v)", out, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/authdns"
+	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/internal/knottest"
 	"github.com/envelopd/envelopd/senderauth"
 )
@@ -186,6 +187,82 @@ func TestInteropARC(t *testing.T) {
 		slices.Reverse(sealers)
 		if got.Result != want.CV || (got.Result == "pass" && !slices.Equal(got.Sealers, sealers)) {
 			t.Errorf("%s: envelopd %s %v (%s), dkimpy %s %v", file, got.Result, got.Sealers, got.Reason, want.CV, want.Sealers)
+		}
+	}
+}
+
+// TestInteropARCSealVerifiedByDkimpy: chains envelopd sealed (a first set
+// on a plain mail, and a second set on dkimpy's list.test chain, RSA and
+// Ed25519 keys) pass dkimpy's arc_verify against Knot serving the keys.
+func TestInteropARCSealVerifiedByDkimpy(t *testing.T) {
+	interop(t)
+	var recs []knottest.Record
+	keys, err := os.ReadFile("testdata/arc/keys.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(keys)), "\n") {
+		if n, v, ok := strings.Cut(line, " "); ok {
+			recs = append(recs, knottest.TXT(n, v))
+		}
+	}
+	var signers []dkim.Signer
+	for _, algo := range []string{"rsa", "ed25519"} {
+		k, err := dkim.GenerateKey(algo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := algo + ".relay.test"
+		rec, err := dkim.TXTRecord(d, "arc", k.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, v, _ := strings.Cut(rec, " ")
+		recs = append(recs, knottest.TXT(n, v))
+		signers = append(signers, dkim.Signer{Domain: d, Selector: "arc", Key: k})
+	}
+	addr := knottest.Start(t, recs)
+	r, err := authdns.New(authdns.Config{Server: addr, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := os.ReadFile("testdata/arc/forwarded.eml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := []byte("From: a@relay.test\r\nTo: b@far.test\r\nSubject: hi\r\nDate: Fri, 27 Nov 2026 12:00:00 +0000\r\nMessage-ID: <x@relay.test>\r\n\r\nhello\r\n")
+	dir := t.TempDir()
+	want := map[string][]string{}
+	var files []string
+	for _, s := range signers {
+		for name, in := range map[string][]byte{"first": plain, "second": fwd} {
+			out, err := senderauth.SealARC(context.Background(), r, in, "mx.relay.test; arc=pass", s, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := filepath.Join(dir, s.Domain+"-"+name+".eml")
+			os.WriteFile(f, out, 0o644)
+			files = append(files, f)
+			want[f] = []string{s.Domain}
+			if name == "second" {
+				want[f] = []string{s.Domain, "list.test"} // dkimpy lists the newest first
+			}
+		}
+	}
+	out, err := exec.Command("/usr/bin/python3", append([]string{"testdata/interop/arc_verify.py", addr}, files...)...).Output()
+	if err != nil {
+		t.Fatalf("dkimpy: %v", err)
+	}
+	var ref map[string]struct {
+		CV      string   `json:"cv"`
+		Sealers []string `json:"sealers"`
+	}
+	if err := json.Unmarshal(out, &ref); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if got := ref[f]; got.CV != "pass" || !slices.Equal(got.Sealers, want[f]) {
+			t.Errorf("%s: dkimpy says %s %v, want pass %v", filepath.Base(f), got.CV, got.Sealers, want[f])
 		}
 	}
 }
