@@ -29,36 +29,8 @@ import (
 //
 //	go test -run '^$' -bench IngestSenderAuth -count 5 ./mailin
 func BenchmarkIngestSenderAuth(b *testing.B) {
-	kit := newDKIMKitB(b)
-	s, err := dnstest.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	s.TXT("payer.test", "v=spf1 include:_spf.payer.test -all")
-	s.TXT("_spf.payer.test", "v=spf1 ip4:192.0.2.0/24 ip4:127.0.0.0/8 -all")
-	s.TXT("_dmarc.payer.test", "v=DMARC1; p=reject; rua=mailto:d@payer.test")
-	s.TXT("mx.payer.test", "v=spf1 a -all")
-	s.A("mx.payer.test", "127.0.0.1")
-	res, err := authdns.New(authdns.Config{Server: s.Addr()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw, err := os.ReadFile("../testdata/eml/pay-plain.eml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw = bytes.ReplaceAll(bytes.ReplaceAll(raw, []byte("\r\n"), []byte("\n")), []byte("\n"), []byte("\r\n"))
-	raw = bytes.Replace(raw, []byte("<alice@example.com>"), []byte("<alice@payer.test>"), 1)
-	mail := func(i int) []byte {
-		m := bytes.Replace(raw, []byte("Message-ID: <"), []byte(fmt.Sprintf("Message-ID: <b%d.", i)), 1)
-		m = bytes.Replace(m, []byte(`"id":"`), []byte(fmt.Sprintf(`"id":"b%d-`, i)), 1)
-		out, err := dkim.Sign(m, dkim.Signer{Domain: "payer.test", Selector: "t", Key: kit.key})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return out
-	}
+	pb := newPayerBench(b)
+	res, mail, kit := pb.res, pb.mail, pb.kit
 	ip := net.ParseIP("127.0.0.1")
 	ctx := context.Background()
 	checker := &senderauth.Checker{Resolver: res}
@@ -138,31 +110,8 @@ func BenchmarkIngestSenderAuth(b *testing.B) {
 //
 //	go test -run '^$' -bench SenderAuthOverhead -benchtime 100x ./mailin
 func BenchmarkSenderAuthOverhead(b *testing.B) {
-	kit := newDKIMKitB(b)
-	s, err := dnstest.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	s.TXT("payer.test", "v=spf1 include:_spf.payer.test -all")
-	s.TXT("_spf.payer.test", "v=spf1 ip4:192.0.2.0/24 ip4:127.0.0.0/8 -all")
-	s.TXT("_dmarc.payer.test", "v=DMARC1; p=reject; rua=mailto:d@payer.test")
-	s.TXT("mx.payer.test", "v=spf1 a -all")
-	s.A("mx.payer.test", "127.0.0.1")
-	res, err := authdns.New(authdns.Config{Server: s.Addr()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw, err := os.ReadFile("../testdata/eml/pay-plain.eml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw = bytes.ReplaceAll(bytes.ReplaceAll(raw, []byte("\r\n"), []byte("\n")), []byte("\n"), []byte("\r\n"))
-	raw = bytes.Replace(raw, []byte("<alice@example.com>"), []byte("<alice@payer.test>"), 1)
-	m, err := dkim.Sign(raw, dkim.Signer{Domain: "payer.test", Selector: "t", Key: kit.key})
-	if err != nil {
-		b.Fatal(err)
-	}
+	pb := newPayerBench(b)
+	res, kit, m := pb.res, pb.kit, pb.mail(0)
 	ctx := context.Background()
 	ip := net.ParseIP("127.0.0.1")
 	off := &Pipeline{Verifier: kit.v, AuthServID: "mx.test"}
@@ -205,37 +154,12 @@ func BenchmarkSenderAuthOverhead(b *testing.B) {
 //
 //	go test -run '^$' -bench SenderAuthIngestOverhead -benchtime 40x ./mailin
 func BenchmarkSenderAuthIngestOverhead(b *testing.B) {
-	kit := newDKIMKitB(b)
-	s, err := dnstest.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	s.TXT("payer.test", "v=spf1 include:_spf.payer.test -all")
-	s.TXT("_spf.payer.test", "v=spf1 ip4:192.0.2.0/24 ip4:127.0.0.0/8 -all")
-	s.TXT("_dmarc.payer.test", "v=DMARC1; p=reject; rua=mailto:d@payer.test")
-	s.TXT("mx.payer.test", "v=spf1 a -all")
-	s.A("mx.payer.test", "127.0.0.1")
-	res, err := authdns.New(authdns.Config{Server: s.Addr()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw, err := os.ReadFile("../testdata/eml/pay-plain.eml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw = bytes.ReplaceAll(bytes.ReplaceAll(raw, []byte("\r\n"), []byte("\n")), []byte("\n"), []byte("\r\n"))
-	raw = bytes.Replace(raw, []byte("<alice@example.com>"), []byte("<alice@payer.test>"), 1)
+	pb := newPayerBench(b)
+	res, kit := pb.res, pb.kit
 	n := 0
 	mail := func() []byte {
 		n++
-		m := bytes.Replace(raw, []byte("Message-ID: <"), []byte(fmt.Sprintf("Message-ID: <b%d.", n)), 1)
-		m = bytes.Replace(m, []byte(`"id":"`), []byte(fmt.Sprintf(`"id":"b%d-`, n)), 1)
-		out, err := dkim.Sign(m, dkim.Signer{Domain: "payer.test", Selector: "t", Key: kit.key})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return out
+		return pb.mail(n)
 	}
 	ctx := context.Background()
 	ip := net.ParseIP("127.0.0.1")
@@ -289,6 +213,48 @@ func BenchmarkSenderAuthIngestOverhead(b *testing.B) {
 	b.ReportMetric(mo, "off_cpu_us")
 	b.ReportMetric(mn, "on_cpu_us")
 	b.ReportMetric(mn/mo, "on/off")
+}
+
+// payerBench is the benchmarks' sender: payer.test's zone (SPF with an
+// include, DMARC p=reject, the HELO name's SPF) on an in-process DNS
+// server, a resolver over it, and distinct DKIM-signed PAY mails.
+type payerBench struct {
+	kit  *dkimKit
+	res  *authdns.Client
+	mail func(i int) []byte // the i-th mail: its own Message-ID and Envelopay id
+}
+
+func newPayerBench(b *testing.B) *payerBench {
+	kit := newDKIMKitB(b)
+	s, err := dnstest.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	s.TXT("payer.test", "v=spf1 include:_spf.payer.test -all")
+	s.TXT("_spf.payer.test", "v=spf1 ip4:192.0.2.0/24 ip4:127.0.0.0/8 -all")
+	s.TXT("_dmarc.payer.test", "v=DMARC1; p=reject; rua=mailto:d@payer.test")
+	s.TXT("mx.payer.test", "v=spf1 a -all")
+	s.A("mx.payer.test", "127.0.0.1")
+	res, err := authdns.New(authdns.Config{Server: s.Addr()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := os.ReadFile("../testdata/eml/pay-plain.eml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw = bytes.ReplaceAll(bytes.ReplaceAll(raw, []byte("\r\n"), []byte("\n")), []byte("\n"), []byte("\r\n"))
+	raw = bytes.Replace(raw, []byte("<alice@example.com>"), []byte("<alice@payer.test>"), 1)
+	return &payerBench{kit: kit, res: res, mail: func(i int) []byte {
+		m := bytes.Replace(raw, []byte("Message-ID: <"), []byte(fmt.Sprintf("Message-ID: <b%d.", i)), 1)
+		m = bytes.Replace(m, []byte(`"id":"`), []byte(fmt.Sprintf(`"id":"b%d-`, i)), 1)
+		out, err := dkim.Sign(m, dkim.Signer{Domain: "payer.test", Selector: "t", Key: kit.key})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return out
+	}}
 }
 
 func newDKIMKitB(b *testing.B) *dkimKit {

@@ -2,9 +2,7 @@ package senderauth_test
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,17 +23,7 @@ func BenchmarkSPFHostile(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	s.TXT("loop.test", "v=spf1 include:loop2.test -all")
-	s.TXT("loop2.test", "v=spf1 include:loop.test -all")
-	for i := range 20 {
-		s.TXT(fmt.Sprintf("c%d.test", i), fmt.Sprintf("v=spf1 include:c%d.test -all", i+1))
-	}
-	s.TXT("mx.test", "v=spf1 mx -all")
-	for i := range 1000 {
-		s.MX("mx.test", uint16(i), fmt.Sprintf("m%d.mx.test", i))
-	}
-	s.TXT("huge.test", "v=spf1 "+strings.Repeat("ip4:192.0.2.1 ", 4000)+"-all")
-	s.TXT("plain.test", "v=spf1 ip4:198.51.100.0/24 -all")
+	hostileZone(s)
 	r, err := authdns.New(authdns.Config{Server: s.Addr(), Timeout: time.Second, MaxEntries: -1})
 	if err != nil {
 		b.Fatal(err)

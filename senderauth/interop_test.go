@@ -63,75 +63,42 @@ func zoneName(name string) string {
 // name to itself; unservable names are left out.
 func suiteRecords(zone map[string][]json.RawMessage) []knottest.Record {
 	var out []knottest.Record
-	for name, rrs := range zone {
+	for name, n := range suiteNames(zone) {
 		zn := zoneName(name)
-		if zn == "" {
-			continue
-		}
-		var recs, spfs []knottest.Record
-		hasTXT, cname, timeout := false, "", false
-		for _, raw := range rrs {
-			var rr map[string]json.RawMessage
-			if json.Unmarshal(raw, &rr) != nil {
-				timeout = true // the bare word TIMEOUT
-				continue
+		switch {
+		case zn == "" || n.timeout:
+		case n.cnameLoop:
+			out = append(out, knottest.Record{Name: zn, Type: "CNAME", Data: zn})
+		case n.cname != "":
+			if z := zoneName(n.cname); z != "" {
+				out = append(out, knottest.Record{Name: zn, Type: "CNAME", Data: z})
 			}
-			for typ, v := range rr {
-				strs := stringsOf(v)
-				switch typ {
-				case "TXT":
-					hasTXT = true
-					recs = append(recs, knottest.TXT(zn, strs...))
-				case "SPF":
-					if len(strs) > 0 {
-						spfs = append(spfs, knottest.TXT(zn, strs...))
+		default:
+			for _, strs := range n.txt {
+				out = append(out, knottest.TXT(zn, strs...))
+			}
+			for _, ip := range n.addrs {
+				if p := net.ParseIP(ip); p != nil {
+					t := "A"
+					if p.To4() == nil {
+						t = "AAAA"
 					}
-				case "A", "AAAA":
-					for _, ip := range strs {
-						if p := net.ParseIP(ip); p != nil {
-							t := "A"
-							if p.To4() == nil {
-								t = "AAAA"
-							}
-							recs = append(recs, knottest.Record{Name: zn, Type: t, Data: ip})
-						}
-					}
-				case "PTR":
-					for _, p := range strs {
-						if z := zoneName(p); z != "" {
-							recs = append(recs, knottest.Record{Name: zn, Type: "PTR", Data: z})
-						}
-					}
-				case "CNAME":
-					cname = zoneName(strs[0])
-				case "CNAMELOOP":
-					cname = zn
-				case "TIMEOUT":
-					timeout = true
-				case "MX":
-					var mx []json.RawMessage
-					json.Unmarshal(v, &mx)
-					var pref int
-					var host string
-					if len(mx) == 2 && json.Unmarshal(mx[0], &pref) == nil && json.Unmarshal(mx[1], &host) == nil {
-						if z := zoneName(host); z != "" || host == "" {
-							if host == "" {
-								z = "."
-							}
-							recs = append(recs, knottest.Record{Name: zn, Type: "MX", Data: fmt.Sprintf("%d %s", pref, z)})
-						}
-					}
+					out = append(out, knottest.Record{Name: zn, Type: t, Data: ip})
 				}
 			}
-		}
-		switch {
-		case timeout:
-		case cname != "":
-			out = append(out, knottest.Record{Name: zn, Type: "CNAME", Data: cname})
-		default:
-			out = append(out, recs...)
-			if !hasTXT {
-				out = append(out, spfs...)
+			for _, p := range n.ptrs {
+				if z := zoneName(p); z != "" {
+					out = append(out, knottest.Record{Name: zn, Type: "PTR", Data: z})
+				}
+			}
+			for _, m := range n.mxs {
+				z := zoneName(m.host)
+				if m.host == "" {
+					z = "."
+				}
+				if z != "" {
+					out = append(out, knottest.Record{Name: zn, Type: "MX", Data: fmt.Sprintf("%d %s", m.pref, z)})
+				}
 			}
 		}
 	}
