@@ -136,14 +136,7 @@ func BenchmarkSenderAuthOverhead(b *testing.B) {
 			*v.out = append(*v.out, float64(time.Since(start).Microseconds())/block)
 		}
 	}
-	med := func(x []float64) float64 {
-		slices.Sort(x)
-		return x[len(x)/2]
-	}
-	mo, mn := med(offs), med(ons)
-	b.ReportMetric(mo, "off_us")
-	b.ReportMetric(mn, "on_us")
-	b.ReportMetric(mn/mo, "on/off")
+	reportPair(b, offs, ons, "us")
 }
 
 // BenchmarkSenderAuthIngestOverhead interleaves whole ingests (analysis
@@ -205,13 +198,19 @@ func BenchmarkSenderAuthIngestOverhead(b *testing.B) {
 			*v.out = append(*v.out, float64((cpuTime()-start).Microseconds())/block)
 		}
 	}
+	reportPair(b, offs, ons, "cpu_us")
+}
+
+// reportPair reports the medians of the off and on blocks (off_UNIT,
+// on_UNIT) and their ratio.
+func reportPair(b *testing.B, offs, ons []float64, unit string) {
 	med := func(x []float64) float64 {
 		slices.Sort(x)
 		return x[len(x)/2]
 	}
 	mo, mn := med(offs), med(ons)
-	b.ReportMetric(mo, "off_cpu_us")
-	b.ReportMetric(mn, "on_cpu_us")
+	b.ReportMetric(mo, "off_"+unit)
+	b.ReportMetric(mn, "on_"+unit)
 	b.ReportMetric(mn/mo, "on/off")
 }
 

@@ -299,21 +299,12 @@ func TestRelayLocalAuthorByDMARC(t *testing.T) {
 	}
 	p := &Pipeline{Store: st, Verifier: &dkim.Verifier{Resolver: r}, Sender: &senderauth.Checker{Resolver: r}}
 	relay := &Relay{Domains: []string{"spf.test", "nospf.test"}, Pipeline: p, Store: st}
-	srv, err := NewSMTPServer(SMTPConfig{Addr: "127.0.0.1:0", Router: relay}, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	t.Cleanup(func() {
-		srv.Close()
-		st.Close()
-	})
+	addr := serveRelay(t, relay)
 	for _, mb := range []string{"bob@spf.test", "bob@nospf.test"} {
 		if _, err := st.EnsureMailbox(ctx, mb); err != nil {
 			t.Fatal(err)
 		}
 	}
-	addr := srv.Addr().String()
 	if code, text, _ := send(t, addr, "a@spf.test", []string{"bob@spf.test"}, plainMail("alice@spf.test")); code != 250 {
 		t.Fatalf("DMARC-passing local author: %d %s", code, text)
 	}

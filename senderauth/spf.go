@@ -6,17 +6,20 @@ import (
 	"strings"
 
 	"blitiri.com.ar/go/spf"
+
+	"github.com/envelopd/envelopd/dkim"
 )
 
-// SPF result words (RFC 7208 §2.6).
+// Result words (RFC 7208 §2.6, RFC 8601 §2.7): SPF's, DMARC's and ARC's;
+// those DKIM shares are package dkim's.
 const (
 	None      = "none"
-	Neutral   = "neutral"
-	Pass      = "pass"
-	Fail      = "fail"
 	SoftFail  = "softfail"
-	TempError = "temperror"
-	PermError = "permerror"
+	Neutral   = dkim.Neutral
+	Pass      = dkim.Pass
+	Fail      = dkim.Fail
+	TempError = dkim.TempError
+	PermError = dkim.PermError
 )
 
 // SPF is the outcome of the SPF checks of one SMTP transaction (RFC 7208):
