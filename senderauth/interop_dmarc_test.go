@@ -192,8 +192,10 @@ func TestInteropARC(t *testing.T) {
 }
 
 // TestInteropARCSealVerifiedByDkimpy: chains envelopd sealed (a first set
-// on a plain mail, and a second set on dkimpy's list.test chain, RSA and
-// Ed25519 keys) pass dkimpy's arc_verify against Knot serving the keys.
+// on a plain mail, and a second set on dkimpy's list.test chain) pass
+// dkimpy's arc_verify against Knot serving the keys — with an RSA key;
+// dkimpy refuses Ed25519 seals ("unknown signature algorithm"), which
+// TestSealARC checks with envelopd's own verifier only.
 func TestInteropARCSealVerifiedByDkimpy(t *testing.T) {
 	interop(t)
 	var recs []knottest.Record
@@ -207,7 +209,7 @@ func TestInteropARCSealVerifiedByDkimpy(t *testing.T) {
 		}
 	}
 	var signers []dkim.Signer
-	for _, algo := range []string{"rsa", "ed25519"} {
+	for _, algo := range []string{"rsa"} {
 		k, err := dkim.GenerateKey(algo)
 		if err != nil {
 			t.Fatal(err)
