@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strings"
+	"time"
 
 	"blitiri.com.ar/go/spf"
 
@@ -21,6 +22,10 @@ const (
 	TempError = dkim.TempError
 	PermError = dkim.PermError
 )
+
+// CheckTimeout bounds one SPF evaluation (both identities) and one
+// verdict's DMARC and ARC lookups, whatever each lookup's own timeout.
+const CheckTimeout = 20 * time.Second
 
 // SPF is the outcome of the SPF checks of one SMTP transaction (RFC 7208):
 // the MAIL FROM identity (§2.4; postmaster@ the HELO name for the null
@@ -49,6 +54,10 @@ type SPF struct {
 // is first checked whole against §12's grammar (ValidateSPF), so that a
 // syntax error anywhere gives permerror (§4.6). ctx bounds every lookup.
 func CheckSPF(ctx context.Context, r Resolver, ip net.IP, helo, mailFrom string) SPF {
+	// RFC 7208 §4.6.4: a time limit on the whole evaluation (both
+	// identities), at least 20 s; past it lookups fail, giving temperror.
+	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+	defer cancel()
 	helo = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(helo)), ".")
 	out := SPF{Result: None, HELO: None}
 	hr, mr := &strictSPF{Resolver: r}, &strictSPF{Resolver: r}

@@ -134,6 +134,8 @@ type Input struct {
 
 // Verdict computes the sender verdict of one message.
 func (c *Checker) Verdict(ctx context.Context, in Input) *Verdict {
+	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+	defer cancel()
 	v := &Verdict{}
 	if in.SPF != nil {
 		v.SPF = *in.SPF
