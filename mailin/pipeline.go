@@ -227,7 +227,8 @@ func Incoming(a *Analysis, raw []byte, dir string) *store.Incoming {
 		in.Result = b
 	}
 	if a.Sender != nil {
-		if b, err := json.Marshal(a.Sender); err == nil {
+		// MarshalJSON itself: json.Marshal would compact its output again.
+		if b, err := a.Sender.MarshalJSON(); err == nil {
 			in.Result = withKey(in.Result, senderauth.ResultKey, b)
 		}
 	}

@@ -137,11 +137,15 @@ func validateTerm(t string, seen map[string]bool) error {
 		}
 	case "a", "mx":
 		spec, v4, v6 := dualCIDR(arg)
-		if err := validateCIDR(v4, 32); v4 != "" && err != nil {
-			return bad(err.Error())
+		if v4 != "" {
+			if err := validateCIDR(v4, 32); err != nil {
+				return bad(err.Error())
+			}
 		}
-		if err := validateCIDR(v6, 128); v6 != "" && err != nil {
-			return bad(err.Error())
+		if v6 != "" {
+			if err := validateCIDR(v6, 128); err != nil {
+				return bad(err.Error())
+			}
 		}
 		if hasArg {
 			if err := validateDomainSpec(spec); err != nil {
