@@ -2,8 +2,10 @@ package senderauth_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/envelopd/envelopd/dkim"
@@ -142,6 +144,52 @@ func TestParseRecord(t *testing.T) {
 	for _, bad := range []string{"", "v=DMARC2; p=none", "p=none", "v=DMARC1", "v=DMARC1; p=bogus"} {
 		if _, err := senderauth.ParseRecord(bad); err == nil {
 			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// TestVerdictAuthenticatedAs: how each DMARC outcome and the DKIM results
+// decide authenticated_as (the ARC cases are in mailin's
+// TestARCTrustedForwarder).
+func TestVerdictAuthenticatedAs(t *testing.T) {
+	t.Parallel()
+	s, r := dns(t)
+	for n, v := range dmarcZone {
+		s.TXT(n, v)
+	}
+	s.ServFail("_dmarc.broken.test")
+	c := &senderauth.Checker{Resolver: r}
+	for _, tc := range []struct {
+		from   string
+		spf    *senderauth.SPF
+		dkim   []dkim.Result
+		as, by string
+	}{
+		{"a@example.com", nil, []dkim.Result{dkimRes("example.com", "pass")}, "example.com", "dmarc"},
+		{"a@example.com", &senderauth.SPF{Result: "pass", Domain: "example.com"}, nil, "example.com", "dmarc"},
+		{"a@norecord.test", nil, []dkim.Result{dkimRes("norecord.test", "pass")}, "norecord.test", "dkim"},
+		{"a@norecord.test", &senderauth.SPF{Result: "pass", Domain: "norecord.test"}, nil, "", ""}, // SPF alone without a policy
+		{"a@bad.test", nil, []dkim.Result{dkimRes("bad.test", "pass")}, "bad.test", "dkim"},        // permerror record
+		{"a@example.com", nil, []dkim.Result{dkimRes("evil.test", "pass")}, "", ""},
+		{"a@broken.test", nil, []dkim.Result{dkimRes("broken.test", "pass")}, "", ""}, // temperror: not decided
+		{"Alice <A@Example.COM>", nil, []dkim.Result{dkimRes("example.com", "pass")}, "example.com", "dmarc"},
+		{"", nil, []dkim.Result{dkimRes("example.com", "pass")}, "", ""},
+	} {
+		var from []string
+		if tc.from != "" {
+			from = []string{tc.from}
+		}
+		v := c.Verdict(context.Background(), senderauth.Input{From: from, SPF: tc.spf, DKIM: tc.dkim})
+		if v.AuthenticatedAs != tc.as || v.AuthenticatedBy != tc.by {
+			t.Errorf("From %q: authenticated_as %q by %q (dmarc %s), want %q by %q", tc.from, v.AuthenticatedAs, v.AuthenticatedBy, v.DMARC.Result, tc.as, tc.by)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back senderauth.Verdict
+		if err := json.Unmarshal(b, &back); err != nil || back.AuthenticatedAs != v.AuthenticatedAs || (v.AuthenticatedAs == "" && !strings.Contains(string(b), `"authenticated_as":null`)) {
+			t.Errorf("JSON round trip: %s → %+v, %v", b, back, err)
 		}
 	}
 }

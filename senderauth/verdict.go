@@ -32,8 +32,8 @@ type Verdict struct {
 	DMARC DMARC `json:"dmarc"`
 	ARC   ARC   `json:"arc"`
 	// AuthenticatedAs is the From domain when DMARC passes, when the
-	// domain publishes no DMARC record but a DKIM signature aligned with
-	// it passes, or when a trusted ARC sealer vouches for it; "" (JSON
+	// domain publishes no usable DMARC record (none, permerror) but a DKIM
+	// signature aligned with it passes, or when a trusted ARC sealer vouches for it; "" (JSON
 	// null) otherwise.
 	AuthenticatedAs string `json:"-"`
 	// AuthenticatedBy says how: "dmarc", "dkim" (aligned, no record) or
@@ -151,9 +151,9 @@ func (c *Checker) Verdict(ctx context.Context, in Input) *Verdict {
 	switch {
 	case v.DMARC.Result == Pass:
 		v.AuthenticatedAs, v.AuthenticatedBy = v.DMARC.Domain, "dmarc"
-	case v.DMARC.Result == None && v.DMARC.Domain != "" && len(v.DMARC.Aligned.DKIM) > 0:
-		// No policy published, but the domain signed the message itself:
-		// DMARC's identifier alignment (§3.1) without a policy to apply.
+	case (v.DMARC.Result == None || v.DMARC.Result == PermError) && v.DMARC.Domain != "" && len(v.DMARC.Aligned.DKIM) > 0:
+		// No usable policy published, but the domain signed the message
+		// itself: DMARC's identifier alignment (§3.1) without a policy.
 		v.AuthenticatedAs, v.AuthenticatedBy = v.DMARC.Domain, "dkim"
 	case v.DMARC.Result != TempError && from != "":
 		if s := c.trustedVouch(v.ARC, in.Raw, from); s != "" {
