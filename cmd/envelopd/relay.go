@@ -25,6 +25,7 @@ type relayFlags struct {
 	submission, imap    string
 	smarthost           string
 	signLocal           bool
+	arcSeal             bool
 	dkimTXTOut          string
 	submissionListening string
 	imapListening       string
@@ -41,6 +42,7 @@ func (r *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.imap, "imap", "", "relay mode: serve the mailboxes over IMAP on this address (e.g. 127.0.0.1:1143)")
 	fs.StringVar(&r.smarthost, "smarthost", "", "relay mode: deliver mail for other domains through this smarthost (smtp://USER@HOST:587, password via --password-file)")
 	fs.BoolVar(&r.signLocal, "sign-local", false, "relay mode: DKIM-sign mail submitted by local users with a per-domain key generated on first start")
+	fs.BoolVar(&r.arcSeal, "arc-seal", false, "relay mode: ARC-seal (RFC 8617) the mail queued for other domains, with a per-domain RSA key generated on first start (selector envelopd-arc)")
 	fs.StringVar(&r.dkimTXTOut, "dkim-txt-out", "", "relay mode with --sign-local: write the local domains' DKIM key records to this file (--dkim-txt format), for verifiers in other processes")
 }
 
@@ -50,8 +52,8 @@ func (r *relayFlags) register(fs *flag.FlagSet) {
 // the servers it started.
 func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg *mailin.SMTPConfig) (func(), error) {
 	if !r.on {
-		if len(r.domains) > 0 || r.submission != "" || r.imap != "" || r.smarthost != "" || r.signLocal {
-			return nil, errors.New("--domain, --submission, --imap, --smarthost and --sign-local need --relay")
+		if len(r.domains) > 0 || r.submission != "" || r.imap != "" || r.smarthost != "" || r.signLocal || r.arcSeal {
+			return nil, errors.New("--domain, --submission, --imap, --smarthost, --sign-local and --arc-seal need --relay")
 		}
 		return func() {}, nil
 	}
@@ -72,8 +74,24 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 		if signers, err = mailin.LocalSigners(ctx, rt.store, r.domains, local); err != nil {
 			return nil, fmt.Errorf("local DKIM keys: %w", err)
 		}
+	}
+	var sealers map[string][]dkim.Signer
+	if r.arcSeal {
+		var err error
+		if sealers, err = mailin.LocalARCSigners(ctx, rt.store, r.domains, local); err != nil {
+			return nil, fmt.Errorf("local ARC keys: %w", err)
+		}
+	}
+	if r.signLocal {
 		if r.dkimTXTOut != "" {
-			if err := writeKeyTable(r.dkimTXTOut, signers); err != nil {
+			all := map[string][]dkim.Signer{}
+			for d, s := range signers {
+				all[d] = append(all[d], s...)
+			}
+			for d, s := range sealers {
+				all[d] = append(all[d], s...)
+			}
+			if err := writeKeyTable(r.dkimTXTOut, all); err != nil {
 				return nil, err
 			}
 		}
@@ -85,6 +103,7 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 	}
 	wake := make(chan struct{}, 1)
 	relay := &mailin.Relay{Domains: r.domains, Pipeline: p, Store: rt.store, Signers: signers,
+		ARCSealers: sealers, AuthServID: f.hostname,
 		Smarthost: r.smarthost != "", Wake: wake, Logger: rt.log}
 	r.srv, r.wake = relay, wake
 	if p.OOPS != nil && r.signLocal {
