@@ -243,6 +243,10 @@ func pgMigrate(ctx context.Context, db *sql.DB) error {
 			tx.Rollback()
 			return fmt.Errorf("migration %d: %w", m.version, err)
 		}
+		if err := runStep(ctx, tx, m.version, pgSQL, pgArgs); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", m.version, err)
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO envelopd_schema (version) VALUES ($1)`, m.version); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("migration %d: %w", m.version, err)
