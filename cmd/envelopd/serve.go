@@ -412,6 +412,10 @@ func (f *ingestFlags) checkDatabase(ctx context.Context, st store.DB, log *slog.
 	if err := st.CheckWritable(ctx); err != nil {
 		log.Warn("database is not writable: every mail will be refused with 451 until it is", "db", dbName(f.db), "err", err)
 	}
+	if cs, err := st.ProofCollisions(ctx); err == nil && len(cs) > 0 {
+		log.Warn(fmt.Sprintf("%d stored messages name the transaction of an earlier message's proof (found when proofs were identified by transaction); they are kept as stored: envelopd payments collisions lists them", len(cs)),
+			"db", dbName(f.db))
+	}
 	if store.IsPostgresDSN(f.db) {
 		return
 	}
