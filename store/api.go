@@ -208,7 +208,10 @@ type Message struct {
 	Size        int                `json:"size"`
 	// OOPS is the courtesy OOPS decision (nil: none was owed).
 	OOPS *OOPSRecord `json:"oops_decision"`
-	Raw  []byte      `json:"-"`
+	// Payment is the payment its proof makes (payments.go), nil when it
+	// carries none (or was sent by us).
+	Payment *Payment `json:"payment"`
+	Raw     []byte   `json:"-"`
 }
 
 // Filter selects messages for listing; zero fields match everything.
