@@ -443,7 +443,7 @@ INSERT INTO message_tags (tag, message_id)
 	// other event triggers do and wakes the websockets of every node.
 	{17, `
 CREATE TABLE payments (
-	message_id    bigint PRIMARY KEY REFERENCES messages (id),
+	message_id    bigint PRIMARY KEY,              -- messages.id
 	mailbox       text NOT NULL,
 	sender        text NOT NULL,
 	authenticated boolean NOT NULL DEFAULT false,
@@ -465,10 +465,9 @@ CREATE TABLE payments (
 	created_at    bigint NOT NULL
 );
 CREATE INDEX payments_due ON payments (next_check_at) WHERE state = 'pending';
-CREATE INDEX payments_state ON payments (state, message_id);
 CREATE TABLE proof_collisions (
-	message_id  bigint PRIMARY KEY REFERENCES messages (id),
-	kept_id     bigint NOT NULL REFERENCES messages (id),
+	message_id  bigint PRIMARY KEY,
+	kept_id     bigint NOT NULL,
 	fingerprint text NOT NULL,
 	found_at    bigint NOT NULL
 );
