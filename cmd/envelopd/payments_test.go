@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/store"
@@ -68,5 +69,69 @@ func TestPaymentsCommand(t *testing.T) {
 	code, stdout, _ = runCmd(t, "", "inbox", "--db", db, "--json")
 	if code != 0 || !strings.Contains(stdout, `"payment":{"id":`) || !strings.Contains(stdout, `"state":"pending"`) {
 		t.Errorf("inbox --json: %d %s", code, stdout)
+	}
+}
+
+// TestWatchPayments: watch --payments prints a line when a payment
+// settles, besides the messages.
+func TestWatchPayments(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := filepath.Join(t.TempDir(), "envelopd.db")
+	st, err := store.OpenSQLite(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p := &mailin.Pipeline{Store: st, PaymentChains: func(string) bool { return true }}
+	ingest := func(n int) int64 {
+		raw := "From: a@x.test\r\nTo: b@y.test\r\nSubject: PAY | x\r\nMessage-ID: <w" + strconv.Itoa(n) + "@x.test>\r\n\r\n" +
+			`{"v":"0.2.0","type":"pay","id":"pay_` + strconv.Itoa(n) + `","amount":"5","token":"USDC","chain":"base","proof":"0x` +
+			strings.Repeat(strconv.Itoa(n), 64) + `"}` + "\r\n"
+		out, err := p.Ingest(ctx, []byte(raw), mailin.Meta{Source: "smtp"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.ID
+	}
+	first := ingest(1)
+	out := &lineWriter{wrote: make(chan struct{}, 1)}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, &env{args: []string{"watch", "--db", db, "--payments", "--since", strconv.FormatInt(first, 10)},
+			stdin: strings.NewReader(""), stdout: out, stderr: &strings.Builder{}})
+	}()
+	waitFor := func(what string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for !strings.Contains(out.String(), what) {
+			select {
+			case <-out.wrote:
+			case <-deadline:
+				t.Fatalf("watch printed %q, want %s", out.String(), what)
+			}
+		}
+	}
+	second := ingest(2)
+	waitFor(`"id":` + strconv.FormatInt(second, 10)) // watch runs: its payment cursor is set
+	if _, err := st.ClaimPayments(ctx, time.Now(), time.Minute, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SettlePayment(ctx, first, store.Settlement{State: store.PaymentVerified, Paid: "5"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(`"event":"payment.verified"`)
+	cancel()
+	<-done
+	var line struct {
+		Payment store.Payment `json:"payment"`
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if strings.Contains(l, `"event":"payment.verified"`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil || line.Payment.ID != first || line.Payment.State != "verified" {
+				t.Errorf("payment line %s: %v", l, err)
+			}
+		}
 	}
 }
