@@ -42,6 +42,7 @@ type ingestFlags struct {
 	lenient, oops, debug         bool
 	execCmd, webhook, webhookKey string
 	handoffTimeout               time.Duration
+	handoffVerified              bool
 	metrics, hostname            string
 	out                          outboundFlags
 	// Secrets and the --exec environment (issue 17 §5).
@@ -65,6 +66,7 @@ func (f *ingestFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.execCmd, "exec", "", "run this shell command per accepted message, message JSON on stdin")
 	fs.StringVar(&f.webhook, "webhook", "", "POST each accepted message's JSON to this URL")
 	fs.StringVar(&f.webhookKey, "webhook-secret", "", "HMAC-SHA256 key for the Envelopd-Signature header")
+	fs.BoolVar(&f.handoffVerified, "handoff-verified", false, "hand a message carrying a payment (PAY, prepaid ORDER, OFFER, ACCEPT) to --exec/--webhook only once its payment is verified on the chain; a rejected one is not handed over (docs/payments.md)")
 	fs.DurationVar(&f.handoffTimeout, "handoff-timeout", time.Minute, "bound on one --exec/--webhook delivery; a delivery cut off by a crash is retried after twice this (at least 5 min by default)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9125)")
 	fs.StringVar(&f.hostname, "hostname", "localhost", "this host's name (SMTP greeting, Authentication-Results)")
@@ -191,6 +193,9 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		AuthServID: f.hostname,
 		Logger:     log,
 		Metrics:    metrics.NewMetrics(reg),
+		// Held hand-offs are released by the payments runner: without
+		// a rail, every payment stays unverified and its hand-off held.
+		HandoffVerified: f.handoffVerified,
 	}
 	rt.pipeline = p
 	if ow, ok := st.(mailin.OwedOOPSStore); ok {
