@@ -393,6 +393,9 @@ type FolderMessage struct {
 	Errors      protocols.Problems
 	DKIM        json.RawMessage // JSON array of dkim results
 	AuthResults string          // "" when DKIM was not verified
+	// Payment is the state of its payment when read ("" when it has
+	// none).
+	Payment string
 }
 
 // The folders every mailbox has. New received messages are filed in
