@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/envelopd/envelopd/payments/proof"
@@ -39,8 +38,8 @@ type oldProof struct {
 // by transaction (package payments/proof) instead of by text. The rows
 // are taken in message order and written again; a row whose new key an
 // earlier message already holds is not rewritten: it is recorded in
-// proof_collisions (kept_id names the earlier message), logged, and
-// `envelopd payments collisions` lists it. Received messages with a
+// proof_collisions (kept_id names the earlier message), `envelopd
+// payments collisions` lists it, and serve logs their number at start. Received messages with a
 // stored proof get a payment row: unverified (they predate the checks),
 // or duplicate for a collision. The messages themselves are not changed.
 func reidentifyProofs(ctx context.Context, tx *sql.Tx, bind func(string) string, args func([]any) []any) error {
@@ -90,8 +89,6 @@ func reidentifyProofs(ctx context.Context, tx *sql.Tx, bind func(string) string,
 				o.id, kept, fp, now); err != nil {
 				return fmt.Errorf("record proof collision: %w", err)
 			}
-			slog.Default().Warn("migration 17: a stored message's proof names the transaction of an earlier one; both kept as stored (envelopd payments collisions)",
-				"message", o.id, "earlier", kept, "chain", facts.id.Chain, "tx", facts.id.Tx)
 			state, reason = PaymentDuplicate, fmt.Sprintf("the same transaction as message %d (found when proofs were identified by transaction)", kept)
 		}
 		if o.dir != DirIn {
