@@ -559,7 +559,7 @@ CREATE TABLE payments (
 );
 -- Only pending rows are indexed for the claim; listing by state scans
 -- (an operator's command), which spares every ingest an index entry.
-CREATE INDEX payments_due ON payments (next_check_at) WHERE state = 'pending';
+CREATE INDEX payments_due ON payments (authenticated DESC, next_check_at) WHERE state = 'pending';
 CREATE TABLE proof_collisions (
 	message_id  INTEGER PRIMARY KEY,
 	kept_id     INTEGER NOT NULL,

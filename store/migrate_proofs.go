@@ -39,9 +39,10 @@ type oldProof struct {
 // are taken in message order and written again; a row whose new key an
 // earlier message already holds is not rewritten: it is recorded in
 // proof_collisions (kept_id names the earlier message), `envelopd
-// payments collisions` lists it, and serve logs their number at start. Received messages with a
-// stored proof get a payment row: unverified (they predate the checks),
-// or duplicate for a collision. The messages themselves are not changed.
+// payments collisions` lists it, and serve logs their number at start.
+// Received messages with a stored proof get a payment row: unverified
+// (they predate the checks), or duplicate for a collision. The messages
+// themselves are not changed.
 func reidentifyProofs(ctx context.Context, tx *sql.Tx, bind func(string) string, args func([]any) []any) error {
 	rows, err := tx.QueryContext(ctx, bind(`SELECT p.direction, p.mailbox, p.fingerprint, p.message_id, m.type, m.sender, m.result, m.received_at
 		FROM proofs p JOIN messages m ON m.id = p.message_id ORDER BY p.message_id`))

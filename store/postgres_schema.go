@@ -464,7 +464,7 @@ CREATE TABLE payments (
 	next_check_at bigint NOT NULL DEFAULT 0,
 	created_at    bigint NOT NULL
 );
-CREATE INDEX payments_due ON payments (next_check_at) WHERE state = 'pending';
+CREATE INDEX payments_due ON payments (authenticated DESC, next_check_at) WHERE state = 'pending';
 CREATE TABLE proof_collisions (
 	message_id  bigint PRIMARY KEY,
 	kept_id     bigint NOT NULL,
