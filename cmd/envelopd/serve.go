@@ -26,6 +26,7 @@ import (
 	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/mailin/metrics"
 	"github.com/envelopd/envelopd/parse"
+	"github.com/envelopd/envelopd/payments"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -43,8 +44,13 @@ type ingestFlags struct {
 	execCmd, webhook, webhookKey string
 	handoffTimeout               time.Duration
 	handoffVerified              bool
-	metrics, hostname            string
-	out                          outboundFlags
+	// payments configures the payments runner: its rails and wallets
+	// come from --rail/--rail-file/--wallet/--token/--confirmations
+	// (package payments/rail). No rail: every payment is unverified and
+	// no runner starts.
+	payments          payments.Config
+	metrics, hostname string
+	out               outboundFlags
 	// Secrets and the --exec environment (issue 17 §5).
 	execEnv           multiFlag
 	execEnviron       []string // built by prepareSecrets
@@ -202,6 +208,13 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		// Courtesy OOPS whose ingest died before queueing them (any
 		// node's, on Postgres) are composed here.
 		rt.workers = append(rt.workers, func(ctx context.Context) error { return p.RunOwedOOPS(ctx, ow, time.Minute) })
+	}
+	if len(f.payments.Rails) > 0 {
+		cfg := f.payments
+		cfg.Logger = log
+		r := payments.New(st, cfg)
+		p.PaymentChains = r.Serves
+		rt.workers = append(rt.workers, r.Run)
 	}
 	rt.reg = reg
 	for _, h := range f.handoffs(st, log) {
