@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -35,10 +34,6 @@ func runPayments(ctx context.Context, e *env) int {
 	if err != nil {
 		return 2
 	}
-	verb := "list"
-	if len(pos) > 0 {
-		verb, pos = pos[0], pos[1:]
-	}
 	f.State = strings.ToLower(f.State)
 	if f.State != "" && !slices.Contains(store.PaymentStates, f.State) {
 		fmt.Fprintf(e.stderr, "envelopd payments: --state %q: want one of %s\n", f.State, strings.Join(store.PaymentStates, ", "))
@@ -48,24 +43,8 @@ func runPayments(ctx context.Context, e *env) int {
 		fmt.Fprintln(e.stderr, "envelopd payments: --limit must not be negative")
 		return 2
 	}
-	var id int64
-	switch verb {
-	case "list", "collisions":
-		if len(pos) != 0 {
-			fmt.Fprintln(e.stderr, paymentsUsage)
-			return 2
-		}
-	case "check":
-		if len(pos) != 1 {
-			fmt.Fprintln(e.stderr, "usage: envelopd payments check ID")
-			return 2
-		}
-		if id, err = strconv.ParseInt(pos[0], 10, 64); err != nil || id <= 0 {
-			fmt.Fprintf(e.stderr, "envelopd payments: bad id %q (the ID column of `envelopd payments`)\n", pos[0])
-			return 2
-		}
-	default:
-		fmt.Fprintf(e.stderr, "envelopd payments: unknown subcommand %q\n%s\n", verb, paymentsUsage)
+	verb, id, ok := subcommand(e, "payments", paymentsUsage, "envelopd payments", pos, []string{"list", "collisions"}, []string{"check"})
+	if !ok {
 		return 2
 	}
 	st, ok := openStore(ctx, e, *db)
