@@ -32,7 +32,7 @@ func TestWebsocketPaymentEvents(t *testing.T) {
 		}
 		ids = append(ids, out.ID)
 	}
-	ps, err := e.st.ClaimPayments(ctx, time.Now(), time.Minute, 10)
+	ps, err := e.st.ClaimPayments(ctx, time.Now(), time.Minute, 10, nil)
 	if err != nil || len(ps) != 2 {
 		t.Fatalf("claim: %v %v", ps, err)
 	}

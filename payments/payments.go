@@ -108,6 +108,8 @@ type Runner struct {
 	st  Store
 	cfg Config
 
+	chains []string // those with a rail: the only ones this runner claims
+
 	mu       sync.Mutex
 	global   window
 	senders  map[string]*window
@@ -127,7 +129,12 @@ func New(st Store, cfg Config) *Runner {
 		wallets[proof.NormChain(chain)] = append(wallets[proof.NormChain(chain)], ws...)
 	}
 	cfg.Wallets = wallets
-	return &Runner{st: st, cfg: cfg, senders: map[string]*window{}, negative: map[string]time.Time{}}
+	chains := []string{}
+	for c := range rails {
+		chains = append(chains, c)
+	}
+	slices.Sort(chains)
+	return &Runner{st: st, cfg: cfg, chains: chains, senders: map[string]*window{}, negative: map[string]time.Time{}}
 }
 
 // Serves reports whether a rail serves chain: mailin.Pipeline's
@@ -163,7 +170,7 @@ func (r *Runner) Run(ctx context.Context) error {
 // many it claimed.
 func (r *Runner) RunOnce(ctx context.Context) (int, error) {
 	now := r.cfg.Now()
-	ps, err := r.st.ClaimPayments(ctx, now, r.cfg.Lease, r.cfg.Batch)
+	ps, err := r.st.ClaimPayments(ctx, now, r.cfg.Lease, r.cfg.Batch, r.chains)
 	if err != nil {
 		return 0, err
 	}

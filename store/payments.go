@@ -136,12 +136,14 @@ var ErrPaymentFinal = errors.New("store: payment is not checked")
 
 // Payments is the payments' room in the store (both backends).
 type Payments interface {
-	// ClaimPayments returns up to limit pending payments due at now —
-	// those of authenticated senders first, then the longest due — after
-	// counting the attempt and pushing their next check to now+lease, so
-	// that a crash mid-check retries them after the lease and two
-	// workers (or nodes) never check one payment within a lease.
-	ClaimPayments(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Payment, error)
+	// ClaimPayments returns up to limit pending payments on chains due
+	// at now — those of authenticated senders first, then the longest
+	// due — after counting the attempt and pushing their next check to
+	// now+lease, so that a crash mid-check retries them after the lease
+	// and two workers (or nodes) never check one payment within a lease.
+	// chains are the chains the caller can check (nil: every chain): a
+	// node without a chain's rail leaves its payments to the others.
+	ClaimPayments(ctx context.Context, now time.Time, lease time.Duration, limit int, chains []string) ([]Payment, error)
 	// SettlePayment records the outcome of a check of a pending payment
 	// (ErrNotFound when id is not pending). A final state writes the
 	// event payment.verified or payment.rejected.
@@ -225,18 +227,26 @@ func scanPayment(sc scanner) (Payment, error) {
 }
 
 // ClaimPayments implements Payments.
-func (s *core) ClaimPayments(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Payment, error) {
+func (s *core) ClaimPayments(ctx context.Context, now time.Time, lease time.Duration, limit int, chains []string) ([]Payment, error) {
 	if limit <= 0 {
 		limit = 100
 	}
+	if chains != nil && len(chains) == 0 {
+		return nil, nil
+	}
+	where, args := "", []any{now.Add(lease).UTC().UnixNano(), now.UTC().UnixNano()}
+	if chains != nil {
+		c, a := inList("chain", chains)
+		where, args = " AND "+c, append(args, a...)
+	}
+	args = append(args, limit)
 	var ps []Payment
 	err := s.write(ctx, func(tx Tx) error {
 		ps = nil
 		rows, err := tx.Query(`UPDATE payments SET attempts = attempts + 1, next_check_at = ?
-			WHERE message_id IN (SELECT message_id FROM payments WHERE state = 'pending' AND next_check_at <= ?
+			WHERE message_id IN (SELECT message_id FROM payments WHERE state = 'pending' AND next_check_at <= ?`+where+`
 				ORDER BY authenticated DESC, next_check_at, message_id LIMIT ?`+s.d.skipLocked+`)
-			RETURNING `+paymentCols,
-			now.Add(lease).UTC().UnixNano(), now.UTC().UnixNano(), limit)
+			RETURNING `+paymentCols, args...)
 		if err != nil {
 			return fmt.Errorf("store: claim payments: %w", err)
 		}

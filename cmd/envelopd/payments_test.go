@@ -115,7 +115,7 @@ func TestWatchPayments(t *testing.T) {
 	}
 	second := ingest(2)
 	waitFor(`"id":` + strconv.FormatInt(second, 10)) // watch runs: its payment cursor is set
-	if _, err := st.ClaimPayments(ctx, time.Now(), time.Minute, 10); err != nil {
+	if _, err := st.ClaimPayments(ctx, time.Now(), time.Minute, 10, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.SettlePayment(ctx, first, store.Settlement{State: store.PaymentVerified, Paid: "5"}); err != nil {

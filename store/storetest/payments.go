@@ -59,7 +59,7 @@ func testPayments(t *testing.T, open func(t *testing.T) store.Store) {
 	now := base.Add(time.Minute)
 
 	// The authenticated sender's payment comes first.
-	first, err := pays[0].ClaimPayments(ctx, now, time.Minute, 1)
+	first, err := pays[0].ClaimPayments(ctx, now, time.Minute, 1, nil)
 	if err != nil || len(first) != 1 || first[0].ID != authID || first[0].Attempts != 1 || !first[0].Authenticated {
 		t.Fatalf("first claim %+v %v, want the authenticated sender's payment %d", first, err, authID)
 	}
@@ -73,7 +73,7 @@ func testPayments(t *testing.T, open func(t *testing.T) store.Store) {
 	got := map[int64]int{}
 	race(len(ss)*2, func(i int) {
 		for {
-			ps, err := pays[i%len(ss)].ClaimPayments(ctx, now, time.Minute, 3)
+			ps, err := pays[i%len(ss)].ClaimPayments(ctx, now, time.Minute, 3, nil)
 			if err != nil {
 				t.Errorf("claim: %v", err)
 				return
@@ -100,7 +100,7 @@ func testPayments(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 	}
 	// Within the lease nothing more; after it (the workers died), all again.
-	if ps, err := pays[2].ClaimPayments(ctx, now.Add(30*time.Second), time.Minute, 100); err != nil || len(ps) != 0 {
+	if ps, err := pays[2].ClaimPayments(ctx, now.Add(30*time.Second), time.Minute, 100, nil); err != nil || len(ps) != 0 {
 		t.Fatalf("claim within the lease: %d %v", len(ps), err)
 	}
 	// A restarted node finds them after the lease.
@@ -109,7 +109,7 @@ func testPayments(t *testing.T, open func(t *testing.T) store.Store) {
 	defer re.Close()
 	later := now.Add(2 * time.Minute)
 	pays[2] = re.(store.Payments)
-	ps, err := pays[2].ClaimPayments(ctx, later, time.Minute, 100)
+	ps, err := pays[2].ClaimPayments(ctx, later, time.Minute, 100, nil)
 	if err != nil || len(ps) != n {
 		t.Fatalf("claim after the lease: %d %v, want %d", len(ps), err, n)
 	}
@@ -173,8 +173,25 @@ func testPayments(t *testing.T, open func(t *testing.T) store.Store) {
 	if err := pays[1].RecheckPayment(ctx, 1<<60, later); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("recheck of nothing: %v", err)
 	}
-	got2, err := pays[0].ClaimPayments(ctx, later, time.Minute, 100)
+	got2, err := pays[0].ClaimPayments(ctx, later, time.Minute, 100, nil)
 	if err != nil || len(got2) != 1 || got2[0].ID != r || got2[0].Attempts != 1 {
 		t.Errorf("claim after recheck %+v %v, want payment %d, attempt 1", got2, err, r)
+	}
+
+	// A node claims only the chains it has a rail for.
+	sol, err := ss[0].Ingest(ctx, msg("sol@a.test", "s@a.test", "pay_sol", func(in *store.Incoming) {
+		in.ProofFingerprint = "fp-pay-sol"
+		in.Proof = &store.ProofFacts{Chain: "solana", Tx: "sig", Check: true}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, chains := range [][]string{{"base"}, {}} {
+		if ps, err := pays[1].ClaimPayments(ctx, later, time.Minute, 100, chains); err != nil || len(ps) != 0 {
+			t.Errorf("claim on %q: %+v %v, want none", chains, ps, err)
+		}
+	}
+	if ps, err := pays[1].ClaimPayments(ctx, later, time.Minute, 100, []string{"base", "solana"}); err != nil || len(ps) != 1 || ps[0].ID != sol.ID {
+		t.Errorf("claim on base and solana: %+v %v, want the solana payment", ps, err)
 	}
 }
