@@ -90,6 +90,9 @@ func runHandoff(ctx context.Context, e *env) int {
 		if h.NextAttempt != nil {
 			next = h.NextAttempt.Local().Format(time.DateTime)
 		}
+		if h.Held {
+			next = "held (payment)"
+		}
 		if h.Failed {
 			state = store.HandoffFailed
 		}
