@@ -23,6 +23,7 @@
 package proof
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -127,8 +128,11 @@ func Identify(chain string, proof json.RawMessage) Identity {
 // "tx", "signature" and "hash" members.
 func txString(proof json.RawMessage) (string, bool) {
 	var s string
-	if json.Unmarshal(proof, &s) == nil {
-		return s, true
+	switch t := bytes.TrimSpace(proof); {
+	case len(t) > 0 && t[0] == '"':
+		return s, json.Unmarshal(t, &s) == nil
+	case len(t) == 0 || t[0] != '{':
+		return "", false
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(proof, &obj) != nil {

@@ -138,3 +138,15 @@ func mustJSON(t *testing.T, s string) []byte {
 	}
 	return b
 }
+
+// BenchmarkIdentify: the identity of a typical EVM proof object, per
+// received PAY (on the ingest path, before the store).
+func BenchmarkIdentify(b *testing.B) {
+	p := json.RawMessage(`{"tx":"0x7a3f9e2b41c08d5e6f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f70"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if Identify("base", p).Tx == "" {
+			b.Fatal("no tx")
+		}
+	}
+}
