@@ -27,6 +27,7 @@ import (
 	"github.com/envelopd/envelopd/mailin/metrics"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/payments"
+	"github.com/envelopd/envelopd/payments/rail"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -44,10 +45,10 @@ type ingestFlags struct {
 	execCmd, webhook, webhookKey string
 	handoffTimeout               time.Duration
 	handoffVerified              bool
-	// payments configures the payments runner: its rails and wallets
-	// come from --rail/--rail-file/--wallet/--token/--confirmations
-	// (package payments/rail). No rail: every payment is unverified and
-	// no runner starts.
+	// rails are the --rail/--rail-file/--wallet/--token/--confirmations
+	// flags (package payments/rail); payments configures the runner from
+	// them. No rail: every payment is unverified and no runner starts.
+	rails             *rail.Flags
 	payments          payments.Config
 	metrics, hostname string
 	out               outboundFlags
@@ -72,6 +73,8 @@ func (f *ingestFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.execCmd, "exec", "", "run this shell command per accepted message, message JSON on stdin")
 	fs.StringVar(&f.webhook, "webhook", "", "POST each accepted message's JSON to this URL")
 	fs.StringVar(&f.webhookKey, "webhook-secret", "", "HMAC-SHA256 key for the Envelopd-Signature header")
+	f.rails = rail.RegisterFlags(fs)
+	fs.DurationVar(&f.payments.Deadline, "payment-deadline", time.Hour, "a payment whose transaction is not on the chain this long after its mail arrived is not_found")
 	fs.BoolVar(&f.handoffVerified, "handoff-verified", false, "hand a message carrying a payment (PAY, prepaid ORDER, OFFER, ACCEPT) to --exec/--webhook only once its payment is verified on the chain; a rejected one is not handed over (docs/payments.md)")
 	fs.DurationVar(&f.handoffTimeout, "handoff-timeout", time.Minute, "bound on one --exec/--webhook delivery; a delivery cut off by a crash is retried after twice this (at least 5 min by default)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9125)")
@@ -208,6 +211,10 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		// Courtesy OOPS whose ingest died before queueing them (any
 		// node's, on Postgres) are composed here.
 		rt.workers = append(rt.workers, func(ctx context.Context) error { return p.RunOwedOOPS(ctx, ow, time.Minute) })
+	}
+	if err := f.openRails(ctx, log); err != nil {
+		rt.close()
+		return nil, err
 	}
 	if len(f.payments.Rails) > 0 {
 		cfg := f.payments
@@ -418,6 +425,35 @@ func runServe(ctx context.Context, e *env) int {
 	stopWorkers()
 	wait()
 	return code
+}
+
+// openRails opens the rails the flags name (refusing a node on the wrong
+// chain) and puts them, with our wallets, in f.payments.
+func (f *ingestFlags) openRails(ctx context.Context, log *slog.Logger) error {
+	if f.rails == nil {
+		return nil
+	}
+	if f.payments.Deadline < 0 {
+		return errors.New("--payment-deadline must not be negative")
+	}
+	cfg, err := f.rails.Config()
+	if err != nil {
+		return err
+	}
+	set, err := rail.Open(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	f.payments.Rails, f.payments.Wallets = map[string]rail.Rail{}, map[string][]string{}
+	for _, chain := range set.Chains() {
+		r, _ := set.Rail(chain)
+		f.payments.Rails[chain] = r
+		f.payments.Wallets[chain] = set.Wallets(chain)
+	}
+	if len(f.payments.Rails) > 0 {
+		log.Info("payments are checked on the chain", "chains", set.Chains())
+	}
+	return nil
 }
 
 // checkDatabase warns at start (issue 17 §5) when the database cannot be

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envelopd/envelopd/store"
+)
+
+// fakeEVMNode answers JSON-RPC from a payments/rail testdata file.
+func fakeEVMNode(t *testing.T, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "payments", "rail", "testdata", "evm", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Answers map[string]struct {
+			Result json.RawMessage `json:"result"`
+		} `json:"answers"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(body, &req) != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		res := json.RawMessage("null")
+		if a, ok := f.Answers[req.Method]; ok {
+			res = a.Result
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, req.ID, res)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestServePayments: serve with a rail checks a received PAY on the
+// chain after the 250 and settles it verified (a payment.verified event);
+// a replay of the same transaction written differently is
+// duplicate_proof, its payment duplicate; `payments --json` lists both.
+func TestServePayments(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "envelopd.db")
+	node := fakeEVMNode(t, "usdc-transfer.json")
+	addr := startServe(t, db, "--rail", "base="+node, "--wallet", "base=0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+		"--confirmations", "base=3")
+	for i, proof := range []string{`{"tx":"0x2e8fb1fc86185752427960708abce56e55c7511c82adcf4dd9dbfe30ccffdd34"}`,
+		`" 0x2E8FB1FC86185752427960708ABCE56E55C7511C82ADCF4DD9DBFE30CCFFDD34"`} {
+		smtpSend(t, addr, "payer@x.test", "shop@y.test", []byte(fmt.Sprintf("From: payer@x.test\r\nTo: shop@y.test\r\n"+
+			"Subject: PAY | 30 USDC\r\nMessage-ID: <sp%d@x.test>\r\n\r\n"+
+			`{"v":"0.2.0","type":"pay","id":"pay_%d","amount":"30000000","token":"USDC","chain":"base","proof":%s}`+"\r\n", i, i, proof)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := store.OpenSQLite(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var after int64
+	for {
+		top, err := st.LastEventID(ctx) // before the query: no payment event up to it is missed
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := st.Events(ctx, store.EventFilter{After: after, Types: []string{store.EventPaymentVerified, store.EventPaymentRejected}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) > 0 {
+			if evs[0].Type != store.EventPaymentVerified {
+				t.Fatalf("event %+v, want payment.verified", evs[0])
+			}
+			break
+		}
+		after = top
+		if err := st.WaitEvents(ctx, after); err != nil {
+			t.Fatalf("no payment event: %v", err)
+		}
+	}
+	out, _ := cli(t, "payments", "--json", "--db", db)
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var p store.Payment
+		if err := json.Unmarshal([]byte(l), &p); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		got = append(got, p.State+" "+p.Paid)
+	}
+	if strings.Join(got, ",") != "verified 30000000,duplicate " {
+		t.Errorf("payments %q", got)
+	}
+}
