@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/big"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -145,4 +146,62 @@ func randomHash() string {
 	b := make([]byte, 32)
 	rand.Read(b)
 	return "0x" + hex.EncodeToString(b)
+}
+
+// TestInteropPaymentsKill: a payment pending because the node is down
+// survives serve killed with SIGKILL: the serve started again on the same
+// database verifies it once the node is back (durable rows, leased
+// claims).
+func TestInteropPaymentsKill(t *testing.T) {
+	n := gethtest.Start(t)
+	token := n.DeployToken()
+	ours := gethtest.NewAddress()
+	tx := n.TransferToken(token, ours, big.NewInt(5_000_000))
+	bin := filepath.Join(t.TempDir(), "envelopd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	db := filepath.Join(t.TempDir(), "envelopd.db")
+	flags := n.RailFlags("devchain", token, ours)
+	n.Stop()
+	first := startPGNode(t, bin, db, flags...)
+	smtpSend(t, first.addr, "payer@x.test", "shop@y.test", []byte("From: payer@x.test\r\nTo: shop@y.test\r\n"+
+		"Subject: PAY | 5 TUSD\r\nMessage-ID: <kill@x.test>\r\n\r\n"+
+		`{"v":"0.2.0","type":"pay","id":"pay_kill","amount":"5000000","token":"TUSD","chain":"devchain","proof":{"tx":"`+tx+`"}}`+"\r\n"))
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	st, err := store.OpenSQLite(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	msgs, err := st.Messages(ctx, store.Filter{Type: "pay"})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("stored %d PAY mails: %v", len(msgs), err)
+	}
+	id := msgs[0].ID
+	// A pending retry writes no event: poll the row.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		p, err := st.GetPayment(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.State == store.PaymentPending && strings.HasPrefix(p.Reason, "the rail failed") {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("no failed check while the node is down: %+v\n%s", p, first.logs())
+		}
+	}
+	first.kill()
+	n.Restart()
+	second := startPGNode(t, bin, db, flags...)
+	waitSettled(t, ctx, st, 1)
+	if p, err := st.GetPayment(ctx, id); err != nil || p.State != store.PaymentVerified {
+		t.Errorf("after kill -9 and restart: %+v %v, want verified\n%s", p, err, second.logs())
+	}
 }
