@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/envelopd/envelopd/payments/proof"
@@ -149,12 +150,16 @@ func (r *Runner) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
+		// Claim again at once while a full batch was claimed and some of
+		// it checked; a batch given back whole (budgets, the negative
+		// cache) waits for the next tick, so that a flood costs one
+		// batch per interval, not a claim of every waiting row.
 		for {
-			n, err := r.RunOnce(ctx)
+			claimed, given, limit, err := r.runOnce(ctx)
 			if err != nil && ctx.Err() == nil {
 				r.cfg.Logger.Warn("payments: claim failed", "err", err)
 			}
-			if err != nil || n < r.cfg.Batch {
+			if err != nil || claimed < limit || given == claimed {
 				break
 			}
 		}
@@ -169,21 +174,40 @@ func (r *Runner) Run(ctx context.Context) error {
 // RunOnce claims the payments due now and checks them; it returns how
 // many it claimed.
 func (r *Runner) RunOnce(ctx context.Context) (int, error) {
-	now := r.cfg.Now()
-	ps, err := r.st.ClaimPayments(ctx, now, r.cfg.Lease, r.cfg.Batch, r.chains)
-	if err != nil {
-		return 0, err
-	}
-	var wg sync.WaitGroup
-	for _, p := range ps {
-		wg.Go(func() { r.check(ctx, p) })
-	}
-	wg.Wait()
-	return len(ps), nil
+	claimed, _, _, err := r.runOnce(ctx)
+	return claimed, err
 }
 
-// check checks one claimed payment and settles it.
-func (r *Runner) check(ctx context.Context, p store.Payment) {
+// runOnce is RunOnce, also saying how many claims were given back
+// unchecked and how many it could claim at most.
+func (r *Runner) runOnce(ctx context.Context) (claimed, given, limit int, err error) {
+	now := r.cfg.Now()
+	// No more than the global budget has room for: a flood waits in the
+	// store, not in claims given back again and again.
+	limit = min(r.cfg.Batch, r.room(now))
+	if limit == 0 {
+		return 0, 0, 0, nil
+	}
+	ps, err := r.st.ClaimPayments(ctx, now, r.cfg.Lease, limit, r.chains)
+	if err != nil {
+		return 0, 0, limit, err
+	}
+	var wg sync.WaitGroup
+	var back atomic.Int64
+	for _, p := range ps {
+		wg.Go(func() {
+			if !r.check(ctx, p) {
+				back.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return len(ps), int(back.Load()), limit, nil
+}
+
+// check checks one claimed payment and settles it; false when it gave
+// the claim back unchecked (a budget, the negative cache).
+func (r *Runner) check(ctx context.Context, p store.Payment) bool {
 	now := r.cfg.Now()
 	log := r.cfg.Logger.With("payment", p.ID, "chain", p.Chain, "tx", p.Tx)
 	settle := func(s store.Settlement) {
@@ -200,39 +224,44 @@ func (r *Runner) check(ctx context.Context, p store.Payment) {
 	rl, ok := r.cfg.Rails[p.Chain]
 	if !ok {
 		retry(fmt.Sprintf("no rail serves chain %q now", p.Chain), now.Add(r.cfg.MaxBackoff))
-		return
+		return true
 	}
 	if id := proof.Identify(p.Chain, mustString(p.Tx)); id.Warning == proof.WarnMalformed {
 		settle(store.Settlement{State: store.PaymentNotFound, Reason: id.Detail})
-		return
+		return true
+	}
+	// The cheap refusals first, before the store is read for the thread.
+	key := p.Chain + "\x00" + p.Tx
+	if at, ok := r.notSeen(key, now); ok {
+		r.release(ctx, p, at, log)
+		return false
+	}
+	if at, ok := r.budget(p, now, false); !ok {
+		r.release(ctx, p, at, log)
+		return false
 	}
 	want, reason, err := r.want(ctx, p)
 	if err != nil {
 		retry("reading the thread failed: "+err.Error(), now.Add(r.backoff(p.Attempts)))
-		return
+		return true
 	}
 	if reason != "" {
 		settle(store.Settlement{State: store.PaymentMismatch, Reason: reason})
-		return
+		return true
 	}
-	key := p.Chain + "\x00" + p.Tx
-	if at, ok := r.notSeen(key, now); ok {
+	if at, ok := r.budget(p, now, true); !ok {
 		r.release(ctx, p, at, log)
-		return
-	}
-	if at, ok := r.spend(p, now); !ok {
-		r.release(ctx, p, at, log)
-		return
+		return false
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.CheckTimeout)
 	res, err := rl.Check(cctx, want)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
-			return // stopping: the lease ends and another try comes
+			return true // stopping: the lease ends and another try comes
 		}
 		retry("the rail failed: "+err.Error(), now.Add(r.backoff(p.Attempts)))
-		return
+		return true
 	}
 	s := store.Settlement{State: string(res.State), Reason: res.Reason, Token: res.Token, Paid: res.Paid, To: res.To,
 		From: res.From, Block: res.Block, Confirmations: res.Confirmations, Warnings: res.Warnings}
@@ -253,9 +282,10 @@ func (r *Runner) check(ctx context.Context, p store.Payment) {
 		s.Next = now.Add(r.backoff(p.Attempts))
 	default:
 		retry(fmt.Sprintf("the rail answered the unknown state %q", res.State), now.Add(r.backoff(p.Attempts)))
-		return
+		return true
 	}
 	settle(s)
+	return true
 }
 
 // release puts a claimed payment back for later without counting the try.
@@ -281,20 +311,27 @@ type window struct {
 	n     int
 }
 
-func (w *window) take(now time.Time, limit int) (time.Time, bool) {
+// left is how many more the window takes at now, and when it starts
+// again.
+func (w *window) left(now time.Time, limit int) (int, time.Time) {
 	if now.Sub(w.start) >= time.Minute {
 		w.start, w.n = now, 0
 	}
-	if w.n >= limit {
-		return w.start.Add(time.Minute), false
-	}
-	w.n++
-	return time.Time{}, true
+	return max(0, limit-w.n), w.start.Add(time.Minute)
 }
 
-// spend takes one lookup from the global budget and from p's sender's;
-// over either, it returns when to try again.
-func (r *Runner) spend(p store.Payment, now time.Time) (time.Time, bool) {
+// room is how many lookups the global budget still allows this minute.
+func (r *Runner) room(now time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, _ := r.global.left(now, r.cfg.Global)
+	return n
+}
+
+// budget reports whether the global budget and p's sender's allow one
+// more chain lookup now, and takes it when take is set; when not, it
+// returns when to try again.
+func (r *Runner) budget(p store.Payment, now time.Time, take bool) (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	per := r.cfg.PerSender
@@ -310,15 +347,18 @@ func (r *Runner) spend(p store.Payment, now time.Time) (time.Time, bool) {
 				}
 			}
 		}
-		w = &window{}
+		w = &window{start: now}
 		r.senders[p.Sender] = w
 	}
-	if at, ok := w.take(now, per); !ok {
+	if n, at := w.left(now, per); n == 0 {
 		return at, false
 	}
-	if at, ok := r.global.take(now, r.cfg.Global); !ok {
-		w.n-- // not spent
+	if n, at := r.global.left(now, r.cfg.Global); n == 0 {
 		return at, false
+	}
+	if take {
+		w.n++
+		r.global.n++
 	}
 	return time.Time{}, true
 }

@@ -309,3 +309,34 @@ func TestRunnerBudgets(t *testing.T) {
 		t.Errorf("%d lookups of a transaction known absent, want 1", n)
 	}
 }
+
+// TestRunnerGlobalBudget: with the global budget spent, the runner claims
+// nothing more this minute — the waiting payments stay as they are in the
+// store (no claim and give-back churn) — and goes on the next minute.
+func TestRunnerGlobalBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Config{Global: 2, Batch: 10})
+	var ids []int64
+	for i := range 5 {
+		ids = append(ids, e.pay(fmt.Sprintf("s%d@x.test", i), 200+i, ""))
+	}
+	e.run()
+	e.run()
+	if n := len(e.rail.calls); n != 2 {
+		t.Errorf("%d rail calls, want 2 (the budget)", n)
+	}
+	untouched := 0
+	for _, id := range ids {
+		if p := e.payment(id); p.Attempts == 0 && p.CheckedAt == nil && p.NextCheck != nil && p.NextCheck.Equal(p.CreatedAt) {
+			untouched++
+		}
+	}
+	if untouched != 3 {
+		t.Errorf("%d payments left as they were, want 3", untouched)
+	}
+	e.now = e.now.Add(time.Minute)
+	e.run()
+	if n := len(e.rail.calls); n != 4 {
+		t.Errorf("%d rail calls after a minute, want 4", n)
+	}
+}
