@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/envelopd/envelopd/payments/proof"
@@ -44,35 +45,96 @@ type oldProof struct {
 // (they predate the checks), or duplicate for a collision. The messages
 // themselves are not changed.
 func reidentifyProofs(ctx context.Context, tx *sql.Tx, bind func(string) string, args func([]any) []any) error {
-	rows, err := tx.QueryContext(ctx, bind(`SELECT p.direction, p.mailbox, p.fingerprint, p.message_id, m.type, m.sender, m.result, m.received_at
-		FROM proofs p JOIN messages m ON m.id = p.message_id ORDER BY p.message_id`))
-	if err != nil {
-		return fmt.Errorf("read proofs: %w", err)
+	// The old rows move aside (proofs_old, dropped at the end) and are
+	// read back in batches by message id: a large database's parse
+	// results are never all in memory at once.
+	for _, q := range []string{
+		`CREATE TABLE proofs_old AS SELECT direction, mailbox, fingerprint, message_id FROM proofs`,
+		`CREATE INDEX proofs_old_id ON proofs_old (message_id)`,
+		`DELETE FROM proofs`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("set old proofs aside: %w", err)
+		}
 	}
+	m := migTx{ctx: ctx, tx: tx, bind: bind, args: args}
+	now := time.Now().UTC().UnixNano()
+	for after := int64(-1 << 63); ; {
+		olds, err := m.oldProofBatch(after, int(proofBatch.Load()))
+		if err != nil {
+			return err
+		}
+		if len(olds) == 0 {
+			break
+		}
+		after = olds[len(olds)-1].id
+		if err := m.rewriteProofs(olds, now); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DROP TABLE proofs_old`); err != nil {
+		return fmt.Errorf("drop old proofs: %w", err)
+	}
+	return nil
+}
+
+// proofBatch is how many old proofs migration 17 reads at once (tests
+// make it small to cross batches).
+var proofBatch = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(500)
+	return &n
+}()
+
+// migTx is a migration's transaction with its backend's placeholders
+// and arguments.
+type migTx struct {
+	ctx  context.Context
+	tx   *sql.Tx
+	bind func(string) string
+	args func([]any) []any
+}
+
+func (m migTx) exec(q string, a ...any) (sql.Result, error) {
+	return m.tx.ExecContext(m.ctx, m.bind(q), m.args(a)...)
+}
+
+func (m migTx) queryRow(q string, a ...any) *sql.Row {
+	return m.tx.QueryRowContext(m.ctx, m.bind(q), m.args(a)...)
+}
+
+// oldProofBatch reads up to n set-aside proofs of messages after the id
+// after, in message order, with what migration 17 needs of their messages.
+func (m migTx) oldProofBatch(after int64, n int) ([]oldProof, error) {
+	rows, err := m.tx.QueryContext(m.ctx, m.bind(`SELECT p.direction, p.mailbox, p.fingerprint, p.message_id, m.type, m.sender, m.result, m.received_at
+		FROM proofs_old p JOIN messages m ON m.id = p.message_id WHERE p.message_id > ? ORDER BY p.message_id LIMIT ?`), m.args([]any{after, n})...)
+	if err != nil {
+		return nil, fmt.Errorf("read proofs: %w", err)
+	}
+	defer rows.Close()
 	var olds []oldProof
 	for rows.Next() {
 		var o oldProof
 		if err := rows.Scan(&o.dir, &o.mailbox, &o.fp, &o.id, &o.typ, &o.sender, &o.result, &o.received); err != nil {
-			rows.Close()
-			return fmt.Errorf("read proofs: %w", err)
+			return nil, fmt.Errorf("read proofs: %w", err)
 		}
 		olds = append(olds, o)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read proofs: %w", err)
+		return nil, fmt.Errorf("read proofs: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM proofs`); err != nil {
-		return fmt.Errorf("clear proofs: %w", err)
-	}
-	now := time.Now().UTC().UnixNano()
-	exec := func(q string, a ...any) (sql.Result, error) { return tx.ExecContext(ctx, bind(q), args(a)...) }
+	return olds, nil
+}
+
+// rewriteProofs writes one batch of old proofs again under their new
+// identity (reidentifyProofs).
+func (m migTx) rewriteProofs(olds []oldProof, now int64) error {
 	for _, o := range olds {
 		fp, facts := o.fp, proofOf(o.typ, o.result)
 		if facts.id.Fingerprint != "" {
 			fp = facts.id.Fingerprint
 		}
-		res, err := exec(`INSERT INTO proofs (direction, mailbox, fingerprint, message_id) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		res, err := m.exec(`INSERT INTO proofs (direction, mailbox, fingerprint, message_id) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			o.dir, o.mailbox, fp, o.id)
 		if err != nil {
 			return fmt.Errorf("rewrite proof of message %d: %w", o.id, err)
@@ -82,11 +144,11 @@ func reidentifyProofs(ctx context.Context, tx *sql.Tx, bind func(string) string,
 			return fmt.Errorf("rewrite proof of message %d: %w", o.id, err)
 		} else if n == 0 {
 			var kept int64
-			if err := tx.QueryRowContext(ctx, bind(`SELECT message_id FROM proofs WHERE direction = ? AND mailbox = ? AND fingerprint = ?`),
-				args([]any{o.dir, o.mailbox, fp})...).Scan(&kept); err != nil {
+			if err := m.queryRow(`SELECT message_id FROM proofs WHERE direction = ? AND mailbox = ? AND fingerprint = ?`,
+				o.dir, o.mailbox, fp).Scan(&kept); err != nil {
 				return fmt.Errorf("read proof of message %d: %w", o.id, err)
 			}
-			if _, err := exec(`INSERT INTO proof_collisions (message_id, kept_id, fingerprint, found_at) VALUES (?, ?, ?, ?)`,
+			if _, err := m.exec(`INSERT INTO proof_collisions (message_id, kept_id, fingerprint, found_at) VALUES (?, ?, ?, ?)`,
 				o.id, kept, fp, now); err != nil {
 				return fmt.Errorf("record proof collision: %w", err)
 			}
@@ -95,7 +157,7 @@ func reidentifyProofs(ctx context.Context, tx *sql.Tx, bind func(string) string,
 		if o.dir != DirIn {
 			continue
 		}
-		if _, err := exec(`INSERT INTO payments (message_id, mailbox, sender, authenticated, chain, tx, token, amount,
+		if _, err := m.exec(`INSERT INTO payments (message_id, mailbox, sender, authenticated, chain, tx, token, amount,
 			state, reason, next_check_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT DO NOTHING`,
 			o.id, o.mailbox, o.sender, false, facts.id.Chain, facts.id.Tx, facts.token, facts.amount, state, reason, o.received); err != nil {
 			return fmt.Errorf("payment of message %d: %w", o.id, err)

@@ -20,6 +20,7 @@ import (
 // received message gets an unverified payment; a sent one none. A new
 // message naming the transaction is then duplicate_proof.
 func TestMigrateProofIdentity(t *testing.T) {
+	defer store.SetProofBatch(store.SetProofBatch(2)) // several batches
 	var stmts []string
 	for i, o := range oldProofs {
 		stmts = append(stmts, fmt.Sprintf(`INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
@@ -42,6 +43,7 @@ func TestMigrateProofIdentity(t *testing.T) {
 // Postgres (its migration 17 runs the same Go step).
 func TestPostgresMigrateProofIdentity(t *testing.T) {
 	pgtest.Server(t)
+	defer store.SetProofBatch(store.SetProofBatch(3))
 	ctx := context.Background()
 	dsn := pgtest.Schema(t)
 	db, err := store.PGMigrateTo(ctx, dsn, 16)
