@@ -2,64 +2,17 @@ package payments_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/envelopd/envelopd/internal/evmfake"
 	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/payments"
 	"github.com/envelopd/envelopd/payments/rail"
 	"github.com/envelopd/envelopd/store"
 )
-
-// evmNode serves the canned JSON-RPC answers of a rail testdata file (a
-// USDC transfer on Base); down makes it answer 503.
-func evmNode(t *testing.T, file string) (*httptest.Server, *atomic.Bool) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("rail", "testdata", "evm", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Answers map[string]struct {
-			Result json.RawMessage `json:"result"`
-		} `json:"answers"`
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
-	down := &atomic.Bool{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			http.Error(w, "down", http.StatusServiceUnavailable)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		if json.Unmarshal(body, &req) != nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		res := json.RawMessage("null")
-		if a, ok := f.Answers[req.Method]; ok {
-			res = a.Result
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, req.ID, res)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, down
-}
 
 // TestRunnerEVMRail: PAY mails through the pipeline, checked by the real
 // EVM rail against a JSON-RPC node (in-process, canned answers of a USDC
@@ -70,10 +23,10 @@ func evmNode(t *testing.T, file string) (*httptest.Server, *atomic.Bool) {
 func TestRunnerEVMRail(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, down := evmNode(t, "usdc-transfer.json")
+	node := evmfake.Start(t, "usdc-transfer.json")
 	const ours = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
 	const tx = "0x2e8fb1fc86185752427960708abce56e55c7511c82adcf4dd9dbfe30ccffdd34"
-	cfg, err := rail.ParseConfig([]string{"base=" + srv.URL}, nil, []string{"base=" + ours}, nil, []string{"base=3"}, 5*time.Second)
+	cfg, err := rail.ParseConfig([]string{"base=" + node.URL}, nil, []string{"base=" + ours}, nil, []string{"base=3"}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +62,7 @@ func TestRunnerEVMRail(t *testing.T) {
 		return pm
 	}
 	// The node is down: pending, the rail's error kept, nothing lost.
-	down.Store(true)
+	node.SetDown(true)
 	exact := pay(1, "a@y.test", "30000000")
 	if _, err := run.RunOnce(ctx); err != nil {
 		t.Fatal(err)
@@ -118,7 +71,7 @@ func TestRunnerEVMRail(t *testing.T) {
 		t.Fatalf("node down: %+v", pm)
 	}
 	// Back up, after the backoff: verified, with what the chain showed.
-	down.Store(false)
+	node.SetDown(false)
 	now = now.Add(time.Minute)
 	under := pay(2, "b@y.test", "30000001") // the same transaction in another mailbox (relay mode)
 	if _, err := run.RunOnce(ctx); err != nil {

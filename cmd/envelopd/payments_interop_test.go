@@ -94,11 +94,22 @@ func TestInteropPayments(t *testing.T) {
 	if err != nil || len(down) != 1 {
 		t.Fatalf("PAY while down: %d %v", len(down), err)
 	}
-	// A pending retry writes no event: poll the row.
+	waitRailFailed(t, ctx, st, down[0].ID)
+	n.Restart()
+	waitSettled(t, ctx, st, len(cases))
+	if p, err := st.GetPayment(ctx, down[0].ID); err != nil || p.State != store.PaymentVerified {
+		t.Errorf("after the node is back: %+v %v, want verified", p, err)
+	}
+}
+
+// waitRailFailed waits until payment id is pending after a failed rail
+// call. A pending retry writes no event: the row is polled.
+func waitRailFailed(t *testing.T, ctx context.Context, st *store.SQLite, id int64) {
+	t.Helper()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		p, err := st.GetPayment(ctx, down[0].ID)
+		p, err := st.GetPayment(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,18 +117,13 @@ func TestInteropPayments(t *testing.T) {
 			t.Fatalf("while the node is down: %s (%s), want pending", p.State, p.Reason)
 		}
 		if strings.HasPrefix(p.Reason, "the rail failed") {
-			break
+			return
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
 			t.Fatalf("no failed check while the node is down: %+v", p)
 		}
-	}
-	n.Restart()
-	waitSettled(t, ctx, st, len(cases))
-	if p, err := st.GetPayment(ctx, down[0].ID); err != nil || p.State != store.PaymentVerified {
-		t.Errorf("after the node is back: %+v %v, want verified", p, err)
 	}
 }
 
@@ -180,23 +186,7 @@ func TestInteropPaymentsKill(t *testing.T) {
 		t.Fatalf("stored %d PAY mails: %v", len(msgs), err)
 	}
 	id := msgs[0].ID
-	// A pending retry writes no event: poll the row.
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		p, err := st.GetPayment(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.State == store.PaymentPending && strings.HasPrefix(p.Reason, "the rail failed") {
-			break
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			t.Fatalf("no failed check while the node is down: %+v\n%s", p, first.logs())
-		}
-	}
+	waitRailFailed(t, ctx, st, id)
 	first.kill()
 	n.Restart()
 	second := startPGNode(t, bin, db, flags...)

@@ -4,52 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/envelopd/envelopd/internal/evmfake"
 	"github.com/envelopd/envelopd/store"
 )
-
-// fakeEVMNode answers JSON-RPC from a payments/rail testdata file.
-func fakeEVMNode(t *testing.T, file string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "payments", "rail", "testdata", "evm", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Answers map[string]struct {
-			Result json.RawMessage `json:"result"`
-		} `json:"answers"`
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		if json.Unmarshal(body, &req) != nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		res := json.RawMessage("null")
-		if a, ok := f.Answers[req.Method]; ok {
-			res = a.Result
-		}
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, req.ID, res)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
 
 // TestServePayments: serve with a rail checks a received PAY on the
 // chain after the 250 and settles it verified (a payment.verified event);
@@ -58,8 +20,8 @@ func fakeEVMNode(t *testing.T, file string) string {
 func TestServePayments(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "envelopd.db")
-	node := fakeEVMNode(t, "usdc-transfer.json")
-	addr := startServe(t, db, "--rail", "base="+node, "--wallet", "base=0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+	node := evmfake.Start(t, "usdc-transfer.json")
+	addr := startServe(t, db, "--rail", "base="+node.URL, "--wallet", "base=0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
 		"--confirmations", "base=3")
 	for i, proof := range []string{`{"tx":"0x2e8fb1fc86185752427960708abce56e55c7511c82adcf4dd9dbfe30ccffdd34"}`,
 		`" 0x2E8FB1FC86185752427960708ABCE56E55C7511C82ADCF4DD9DBFE30CCFFDD34"`} {
