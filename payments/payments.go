@@ -69,6 +69,10 @@ type Config struct {
 	NegativeTTL time.Duration
 	// CheckTimeout bounds one rail call (default 30 s).
 	CheckTimeout time.Duration
+	// OnRejected, when set, is called after a payment settles mismatch,
+	// failed or not_found (serve: the courtesy OOPS,
+	// mailin.Pipeline.PaymentOOPS).
+	OnRejected func(ctx context.Context, p store.Payment)
 	Now          func() time.Time
 	Logger       *slog.Logger
 }
@@ -217,6 +221,15 @@ func (r *Runner) check(ctx context.Context, p store.Payment) bool {
 			return
 		}
 		log.Debug("payments: checked", "state", s.State, "reason", s.Reason)
+		switch s.State {
+		case store.PaymentMismatch, store.PaymentFailed, store.PaymentNotFound:
+			if r.cfg.OnRejected != nil {
+				q := p
+				q.State, q.Reason, q.Paid, q.To, q.From = s.State, s.Reason, s.Paid, s.To, s.From
+				q.CheckedAt = &now
+				r.cfg.OnRejected(context.WithoutCancel(ctx), q)
+			}
+		}
 	}
 	retry := func(reason string, at time.Time) {
 		settle(store.Settlement{State: store.PaymentPending, Reason: reason, Next: at})

@@ -162,6 +162,13 @@ type Payments interface {
 	PaymentsFor(ctx context.Context, ids []int64) (map[int64]*Payment, error)
 	// ProofCollisions lists what migration 17 found (ProofCollision).
 	ProofCollisions(ctx context.Context) ([]ProofCollision, error)
+	// OwePaymentOOPS decides the courtesy OOPS for the rejected payment
+	// of message id by the rules of the ingest's (OOPSPlan: the caller's
+	// suppression, then OOPSLimits counted in the store), records the
+	// decision on the message, and queues the allowed OOPS. A message
+	// that has a decision already gets none (nil, nil): one OOPS per
+	// message, whichever node asks.
+	OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPlan, lim OOPSLimits, now time.Time) (*OOPSRecord, error)
 }
 
 // insertPayment writes the payment row of the received message id in
@@ -477,4 +484,65 @@ func (s *core) ProofCollisions(ctx context.Context) ([]ProofCollision, error) {
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// OwePaymentOOPS implements Payments.
+func (s *core) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPlan, lim OOPSLimits, now time.Time) (*OOPSRecord, error) {
+	if plan == nil {
+		return nil, fmt.Errorf("%w: no OOPS plan", ErrBadInput)
+	}
+	var rec *OOPSRecord
+	var owed *owedOOPS
+	err := s.write(ctx, func(tx Tx) error {
+		rec, owed = nil, nil
+		var thread, warnsJSON string
+		var oops []byte
+		err := tx.QueryRow(`SELECT thread_id, warnings, oops FROM messages WHERE id = ?`+tx.dialect().forUpdate, id).Scan(&thread, &warnsJSON, &oops)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("message %d: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: payment OOPS: %w", err)
+		}
+		if len(oops) > 0 && string(oops) != "null" {
+			return nil // decided already
+		}
+		r := &OOPSRecord{Code: plan.Code, To: plan.To}
+		reason, detail := plan.Suppressed, plan.Detail
+		if reason == "" {
+			if reason, detail, err = oopsLimited(tx, lim, plan, thread, now); err != nil {
+				return err
+			}
+		}
+		if reason == "" && plan.Compose == nil {
+			reason, detail = OOPSComposeFailed, "the OOPS could not be composed: no composer"
+		}
+		warns := decodeProblems(warnsJSON)
+		if reason == "" {
+			var oid int64
+			if err := tx.QueryRow(`INSERT INTO oops_sent (recipient, thread_id, code, sent_at, message_id, queue_id)
+				VALUES (?, ?, ?, ?, ?, 0) RETURNING id`, plan.To, thread, string(plan.Code), now.UnixNano(), id).Scan(&oid); err != nil {
+				return fmt.Errorf("store: payment OOPS: %w", err)
+			}
+			r.Pending = true
+			owed = &owedOOPS{OwedOOPS: OwedOOPS{ID: oid, MessageID: id, Code: plan.Code, To: plan.To, At: now}, plan: plan}
+		} else {
+			r.Reason = reason
+			warns = append(warns, suppressedWarning(plan.Code, reason, detail))
+		}
+		if _, err := tx.Exec(`UPDATE messages SET oops = ?, warnings = ? WHERE id = ?`,
+			[]byte(jsonOrEmpty(r, "null")), jsonOrEmpty(warns, "[]"), id); err != nil {
+			return fmt.Errorf("store: payment OOPS: %w", err)
+		}
+		rec = r
+		return nil
+	})
+	if err != nil || owed == nil {
+		return rec, err
+	}
+	// Committed as owed; composed and queued now, outside the decision's
+	// transaction (or by the owed-OOPS worker if this process dies).
+	out := Outcome{ID: id, OOPS: rec}
+	s.composeOwed(ctx, owed, &out)
+	return out.OOPS, nil
 }

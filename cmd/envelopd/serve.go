@@ -219,6 +219,13 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 	if len(f.payments.Rails) > 0 {
 		cfg := f.payments
 		cfg.Logger = log
+		cfg.OnRejected = func(ctx context.Context, pay store.Payment) {
+			// The courtesy OOPS for a rejected payment, by the
+			// ingest's rules (none when --oops=false).
+			if _, err := p.PaymentOOPS(ctx, st, pay); err != nil {
+				log.Warn("payment OOPS", "payment", pay.ID, "err", err)
+			}
+		}
 		r := payments.New(st, cfg)
 		p.PaymentChains = r.Serves
 		rt.workers = append(rt.workers, r.Run)

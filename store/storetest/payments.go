@@ -2,12 +2,14 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -193,5 +195,28 @@ func testPayments(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 	if ps, err := pays[1].ClaimPayments(ctx, later, time.Minute, 100, []string{"base", "solana"}); err != nil || len(ps) != 1 || ps[0].ID != sol.ID {
 		t.Errorf("claim on base and solana: %+v %v, want the solana payment", ps, err)
+	}
+
+	// The courtesy OOPS of a rejected payment: decided once per message,
+	// by the store's limits, queued when allowed.
+	rejected := r // settled not_found above, then rechecked: its message has no decision yet
+	plan := &store.OOPSPlan{Code: protocols.CodeTxNotFound, To: "s1@a.test", Compose: func() (*store.Outgoing, json.RawMessage, error) {
+		raw := []byte("Message-ID: <oops.pay@here.test>\r\nSubject: OOPS | tx_not_found\r\n\r\n{}\r\n")
+		return &store.Outgoing{From: "agent@here.test", Recipients: []string{"s1@a.test"}, Raw: raw, MessageID: "oops.pay@here.test", Kind: "oops"},
+			json.RawMessage(`{"type":"oops"}`), nil
+	}}
+	rec, err := pays[0].OwePaymentOOPS(ctx, rejected, plan, store.OOPSLimits{}, later)
+	if err != nil || rec == nil || !rec.Sent || rec.QueueID == 0 {
+		t.Errorf("payment OOPS: %+v %v, want sent", rec, err)
+	}
+	if rec, err := pays[1].OwePaymentOOPS(ctx, rejected, plan, store.OOPSLimits{}, later); err != nil || rec != nil {
+		t.Errorf("payment OOPS again: %+v %v, want no second decision", rec, err)
+	}
+	sup := &store.OOPSPlan{Code: protocols.CodeTxNotFound, To: "x@a.test", Suppressed: store.OOPSSenderUnverified, Detail: "not verified"}
+	if rec, err := pays[1].OwePaymentOOPS(ctx, pend, sup, store.OOPSLimits{}, later); err != nil || rec == nil || rec.Sent || rec.Reason != store.OOPSSenderUnverified {
+		t.Errorf("suppressed payment OOPS: %+v %v", rec, err)
+	}
+	if m, err := ss[0].Message(ctx, pend); err != nil || m.OOPS == nil || !m.Warnings.Has(protocols.CodeOOPSSuppressed) {
+		t.Errorf("suppressed payment OOPS on the message: %+v %v", m, err)
 	}
 }
