@@ -73,8 +73,8 @@ type Config struct {
 	// failed or not_found (serve: the courtesy OOPS,
 	// mailin.Pipeline.PaymentOOPS).
 	OnRejected func(ctx context.Context, p store.Payment)
-	Now          func() time.Time
-	Logger       *slog.Logger
+	Now        func() time.Time
+	Logger     *slog.Logger
 }
 
 func (c *Config) defaults() {
