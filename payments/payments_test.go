@@ -146,7 +146,13 @@ func (e *env) payment(id int64) *store.Payment {
 // and releases (or drops) the held hand-off.
 func TestRunnerStates(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, payments.Config{Deadline: time.Hour})
+	var mu sync.Mutex
+	rejected := map[int64]string{}
+	e := newEnv(t, payments.Config{Deadline: time.Hour, OnRejected: func(_ context.Context, p store.Payment) {
+		mu.Lock()
+		rejected[p.ID] = p.State
+		mu.Unlock()
+	}})
 	e.rail.results[tx(1)] = rail.Result{State: rail.Verified, Paid: "1000", To: ourWallet, From: "0xpayer", Block: 7, Confirmations: 3, Token: "0xusdc"}
 	e.rail.results[tx(2)] = rail.Result{State: rail.Mismatch, Reason: "paid 0x01, not ours", Paid: "1000"}
 	e.rail.results[tx(3)] = rail.Result{State: rail.Failed, Reason: "reverted"}
@@ -191,6 +197,12 @@ func TestRunnerStates(t *testing.T) {
 	if !slices.Equal(got, wantEv) {
 		t.Errorf("events %q, want %q", got, wantEv)
 	}
+	// OnRejected (serve: the courtesy OOPS) saw each rejection once.
+	mu.Lock()
+	if len(rejected) != 3 || rejected[ids[1]] != "mismatch" || rejected[ids[2]] != "failed" || rejected[short] != "not_found" {
+		t.Errorf("OnRejected saw %v", rejected)
+	}
+	mu.Unlock()
 	// Held hand-offs: the verified one is due, the rejected dropped.
 	hs, err := e.st.Handoffs(context.Background(), store.HandoffFilter{State: "all"})
 	if err != nil {
