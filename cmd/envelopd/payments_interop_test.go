@@ -59,15 +59,7 @@ func TestInteropPayments(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st, err := store.OpenSQLite(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	msgs, err := st.Messages(ctx, store.Filter{Type: "pay"})
-	if err != nil || len(msgs) != len(cases) {
-		t.Fatalf("stored %d PAY mails (%v), want %d", len(msgs), err, len(cases))
-	}
+	st, msgs := storedPays(t, ctx, db, len(cases))
 	for i, m := range msgs {
 		ids[cases[i].name] = m.ID
 	}
@@ -100,6 +92,22 @@ func TestInteropPayments(t *testing.T) {
 	if p, err := st.GetPayment(ctx, down[0].ID); err != nil || p.State != store.PaymentVerified {
 		t.Errorf("after the node is back: %+v %v, want verified", p, err)
 	}
+}
+
+// storedPays opens the database serve writes (closed when t ends) and
+// returns its PAY mails, which must be n.
+func storedPays(t *testing.T, ctx context.Context, db string, n int) (*store.SQLite, []store.Message) {
+	t.Helper()
+	st, err := store.OpenSQLite(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	msgs, err := st.Messages(ctx, store.Filter{Type: "pay"})
+	if err != nil || len(msgs) != n {
+		t.Fatalf("stored %d PAY mails (%v), want %d", len(msgs), err, n)
+	}
+	return st, msgs
 }
 
 // waitRailFailed waits until payment id is pending after a failed rail
@@ -176,15 +184,7 @@ func TestInteropPaymentsKill(t *testing.T) {
 		`{"v":"0.2.0","type":"pay","id":"pay_kill","amount":"5000000","token":"TUSD","chain":"devchain","proof":{"tx":"`+tx+`"}}`+"\r\n"))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	st, err := store.OpenSQLite(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	msgs, err := st.Messages(ctx, store.Filter{Type: "pay"})
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("stored %d PAY mails: %v", len(msgs), err)
-	}
+	st, msgs := storedPays(t, ctx, db, 1)
 	id := msgs[0].ID
 	waitRailFailed(t, ctx, st, id)
 	first.kill()
