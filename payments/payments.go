@@ -559,8 +559,10 @@ func dedupe(ws []string) []string {
 // ErrNoRail is returned by CheckNow for a chain no rail serves.
 var ErrNoRail = errors.New("payments: no rail serves the chain")
 
-// CheckNow makes payment id due now (store.RecheckPayment) and checks it
-// at once if this runner can claim it (envelopd payments check ID).
+// CheckNow checks payment id at once, whatever its state but duplicate
+// (envelopd payments check ID with rail flags), and returns it as
+// settled (or pending again). It does not wait for a claim: a serving
+// runner checking the same payment meanwhile only settles it twice.
 func (r *Runner) CheckNow(ctx context.Context, id int64) (*store.Payment, error) {
 	p, err := r.st.GetPayment(ctx, id)
 	if err != nil {
@@ -572,8 +574,9 @@ func (r *Runner) CheckNow(ctx context.Context, id int64) (*store.Payment, error)
 	if err := r.st.RecheckPayment(ctx, id, r.cfg.Now()); err != nil {
 		return nil, err
 	}
-	if _, err := r.RunOnce(ctx); err != nil {
+	if p, err = r.st.GetPayment(ctx, id); err != nil {
 		return nil, err
 	}
+	r.check(ctx, *p)
 	return r.st.GetPayment(ctx, id)
 }

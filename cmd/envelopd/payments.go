@@ -9,16 +9,19 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/envelopd/envelopd/payments"
+	"github.com/envelopd/envelopd/payments/rail"
 	"github.com/envelopd/envelopd/store"
 )
 
-const paymentsUsage = "usage: envelopd payments [list] [--json] [--state S] [--limit N] | payments check ID | payments collisions [--json]"
+const paymentsUsage = "usage: envelopd payments [list] [--json] [--state S] [--limit N] | payments check ID [--rail CHAIN=URL --wallet CHAIN=ADDRESS …] | payments collisions [--json]"
 
 // runPayments is `envelopd payments` (docs/payments.md): the payments the
 // received proofs made and how far they are verified.
 //
 //	envelopd payments [list] [--json] [--state S] [--limit N]
 //	envelopd payments check ID   # pending and due now: the serving runner checks it
+//	envelopd payments check ID --rail … --wallet …   # checked now, here
 //	envelopd payments collisions # old messages whose proofs name an earlier one's transaction
 //
 // Exit status: 0; 1 when check names an unknown or duplicate payment; 2
@@ -30,6 +33,7 @@ func runPayments(ctx context.Context, e *env) int {
 	var f store.PaymentFilter
 	fs.StringVar(&f.State, "state", "", "only payments in this state: "+strings.Join(store.PaymentStates, ", "))
 	fs.IntVar(&f.Limit, "limit", 0, "at most this many (0: all)")
+	rails := rail.RegisterFlags(fs)
 	pos, err := parseArgs(fs, e.args)
 	if err != nil {
 		return 2
@@ -54,15 +58,7 @@ func runPayments(ctx context.Context, e *env) int {
 	defer st.Close()
 	switch verb {
 	case "check":
-		if err := st.RecheckPayment(ctx, id, time.Now()); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd payments check %d: %v\n", id, err)
-			if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrPaymentFinal) {
-				return 1
-			}
-			return 2
-		}
-		fmt.Fprintf(e.stdout, "payment %d: pending, due now (the serving runner checks it)\n", id)
-		return 0
+		return checkPayment(ctx, e, st, rails, id, *asJSON)
 	case "collisions":
 		cs, err := st.ProofCollisions(ctx)
 		if err != nil {
@@ -99,5 +95,53 @@ func runPayments(ctx context.Context, e *env) int {
 			termSafe(p.Amount), termSafe(p.Token), termSafe(p.Sender), auth, termSafe(p.Reason))
 	}
 	tw.Flush()
+	return 0
+}
+
+// checkPayment is `payments check ID`: with rail flags it checks the
+// payment now and prints it; without, it makes it pending and due now,
+// for the serving runner.
+func checkPayment(ctx context.Context, e *env, st store.DB, rails *rail.Flags, id int64, asJSON bool) int {
+	fail := func(err error) int {
+		fmt.Fprintf(e.stderr, "envelopd payments check %d: %v\n", id, err)
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrPaymentFinal) || errors.Is(err, payments.ErrNoRail) {
+			return 1
+		}
+		return 2
+	}
+	cfg, err := rails.Config()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd payments: %v\n", err)
+		return 2
+	}
+	if len(cfg.Chains()) == 0 {
+		if err := st.RecheckPayment(ctx, id, time.Now()); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(e.stdout, "payment %d: pending, due now (the serving runner checks it)\n", id)
+		return 0
+	}
+	set, err := rail.Open(ctx, cfg, nil)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd payments: %v\n", err)
+		return 2
+	}
+	pc := payments.Config{Rails: map[string]rail.Rail{}, Wallets: map[string][]string{}}
+	for _, chain := range set.Chains() {
+		pc.Rails[chain], _ = set.Rail(chain)
+		pc.Wallets[chain] = set.Wallets(chain)
+	}
+	p, err := payments.New(st, pc).CheckNow(ctx, id)
+	if err != nil {
+		return fail(err)
+	}
+	if asJSON {
+		return writeJSONLines(e, "payments", []store.Payment{*p})
+	}
+	line := fmt.Sprintf("payment %d: %s", id, p.State)
+	if p.Reason != "" {
+		line += ": " + termSafe(p.Reason)
+	}
+	fmt.Fprintln(e.stdout, line)
 	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/internal/evmfake"
+	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -68,5 +69,40 @@ func TestServePayments(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "verified 30000000,duplicate " {
 		t.Errorf("payments %q", got)
+	}
+}
+
+// TestPaymentsCheckNow: `payments check ID` with rail flags checks a
+// stored payment at once (an unverified one from before the rail was
+// configured here), prints it, and refuses a chain it has no rail for.
+func TestPaymentsCheckNow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "envelopd.db")
+	st, err := store.OpenSQLite(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &mailin.Pipeline{Store: st}
+	var ids []int64
+	for i, chain := range []string{"base", "ethereum"} {
+		raw := fmt.Sprintf("From: payer@x.test\r\nTo: shop@y.test\r\nSubject: PAY | x\r\nMessage-ID: <cn%d@x.test>\r\n\r\n"+
+			`{"v":"0.2.0","type":"pay","id":"pay_%d","amount":"30000000","token":"USDC","chain":%q,"proof":{"tx":"0x2e8fb1fc86185752427960708abce56e55c7511c82adcf4dd9dbfe30ccffdd34"}}`+"\r\n", i, i, chain)
+		out, err := p.Ingest(ctx, []byte(raw), mailin.Meta{Source: "smtp"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, out.ID)
+	}
+	st.Close()
+	node := evmfake.Start(t, "usdc-transfer.json")
+	railArgs := []string{"--rail", "base=" + node.URL, "--wallet", "base=0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "--confirmations", "base=3"}
+	code, out, errs := runCmd(t, "", append([]string{"payments", "check", fmt.Sprint(ids[0]), "--db", db, "--json"}, railArgs...)...)
+	var got store.Payment
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || got.State != store.PaymentVerified || got.Paid != "30000000" {
+		t.Errorf("check with a rail: exit %d, %s %s", code, out, errs)
+	}
+	if code, _, errs := runCmd(t, "", append([]string{"payments", "check", fmt.Sprint(ids[1]), "--db", db}, railArgs...)...); code != 1 || !strings.Contains(errs, "no rail") {
+		t.Errorf("check on a chain without a rail: exit %d %s, want 1", code, errs)
 	}
 }
