@@ -9,6 +9,13 @@ const S = {
   key: sessionStorage.getItem(KEY) || "",
   inbox: "", filters: {}, next: "", ids: new Set(), gen: 0,
   ws: null, wsInbox: "", poll: 0, retry: 0,
+  // lastEvent: the event id (evt_N) of the last websocket event this page
+  // has seen; a new connection resumes after it (?last_event_id=).
+  lastEvent: "",
+  // Live refreshes never run twice at once: an event that arrives while
+  // one runs (or while a view loads, refresh null) marks them dirty, and
+  // one more refresh runs when the current one (or the load) ends.
+  running: false, dirty: false,
   // The view that live updates refresh: the list (refreshHead) or the
   // thread open (refreshThread), and that thread's id.
   refresh: null, thread: "",
@@ -81,6 +88,8 @@ async function route() {
   $("login").hidden = true; $("shell").hidden = false; $("logout").hidden = false;
   const { parts, q } = parseHash();
   const gen = ++S.gen;
+  // Until the new view has loaded, events only mark the page dirty.
+  S.refresh = null; S.dirty = false;
   try {
     await renderInboxes(parts[1] || "");
     if (gen !== S.gen) return;
@@ -109,9 +118,13 @@ async function renderInboxes(current) {
     inboxList = all;
   }
   const nav = $("inboxes");
+  // Tapping the inbox shown loads it again (the hash does not change, so
+  // no hashchange would).
   nav.replaceChildren(el("h2", {}, "Inboxes"), el("ul", {}, inboxList.map((b) =>
     el("li", {}, el("a", { href: "#/i/" + enc(b.inbox_id), class: b.inbox_id === current ? "current" : "",
-      "aria-current": b.inbox_id === current ? "page" : undefined }, b.display_name || b.inbox_id)))));
+      "aria-current": b.inbox_id === current ? "page" : undefined,
+      onclick: (ev) => { if (ev.currentTarget.getAttribute("href") === location.hash) { ev.preventDefault(); route(); } } },
+    b.display_name || b.inbox_id)))));
 }
 
 // Inbox: filters, the list (newest first, keyset-paged), live updates.
@@ -168,7 +181,7 @@ async function renderInbox(inbox, q, gen) {
   const f = {};
   for (const k of FILTERS) f[k] = q.get(k) || "";
   S.inbox = inbox; S.filters = f; S.next = ""; S.ids = new Set();
-  S.refresh = null; S.thread = "";
+  S.refresh = null; S.thread = ""; S.dirty = false;
   $("crumb").textContent = inbox;
   window.scrollTo(0, 0);
   const list = el("ol", { id: "list", class: "msgs" });
@@ -196,13 +209,21 @@ async function renderInbox(inbox, q, gen) {
   document.body.dataset.inboxMs = String(Math.round(performance.now() - t0));
   S.refresh = refreshHead;
   startLive(inbox);
+  // Catch up: an event seen while the list loaded names mail the list's
+  // answer may not hold (it was computed before): fetch the head again.
+  if (S.dirty) onLive();
 }
 
 function append(list, msgs, top) {
   const rows = [];
   for (const m of msgs) {
     const id = m.envelopay?.id;
-    if (id && S.ids.has(id)) continue;
+    if (id && S.ids.has(id)) {
+      // Shown already: its verdicts may have moved (a payment verified).
+      const old = list.querySelector('li[data-id="' + id + '"]');
+      if (old && top) { const n = row(m, false); if (n.textContent !== old.textContent || n.innerHTML !== old.innerHTML) old.replaceWith(n); }
+      continue;
+    }
     if (id) S.ids.add(id);
     rows.push(row(m, top));
   }
@@ -218,8 +239,7 @@ async function refreshHead() {
   const gen = S.gen, inbox = S.inbox;
   const l = await api("/inboxes/" + enc(inbox) + "/messages?" + listQuery(S.filters, ""));
   if (gen !== S.gen) return;
-  const newer = l.messages.filter((m) => !S.ids.has(m.envelopay?.id));
-  append(list, newer, true);
+  append(list, l.messages, true);
 }
 
 // Live: the API's websocket (AgentMail's protocol: subscribe →
@@ -232,7 +252,11 @@ function stopLive() {
   clearInterval(S.poll); S.poll = 0; S.wsInbox = "";
 }
 
-function onLive() { if (S.refresh) S.refresh().catch(liveFail); }
+function onLive() {
+  if (!S.refresh || S.running) { S.dirty = true; return; }
+  S.running = true; S.dirty = false;
+  S.refresh().catch(liveFail).finally(() => { S.running = false; if (S.dirty) onLive(); });
+}
 
 // liveFail: a refused key logs out; a passing network error is retried
 // by the next poll or event, without replacing the list.
@@ -250,11 +274,12 @@ function startLive(inbox) {
   S.wsInbox = inbox;
   let ws;
   try {
-    ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v0?api_key=" + enc(S.key));
+    ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v0?api_key=" + enc(S.key) +
+      (S.lastEvent ? "&last_event_id=" + enc(S.lastEvent) : ""));
   } catch { startPolling(); return; }
   S.ws = ws;
   let subscribed = false;
-  ws.onopen = () => ws.send(JSON.stringify({ type: "subscribe", inbox_ids: [inbox], event_types: ["message.received", "message.sent"] }));
+  ws.onopen = () => ws.send(JSON.stringify({ type: "subscribe", inbox_ids: [inbox], event_types: ["message.received", "message.sent", "payment.verified", "payment.rejected"] }));
   ws.onmessage = (ev) => {
     let m;
     try { m = JSON.parse(ev.data); } catch { return; }
@@ -263,6 +288,8 @@ function startLive(inbox) {
     // message.received carries message, message.sent send,
     // message.delivered delivery, message.bounced bounce: each with
     // inbox_id and thread_id.
+    // payment.verified and payment.rejected carry the message too.
+    if (m.type === "event" && m.event_id) { S.lastEvent = m.event_id; document.body.dataset.lastEvent = m.event_id; }
     const d = m.type === "event" && (m.message || m.send || m.delivery || m.bounce);
     if (d && d.inbox_id === S.wsInbox && (!S.thread || d.thread_id === S.thread)) onLive();
   };
@@ -283,6 +310,14 @@ async function renderThread(inbox, thread, focus, gen) {
   S.thread = thread;
   S.refresh = () => refreshThread(inbox, thread, gen);
   startLive(inbox);
+  if (S.dirty) onLive();
+}
+
+// threadSig says what a thread's drawing depends on: its messages and
+// their verdicts (a payment's state, labels).
+function threadSig(msgs) {
+  return msgs.map((m) => [m.envelopay?.id, m.envelopay?.status, m.envelopay?.payment?.state,
+    m.envelopay?.payment?.confirmations, (m.labels || []).join(",")].join("/")).join(" ");
 }
 
 // refreshThread draws the thread again when it has new messages (live),
@@ -291,7 +326,7 @@ async function refreshThread(inbox, thread, gen) {
   const t = await api("/inboxes/" + enc(inbox) + "/threads/" + enc(thread) + "?limit=1000");
   if (gen !== S.gen) return;
   const shown = new Set([...document.querySelectorAll("#timeline .step")].map((e) => e.id));
-  if ((t.messages || []).every((m) => shown.has("step-" + m.envelopay?.id))) return;
+  if ($("timeline")?.dataset.sig === threadSig(t.messages || [])) return;
   const focus = document.querySelector(".step.focus")?.id.replace(/^step-/, "") || "";
   const y = window.scrollY;
   drawThread(inbox, thread, t, focus, shown);
@@ -313,7 +348,7 @@ function drawThread(inbox, thread, t, focus, shown) {
     el("p", {}, el("a", { href: "#/i/" + enc(inbox), class: "back" }, "← " + inbox)),
     el("h1", { class: "subject" }, t.subject || "(no subject)"),
     chain,
-    el("div", { id: "timeline", class: "timeline" }, steps));
+    el("div", { id: "timeline", class: "timeline", dataset: { sig: threadSig(msgs) } }, steps));
   if (shown) for (const e of document.querySelectorAll("#timeline .step")) if (!shown.has(e.id)) e.classList.add("fresh");
   const target = focus && document.getElementById("step-" + focus);
   if (target) {
