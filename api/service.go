@@ -65,6 +65,9 @@ type Config struct {
 	// worker delivers it at once).
 	Wake   func()
 	Events Events
+	// Chains are the tokens and block explorers GET /v0/tokens serves
+	// (nil: none).
+	Chains *Chains
 	// EventLog is what the websocket and webhooks follow (default: Store,
 	// when it keeps one).
 	EventLog EventLog

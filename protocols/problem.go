@@ -79,6 +79,10 @@ type Problem struct {
 	Code    Code   `json:"code"`
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
+	// Ref is the Message-ID (without angle brackets) of the stored
+	// message the problem points to: the earlier message a duplicate
+	// repeats (duplicate_id, duplicate_proof, retry, replay_detected).
+	Ref string `json:"ref,omitempty"`
 }
 
 // New returns a Problem with a formatted message.

@@ -46,12 +46,17 @@ func takeUnique(tx Tx, id int64, dir string, in *Incoming, now time.Time) (proto
 				// other fact (proof, claims, links) is the earlier
 				// message's, so nothing more is checked: no
 				// duplicate_proof, no OOPS.
-				return protocols.Problems{protocols.New(protocols.CodeRetry, "id",
+				p := protocols.New(protocols.CodeRetry, "id",
 					"the same content with id %q from %s is already stored as <%s>; this resend is kept as a duplicate",
-					in.EnvelopayID, in.Sender, prevMID)}, false, nil
+					in.EnvelopayID, in.Sender, prevMID)
+				p.Ref = prevMID
+				return protocols.Problems{p}, false, nil
 			}
-			ps = append(ps, protocols.New(protocols.CodeDuplicateID, "id",
-				"id %q from %s was already used by %s", in.EnvelopayID, in.Sender, earlier(tx, prev)))
+			what, ref := earlier(tx, prev)
+			p := protocols.New(protocols.CodeDuplicateID, "id",
+				"id %q from %s was already used by %s", in.EnvelopayID, in.Sender, what)
+			p.Ref = ref
+			ps = append(ps, p)
 		}
 	}
 	if in.ProofFingerprint != "" {
@@ -64,8 +69,11 @@ func takeUnique(tx Tx, id int64, dir string, in *Incoming, now time.Time) (proto
 			return nil, false, err
 		}
 		if prev != 0 {
-			ps = append(ps, protocols.New(protocols.CodeDuplicateProof, "proof",
-				"this payment proof was already presented in %s", earlier(tx, prev)))
+			what, ref := earlier(tx, prev)
+			p := protocols.New(protocols.CodeDuplicateProof, "proof",
+				"this payment proof was already presented in %s", what)
+			p.Ref = ref
+			ps = append(ps, p)
 		}
 	}
 	// Protocol state is per scope, like the two tables above: in relay
@@ -191,13 +199,17 @@ func takeClaim(tx Tx, scope string, id int64, c protocols.Claim, now time.Time) 
 		if c.OnSame == "" {
 			return nil, true, nil
 		}
-		p := protocols.New(c.OnSame, "", "%s already seen in %s", c.Kind, earlier(tx, prev))
+		what, ref := earlier(tx, prev)
+		p := protocols.New(c.OnSame, "", "%s already seen in %s", c.Kind, what)
+		p.Ref = ref
 		return &p, true, nil
 	}
 	if c.OnConflict == "" {
 		return nil, false, nil
 	}
-	p := protocols.New(c.OnConflict, "", "%s already used with different content by %s", c.Kind, earlier(tx, prev))
+	what, ref := earlier(tx, prev)
+	p := protocols.New(c.OnConflict, "", "%s already used with different content by %s", c.Kind, what)
+	p.Ref = ref
 	return &p, false, nil
 }
 
@@ -370,21 +382,22 @@ func chainTip(q queryRower, scope, chain string) (int64, string, error) {
 
 // earlier names the stored message id for a problem's text by what its
 // sender knows — its Envelopay id and Message-ID — never by the internal
-// row id (problem texts reach peers in courtesy OOPS; issue 18).
-func earlier(tx Tx, id int64) string {
+// row id (problem texts reach peers in courtesy OOPS), and
+// returns its Message-ID for the problem's ref ("" when it has none).
+func earlier(tx Tx, id int64) (string, string) {
 	var eid, mid string
 	if err := tx.QueryRow(`SELECT envelopay_id, message_id FROM messages WHERE id = ?`, id).Scan(&eid, &mid); err != nil {
-		return "an earlier message"
+		return "an earlier message", ""
 	}
 	switch {
 	case eid != "" && mid != "":
-		return fmt.Sprintf("the earlier message %s (Message-ID <%s>)", eid, mid)
+		return fmt.Sprintf("the earlier message %s (Message-ID <%s>)", eid, mid), mid
 	case eid != "":
-		return "the earlier message " + eid
+		return "the earlier message " + eid, ""
 	case mid != "":
-		return fmt.Sprintf("the earlier message <%s>", mid)
+		return fmt.Sprintf("the earlier message <%s>", mid), mid
 	}
-	return "an earlier message"
+	return "an earlier message", ""
 }
 
 // MaxKeyBytes bounds each value a message's uniqueness facts are keyed

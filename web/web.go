@@ -85,3 +85,18 @@ func Mount(api http.Handler) http.Handler {
 		ui.ServeHTTP(w, r)
 	})
 }
+
+// Explorers are the block explorers the web inbox links a payment's
+// transaction to, by chain ({tx} is replaced by the transaction hash);
+// serve's --explorer replaces or adds one.
+var Explorers = map[string]string{
+	"ethereum":      "https://etherscan.io/tx/{tx}",
+	"sepolia":       "https://sepolia.etherscan.io/tx/{tx}",
+	"base":          "https://basescan.org/tx/{tx}",
+	"base-sepolia":  "https://sepolia.basescan.org/tx/{tx}",
+	"polygon":       "https://polygonscan.com/tx/{tx}",
+	"arbitrum":      "https://arbiscan.io/tx/{tx}",
+	"optimism":      "https://optimistic.etherscan.io/tx/{tx}",
+	"solana":        "https://explorer.solana.com/tx/{tx}",
+	"solana-devnet": "https://explorer.solana.com/tx/{tx}?cluster=devnet",
+}

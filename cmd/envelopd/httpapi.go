@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/mcp"
+	"github.com/envelopd/envelopd/payments/rail"
 	"github.com/envelopd/envelopd/store"
 	"github.com/envelopd/envelopd/web"
 )
@@ -27,12 +30,38 @@ type httpFlags struct {
 	// authguard (authguard.KeyThrottle); nil: none.
 	throttle api.AuthThrottle
 	mcpSign  mcpSignFlags // keys of /mcp's sign tools
+	// explorers are the --explorer CHAIN=URL additions to web.Explorers.
+	explorers explorerFlag
+}
+
+// explorerFlag is --explorer CHAIN=URL, repeatable.
+type explorerFlag map[string]string
+
+func (e explorerFlag) String() string { return fmt.Sprint(map[string]string(e)) }
+
+func (e explorerFlag) Set(v string) error {
+	chain, u, ok := strings.Cut(v, "=")
+	chain = strings.ToLower(strings.TrimSpace(chain))
+	if !ok || chain == "" || u == "" {
+		return fmt.Errorf("want CHAIN=URL, got %q", v)
+	}
+	p, err := url.Parse(u)
+	if err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
+		return fmt.Errorf("%s: want an http(s) URL with {tx} where the transaction goes, got %q", chain, u)
+	}
+	if !strings.Contains(u, "{tx}") {
+		u += "{tx}"
+	}
+	e[chain] = u
+	return nil
 }
 
 func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.addr, "http", "", "serve the AgentMail-compatible HTTP API under /v0 and the web inbox at / on this address (e.g. 127.0.0.1:8025); keys: envelopd apikey create")
 	fs.Int64Var(&h.maxBody, "http-max-body", api.DefaultMaxBody, "largest HTTP API request body (larger → 413)")
 	h.mcpSign.register(fs, "mcp-")
+	h.explorers = explorerFlag{}
+	fs.Var(h.explorers, "explorer", "`CHAIN=URL`: the block explorer the web inbox links a payment's transaction to ({tx} is the hash; appended when absent); built in for ethereum, sepolia, base, base-sepolia, polygon, arbitrum, optimism, solana, solana-devnet (repeatable)")
 }
 
 // start serves the API when --http is set, and returns the function that
@@ -82,7 +111,11 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 			}
 		}
 	}
-	svc, err := api.NewService(api.Config{Store: rt.store, Relay: relay.on, Domains: domains, Mailer: mailer, Wake: wake, Logger: rt.log})
+	chains, err := h.chains(f)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := api.NewService(api.Config{Store: rt.store, Relay: relay.on, Domains: domains, Mailer: mailer, Wake: wake, Chains: chains, Logger: rt.log})
 	if err != nil {
 		return nil, err
 	}
@@ -123,4 +156,36 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 		defer cancel()
 		srv.Shutdown(sctx)
 	}, nil
+}
+
+// chains is what GET /v0/tokens serves: the token registry (built-ins and
+// --token), the native coin of every chain named, and the explorers.
+func (h *httpFlags) chains(f *ingestFlags) (*api.Chains, error) {
+	var extra []rail.Token
+	if f.rails != nil {
+		cfg, err := f.rails.Config()
+		if err != nil {
+			return nil, err
+		}
+		extra = cfg.Tokens
+	}
+	reg, err := rail.NewRegistry(extra)
+	if err != nil {
+		return nil, err
+	}
+	c := &api.Chains{Explorers: maps.Clone(web.Explorers)}
+	maps.Copy(c.Explorers, h.explorers)
+	named := map[string]bool{}
+	for _, t := range reg.Tokens() {
+		c.Tokens = append(c.Tokens, api.TokenInfo{Chain: t.Chain, Symbol: t.Symbol, Address: t.Address, Decimals: t.Decimals})
+		named[t.Chain] = true
+	}
+	for chain := range c.Explorers {
+		named[chain] = true
+	}
+	for _, chain := range slices.Sorted(maps.Keys(named)) {
+		n := rail.Native(chain)
+		c.Tokens = append(c.Tokens, api.TokenInfo{Chain: chain, Symbol: n.Symbol, Decimals: n.Decimals, Native: true})
+	}
+	return c, nil
 }

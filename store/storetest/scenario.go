@@ -142,6 +142,9 @@ type want struct {
 	OOPS       bool             `json:"oops"`    // a courtesy OOPS was queued
 	// Payment is the state of the message's payment ("": none).
 	Payment string `json:"payment"`
+	// Refs are, by error code, the Message-ID the problem's ref names:
+	// the earlier message a duplicate repeats.
+	Refs map[protocols.Code]string `json:"refs"`
 }
 
 func (in input) incoming(t *testing.T) *store.Incoming {
@@ -311,6 +314,17 @@ func runScenario(t *testing.T, s store.Store, sc scenario) {
 		}
 		if got := codes(out.Errors); !slices.Equal(got, wantCodes) {
 			t.Errorf("step %s: errors %v, want %v", name, got, wantCodes)
+		}
+		for code, ref := range w.Refs {
+			got := "(no such error)"
+			for _, p := range out.Errors {
+				if p.Code == code {
+					got = p.Ref
+				}
+			}
+			if got != ref {
+				t.Errorf("step %s: %s ref %q, want %q", name, code, got, ref)
+			}
 		}
 		if out.Redelivery != w.Redelivery {
 			t.Errorf("step %s: redelivery %v, want %v", name, out.Redelivery, w.Redelivery)
