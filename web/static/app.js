@@ -1,7 +1,8 @@
 // envelopd web inbox: a thin client of the HTTP API under /v0 (docs/api.md)
 // and its websocket. No data is in the page: everything is fetched with
 // the API key kept in this tab's sessionStorage.
-import { el, fmtTime, verdictBadges, paymentTitle, typeBadge, amount, codes, fieldValue, isRef, htmlFrame, TYPES } from "./view.js";
+import { el, fmtTime, verdictBadges, paymentTitle, typeBadge, amount, codes, fieldValue, isRef, htmlFrame, TYPES,
+  setChains, money, moneyText, explorerURL, PAY_SAY, SAY } from "./view.js";
 
 const KEY = "envelopd.api_key";
 const $ = (id) => document.getElementById(id);
@@ -88,12 +89,19 @@ async function route() {
   $("login").hidden = true; $("shell").hidden = false; $("logout").hidden = false;
   const { parts, q } = parseHash();
   const gen = ++S.gen;
+  if (!chainsLoaded) {
+    // Token decimals and explorers (GET /v0/tokens); without them amounts
+    // stay in smallest units.
+    try { setChains(await api("/tokens")); chainsLoaded = true; } catch (e) { if (e instanceof Unauthorized) { fail(e); return; } }
+    if (gen !== S.gen) return;
+  }
   // Until the new view has loaded, events only mark the page dirty.
   S.refresh = null; S.dirty = false;
   try {
     await renderInboxes(parts[1] || "");
     if (gen !== S.gen) return;
     if (parts[0] === "t" && parts[1] && parts[2]) await renderThread(parts[1], parts[2], parts[3] || "", gen);
+    else if (parts[0] === "m" && parts[1] && parts[2]) await renderMessageRef(parts[1], parts[2], gen);
     else if (parts[0] === "i" && parts[1]) await renderInbox(parts[1], q, gen);
     else {
       const first = document.querySelector("#inboxes a");
@@ -104,6 +112,15 @@ async function route() {
 }
 
 window.addEventListener("hashchange", route);
+let chainsLoaded = false;
+
+// #/m/INBOX/MESSAGE-ID: the message a duplicate points to, shown in its
+// thread.
+async function renderMessageRef(inbox, mid, gen) {
+  const m = await api("/inboxes/" + enc(inbox) + "/messages/" + enc(mid));
+  if (gen !== S.gen) return;
+  location.replace("#/t/" + enc(inbox) + "/" + enc(m.thread_id) + "/" + enc(String(m.envelopay?.id || "")));
+}
 
 let inboxList = null;
 async function renderInboxes(current) {
@@ -147,7 +164,7 @@ function filterForm(inbox, f) {
   const form = el("form", { id: "filters", class: "filters", role: "search" },
     sel("type", "Type", TYPES),
     sel("status", "Status", ["accepted", "quarantined", "duplicate"]),
-    inp("error", "Error", "duplicate_proof"),
+    inp("error", "Error", "any code"),
     inp("sender", "Sender", "a@b.example"),
     inp("q", "Search", "subject, note", "search"),
     el("button", { type: "submit" }, "Filter"),
@@ -357,6 +374,11 @@ function drawThread(inbox, thread, t, focus, shown) {
   }
 }
 
+// addrs are addresses, each kept whole on one line (style.css .addr).
+function addrs(list) {
+  return list.flatMap((a, i) => [i ? ", " : null, el("span", { class: "addr", title: a }, a)]);
+}
+
 function step(inbox, m, byEid, stepHref) {
   const ep = m.envelopay || {};
   const body = ep.body && typeof ep.body === "object" ? ep.body : null;
@@ -365,6 +387,10 @@ function step(inbox, m, byEid, stepHref) {
     for (const [k, v] of Object.entries(body)) {
       if (k === "v" || k === "type") continue;
       let val = fieldValue(v);
+      if (k === "amount" && body.token !== undefined) val = money(v, body.token, body.chain);
+      if ((k === "want" || k === "give") && v && typeof v === "object" && v.amount !== undefined) {
+        val = el("div", {}, money(v.amount, v.token, v.chain), fieldValue(v));
+      }
       if (isRef(k) && typeof v === "string") {
         const to = byEid.get(v);
         val = to ? el("a", { href: stepHref(to), class: "ref", "data-ref": k }, v + " → " + (to.envelopay?.type || "").toUpperCase())
@@ -378,25 +404,30 @@ function step(inbox, m, byEid, stepHref) {
   if (ep.type === "accept" && body) {
     const offer = typeof body.offer_ref === "string" ? byEid.get(body.offer_ref) : null;
     const want = offer?.envelopay?.body?.want;
-    const paid = [body.amount, body.token, body.chain].join(" ");
-    const wanted = want ? [want.amount, want.token, want.chain].join(" ") : "";
-    if (cs.includes("amount_mismatch")) checks.push(el("p", { class: "check bad" }, "✗ amount_mismatch: pays " + paid + (wanted ? "; the OFFER wants " + wanted : "")));
+    const paid = moneyText(body.amount, body.token, body.chain);
+    const wanted = want ? moneyText(want.amount, want.token, want.chain) : "";
+    if (cs.includes("amount_mismatch")) checks.push(el("p", { class: "check bad" }, "✗ " + SAY.amount_mismatch + " (amount_mismatch): pays " + paid + (wanted ? "; the OFFER wants " + wanted : "")));
     else if (offer) checks.push(el("p", { class: "check ok" }, "✓ pays " + paid + " = the OFFER's want " + wanted));
     else checks.push(el("p", { class: "check unknown" }, "? pays " + paid + "; its OFFER is not in this thread"));
   }
   const proof = body ? (body.proof ?? body.give?.proof) : undefined;
   if (proof !== undefined) {
-    const dup = cs.includes("duplicate_proof");
+    const dup = (ep.errors || []).find((p) => p.code === "duplicate_proof");
     checks.push(el("p", { class: "check " + (dup ? "bad" : "ok"), title: JSON.stringify(proof) },
-      dup ? "✗ proof seen before (duplicate_proof)" : "✓ proof first seen here"));
+      dup ? "✗ proof seen before (duplicate_proof)" : "✓ proof first seen here",
+      dup?.ref ? [" — ", el("a", { class: "dupref", href: "#/m/" + enc(inbox) + "/" + enc(dup.ref) }, "the earlier message")] : null));
     // Seen first here is not paid: the payment's state says whether the
     // chain showed the money (docs/payments.md).
     const pay = ep.payment;
     if (pay) {
       const cls = pay.state === "verified" ? "ok" : ["pending", "unverified"].includes(pay.state) ? "unknown" : "bad";
       const mark = cls === "ok" ? "✓" : cls === "bad" ? "✗" : "?";
-      checks.push(el("p", { class: "check " + cls, title: paymentTitle(pay) },
-        mark + " payment " + pay.state + (pay.reason ? ": " + pay.reason : "")));
+      const x = explorerURL(pay.chain, pay.tx);
+      checks.push(el("p", { class: "check pay " + cls, title: paymentTitle(pay) },
+        mark + " payment " + pay.state + ": " + PAY_SAY[pay.state] +
+        (pay.confirmations ? " (" + pay.confirmations + " confirmations)" : "") + (pay.reason ? " — " + pay.reason : ""),
+        pay.paid ? [" · paid ", money(pay.paid, pay.token, pay.chain)] : null,
+        x ? [" · ", el("a", { class: "explorer", href: x, target: "_blank", rel: "noopener noreferrer" }, "transaction on " + pay.chain + " ↗")] : null));
     }
   }
   const detail = el("div", { class: "detail" });
@@ -427,7 +458,7 @@ function step(inbox, m, byEid, stepHref) {
     } }, "Download .eml"));
   return el("article", { class: "step t-" + (ep.type || "none"), id: "step-" + ep.id, dataset: { eid: body?.id || "" } },
     el("header", {}, typeBadge(ep.type), el("span", { class: "note" }, ep.type ? (ep.note || "") : (m.subject || "")),
-      el("span", { class: "who" }, m.from + " → " + (m.to || []).join(", ")),
+      el("span", { class: "who" }, addrs([m.from]), " → ", addrs(m.to || [])),
       el("time", { datetime: m.timestamp }, fmtTime(m.timestamp))),
     el("div", { class: "badges" }, verdictBadges(m)),
     rows.length ? el("dl", { class: "fields" }, rows) : null,

@@ -40,14 +40,131 @@ export function codes(ep) {
   return [...(ep?.errors || []), ...(ep?.warnings || [])].map((p) => p.code);
 }
 
-// amount is "AMOUNT TOKEN" of the types that carry one (PAY, INVOICE,
-// ACCEPT: amount/token; OFFER: what it wants; ORDER: its amount if any).
+// The token registry and block explorers the server serves (GET
+// /v0/tokens, docs/api.md): amounts are written in a token's units only
+// when its decimals come from there.
+let CHAINS = { tokens: [], explorers: {} };
+export function setChains(c) { CHAINS = { tokens: c?.tokens || [], explorers: c?.explorers || {} }; }
+
+// lookupToken finds the token a mail names on chain, as the server's
+// registry does (payments/rail Resolve): the native coin, a contract
+// address or mint, or a symbol only one token on that chain has.
+export function lookupToken(chain, token) {
+  if (typeof chain !== "string" || typeof token !== "string") return null;
+  chain = chain.trim().toLowerCase(); token = token.trim();
+  const on = CHAINS.tokens.filter((t) => t.chain === chain);
+  const solana = chain.startsWith("solana");
+  const byAddr = on.find((t) => t.address && (solana ? t.address === token : t.address.toLowerCase() === token.toLowerCase()));
+  if (byAddr) return byAddr;
+  const bySym = on.filter((t) => t.symbol.toUpperCase() === token.toUpperCase());
+  return bySym.length === 1 ? bySym[0] : null;
+}
+
+// formatUnits writes a smallest-unit amount ("30000000") in whole units
+// ("30") for decimals; "" when amount is not digits (at most 78: a uint256).
+export function formatUnits(amount, decimals) {
+  if (typeof amount !== "string" || !/^[0-9]{1,78}$/.test(amount) || !Number.isInteger(decimals) || decimals < 0 || decimals > 36) return "";
+  let d = amount.replace(/^0+(?=.)/, "");
+  if (decimals === 0) return d;
+  if (d.length <= decimals) d = "0".repeat(decimals - d.length + 1) + d;
+  const whole = d.slice(0, d.length - decimals), frac = d.slice(d.length - decimals).replace(/0+$/, "");
+  return frac ? whole + "." + frac : whole;
+}
+
+// money is an amount for a person: "30 USDC on base", the raw smallest
+// units on hover (title) and in data-raw; a token the registry does not
+// know is shown raw ("30000000 0xabc… on base").
+export function money(amount, token, chain) {
+  const raw = String(amount ?? "") + " " + String(token ?? "");
+  const t = lookupToken(chain, token);
+  const units = t ? formatUnits(String(amount ?? ""), t.decimals) : "";
+  const on = typeof chain === "string" && chain ? " on " + chain : "";
+  if (units) return el("span", { class: "money", title: raw.trim() + " (smallest units" + on + ")", dataset: { raw: String(amount) } }, units + " " + t.symbol + on);
+  return el("span", { class: "money raw", title: "token not in the registry: amount in smallest units", dataset: { raw: String(amount ?? "") } }, raw.trim() + on);
+}
+
+// moneyText is money's text.
+export function moneyText(amount, token, chain) { return money(amount, token, chain).textContent; }
+
+// amount is what a type carries: PAY, INVOICE, ACCEPT their amount; OFFER
+// what it wants; null when none.
 export function amount(ep) {
   const b = ep?.body;
-  if (!b || typeof b !== "object") return "";
-  if (b.amount !== undefined && b.token !== undefined) return b.amount + " " + b.token;
-  if (b.want && typeof b.want === "object" && b.want.amount !== undefined) return "wants " + b.want.amount + " " + (b.want.token || "");
-  return "";
+  if (!b || typeof b !== "object") return null;
+  if (b.amount !== undefined && b.token !== undefined) return money(b.amount, b.token, b.chain);
+  if (b.want && typeof b.want === "object" && b.want.amount !== undefined) return el("span", {}, "wants ", money(b.want.amount, b.want.token, b.want.chain));
+  return null;
+}
+
+// explorerURL is the block explorer's page of a transaction ("" when
+// the server names no explorer for the chain).
+export function explorerURL(chain, tx) {
+  const u = CHAINS.explorers[chain];
+  return u && tx ? u.split("{tx}").join(encodeURIComponent(tx)) : "";
+}
+
+// SAY is every code as a short sentence for a person (the code is shown
+// beside it).
+export const SAY = {
+  amount_mismatch: "The amount is not the one asked for",
+  analysis_too_large: "Too large to analyse",
+  bad_signature: "A signature does not verify",
+  chain_fork: "Forks a chain of messages already seen",
+  consent_blocked: "The recipient blocked this sender",
+  consent_required: "The recipient has not agreed to hear from this sender",
+  dkim_failed: "The DKIM signature does not verify: the mail may be forged",
+  dmarc_failed: "The sender's domain disowns this mail (DMARC)",
+  duplicate_id: "This Envelopay id was used before",
+  duplicate_proof: "This payment proof was presented before",
+  idempotency_conflict: "The same request key was used with other content",
+  insufficient_funds: "Not enough funds",
+  invalid_field: "A field has a value that is not allowed",
+  invalid_json: "The body is not valid JSON",
+  json_too_deep: "The JSON is nested too deeply",
+  json_too_large: "The JSON is too large",
+  missing_field: "A required field is missing",
+  missing_wallet: "No wallet to pay is named",
+  not_envelopay: "Not an Envelopay message",
+  oops_suppressed: "An OOPS was owed to the sender but not sent",
+  replay_detected: "Seen before: a replay",
+  retry: "A resend of a message already stored",
+  stale_timestamp: "The timestamp is too old",
+  too_many_attachments: "Too many attachments",
+  too_many_parts: "Too many MIME parts",
+  tx_not_found: "The transaction is not on the chain",
+  type_mismatch: "Its type does not answer the message it refers to",
+  unauthorized: "The sender may not do this",
+  unknown_key: "Signed with a key not known here",
+  unknown_ref: "Refers to a message not seen here",
+  unknown_type: "Not an Envelopay type",
+  unsupported_version: "A protocol version not supported",
+};
+
+// PAY_SAY says what each payment state means (docs/payments.md).
+export const PAY_SAY = {
+  unverified: "Payment not checked (no rail for this chain)",
+  pending: "Payment being checked on the chain",
+  verified: "Paid: the chain shows the money",
+  mismatch: "The transaction does not pay what was asked",
+  failed: "The transaction failed on the chain",
+  not_found: "The transaction is not on the chain",
+  duplicate: "Proof used before: not checked again",
+};
+
+// say is a sentence with its code beside it.
+function say(sentence, code) {
+  return [el("span", { class: "say" }, sentence || code), " ", el("code", { class: "code" }, code)];
+}
+
+// go is a link inside a badge (the list's rows are links themselves, and
+// links do not nest): a span acting as one.
+function go(text, href, external) {
+  const open = (ev) => {
+    ev.preventDefault(); ev.stopPropagation();
+    if (external) window.open(href, "_blank", "noopener,noreferrer"); else location.hash = href.replace(/^#/, "");
+  };
+  return el("span", { class: "golink", role: "link", tabindex: "0", "data-href": href, onclick: open,
+    onkeydown: (ev) => { if (ev.key === "Enter") open(ev); } }, text);
 }
 
 // verdictBadges are the badges of a message: status, DKIM per signature,
@@ -59,7 +176,13 @@ export function verdictBadges(m) {
   const st = ep.status || (m.labels || []).find((l) => ["accepted", "quarantined", "duplicate"].includes(l));
   if (st) out.push(badge(st, "st-" + st, "status"));
   const pay = ep.payment;
-  if (pay) out.push(badge("payment " + pay.state, "pay-" + pay.state, paymentTitle(pay)));
+  if (pay) {
+    const b = badge("", "pay pay-" + pay.state, paymentTitle(pay));
+    b.append(...say(PAY_SAY[pay.state] + (pay.state === "pending" && pay.confirmations ? " (" + pay.confirmations + " confirmations)" : ""), "payment " + pay.state));
+    const x = explorerURL(pay.chain, pay.tx);
+    if (x) b.append(" ", go("tx ↗", x, true));
+    out.push(b);
+  }
   const sigs = ep.dkim || [];
   if (ep.direction === "out") out.push(badge("sent", "sent", "sent by envelopd (signed on the way out)"));
   else if (sigs.length === 0) out.push(badge("no DKIM", "dkim-none", "no DKIM signature"));
@@ -71,17 +194,26 @@ export function verdictBadges(m) {
   // The sender verdict: who the message is authenticated as, or why not.
   if (ep.direction !== "out" && ep.dmarc) {
     if (ep.authenticated_as) {
-      out.push(badge("from " + ep.authenticated_as + " (" + ep.authenticated_by + ")", "auth-pass",
+      const v = badge("", "auth-pass",
         "authenticated as " + ep.authenticated_as + " by " + ep.authenticated_by +
-        "; SPF " + ep.spf + ", DMARC " + ep.dmarc.result + ", ARC " + (ep.arc ? ep.arc.result : "none")));
+        "; SPF " + ep.spf + ", DMARC " + ep.dmarc.result + ", ARC " + (ep.arc ? ep.arc.result : "none"));
+      v.append(...say("Sender authenticated as " + ep.authenticated_as, ep.authenticated_by + " · SPF " + ep.spf + " · DMARC " + ep.dmarc.result + " · ARC " + (ep.arc ? ep.arc.result : "none")));
+      out.push(v);
     } else {
-      out.push(badge("unauthenticated", "auth-fail",
+      const v = badge("", "auth-fail",
         "SPF " + ep.spf + ", DMARC " + ep.dmarc.result + (ep.dmarc.policy ? " (p=" + ep.dmarc.policy + ")" : "") +
-        ", ARC " + (ep.arc ? ep.arc.result : "none") + (ep.dmarc.reason ? ": " + ep.dmarc.reason : "")));
+        ", ARC " + (ep.arc ? ep.arc.result : "none") + (ep.dmarc.reason ? ": " + ep.dmarc.reason : ""));
+      v.append(...say("Sender not authenticated", "SPF " + ep.spf + " · DMARC " + ep.dmarc.result + " · ARC " + (ep.arc ? ep.arc.result : "none")));
+      out.push(v);
     }
   }
-  for (const p of ep.errors || []) out.push(badge(p.code, "err", (p.field ? p.field + ": " : "") + p.message));
-  for (const p of ep.warnings || []) out.push(badge(p.code, "warn", (p.field ? p.field + ": " : "") + p.message));
+  for (const [p, cls] of [...(ep.errors || []).map((p) => [p, "err"]), ...(ep.warnings || []).map((p) => [p, "warn"])]) {
+    const b = badge("", "code-" + p.code + " " + cls, (p.field ? p.field + ": " : "") + p.message);
+    b.append(...say(SAY[p.code], p.code));
+    // A duplicate links to the message it repeats.
+    if (p.ref && m.inbox_id) b.append(" ", go("→ earlier message", "#/m/" + encodeURIComponent(m.inbox_id) + "/" + encodeURIComponent(p.ref)));
+    out.push(b);
+  }
   for (const a of ep.attachments || []) {
     if (!a.protocol) continue;
     const ok = a.valid && !(a.errors || []).length;
@@ -94,7 +226,8 @@ export function verdictBadges(m) {
 // paymentTitle says in a line what a payment object (docs/json.md) holds.
 export function paymentTitle(p) {
   const facts = [p.chain, p.tx];
-  if (p.paid) facts.push("paid " + p.paid + (p.token ? " " + p.token : "") + (p.to ? " to " + p.to : ""));
+  if (p.amount) facts.push("asks " + moneyText(p.amount, p.token, p.chain) + " (" + p.amount + ")");
+  if (p.paid) facts.push("paid " + moneyText(p.paid, p.token, p.chain) + " (" + p.paid + ")" + (p.to ? " to " + p.to : ""));
   if (p.from) facts.push("from " + p.from);
   if (p.confirmations) facts.push(p.confirmations + " confirmations");
   facts.push(p.authenticated ? "sender authenticated" : "sender not authenticated");
