@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -33,6 +34,8 @@ type HandoffFilter struct {
 	State  string
 	Target string // "exec", "webhook"; "" for every target
 	Limit  int    // 0: no limit
+	// MessageID, when set, selects the hand-offs of that message (row id).
+	MessageID int64
 }
 
 // Handoff is one entry of the delivery log with its message, as
@@ -50,7 +53,10 @@ type Handoff struct {
 	NextAttempt *time.Time `json:"next_attempt_at"`
 	// Held: pending, waiting for its message's payment to be verified
 	// (serve --handoff-verified); NextAttempt is then null.
-	Held      bool           `json:"held"`
+	Held bool `json:"held"`
+	// HeldBy says who holds it: "payment" (until verified), "person"
+	// (HandoffHold, until HandoffRelease), or "person,payment".
+	HeldBy    string         `json:"held_by,omitempty"`
 	LastError string         `json:"last_error"`
 	Message   HandoffMessage `json:"message"`
 }
@@ -90,6 +96,10 @@ func (s *core) Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error)
 		where = append(where, "d.target = ?")
 		args = append(args, f.Target)
 	}
+	if f.MessageID != 0 {
+		where = append(where, "d.message_id = ?")
+		args = append(args, f.MessageID)
+	}
 	q := `SELECT d.id, d.target, d.state, d.attempts, d.next_attempt_at, d.last_error,
 		m.id, m.message_id, m.envelopay_id, m.type, m.sender, m.subject, m.received_at
 		FROM deliveries d JOIN messages m ON m.id = d.message_id`
@@ -117,8 +127,8 @@ func (s *core) Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error)
 		h.Event = fmt.Sprintf("evt_%d_%s", h.ID, h.Target)
 		if h.State == HandoffPending {
 			h.Failed = h.LastError != ""
-			if next == heldHandoff.UnixNano() {
-				h.Held = true
+			if by := heldBy(next); by != "" {
+				h.Held, h.HeldBy = true, by
 			} else {
 				t := time.Unix(0, next).UTC()
 				h.NextAttempt = &t
@@ -166,4 +176,94 @@ func (s *core) setHandoff(ctx context.Context, id int64, update string, args ...
 		}
 		return nil
 	})
+}
+
+// A person may hold the pending hand-offs of a message (HandoffHold) and
+// release them (HandoffRelease): a held hand-off is not attempted. The
+// hold is kept, like the payment's (heldHandoff), in next_attempt_at, as
+// times no clock reaches, so the worker's claim (next_attempt_at <= now)
+// passes them over with no other condition: personHeld for a hand-off
+// that was due, personHeldPayment for one that also waits for its
+// payment (released, it waits for the payment again; the payment
+// verified, it stays held by the person).
+var (
+	personHeld        = time.Unix(0, math.MaxInt64-1)
+	personHeldPayment = time.Unix(0, math.MaxInt64-2)
+)
+
+// heldBy names who holds a pending hand-off due at next ("": nobody).
+func heldBy(next int64) string {
+	switch next {
+	case heldHandoff.UnixNano():
+		return "payment"
+	case personHeld.UnixNano():
+		return "person"
+	case personHeldPayment.UnixNano():
+		return "person,payment"
+	}
+	return ""
+}
+
+// ErrNoPendingHandoff is returned by HandoffHold and HandoffRelease when
+// the message has no pending hand-off to hold (none, or all delivered or
+// dropped) or none held to release.
+var ErrNoPendingHandoff = errors.New("store: no pending hand-off")
+
+// HandoffHold holds every pending hand-off of message id (row id) until
+// HandoffRelease: the agent is not handed the message meanwhile. Holding
+// a held hand-off changes nothing. It returns the message's hand-offs; an
+// unknown message is ErrNotFound, one without a pending hand-off
+// ErrNoPendingHandoff. A hand-off being delivered at that moment may
+// still complete.
+func (s *core) HandoffHold(ctx context.Context, id int64) ([]Handoff, error) {
+	return s.holdHandoffs(ctx, id, func(tx Tx) (int64, error) {
+		res, err := tx.Exec(`UPDATE deliveries SET next_attempt_at = CASE WHEN next_attempt_at = ? THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END
+			WHERE message_id = ? AND state = 'pending'`,
+			heldHandoff.UnixNano(), personHeldPayment.UnixNano(), personHeld.UnixNano(), id)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	})
+}
+
+// HandoffRelease undoes HandoffHold: the message's hand-offs held by a
+// person are due now, or wait for their payment again when they did
+// before. None held is ErrNoPendingHandoff.
+func (s *core) HandoffRelease(ctx context.Context, id int64) ([]Handoff, error) {
+	return s.holdHandoffs(ctx, id, func(tx Tx) (int64, error) {
+		res, err := tx.Exec(`UPDATE deliveries SET next_attempt_at = CASE WHEN next_attempt_at = ? THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END
+			WHERE message_id = ? AND state = 'pending' AND next_attempt_at IN (?, ?)`,
+			personHeldPayment.UnixNano(), heldHandoff.UnixNano(), time.Now().UTC().UnixNano(), id,
+			personHeld.UnixNano(), personHeldPayment.UnixNano())
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	})
+}
+
+func (s *core) holdHandoffs(ctx context.Context, id int64, update func(Tx) (int64, error)) ([]Handoff, error) {
+	err := s.write(ctx, func(tx Tx) error {
+		var one int
+		err := tx.QueryRow(`SELECT 1 FROM messages WHERE id = ?`, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("message %d: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: hand-offs of %d: %w", id, err)
+		}
+		n, err := update(tx)
+		if err != nil {
+			return fmt.Errorf("store: hand-offs of %d: %w", id, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("message %d: %w", id, ErrNoPendingHandoff)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.Handoffs(ctx, HandoffFilter{State: "all", MessageID: id})
 }

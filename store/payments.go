@@ -333,11 +333,14 @@ func releaseHeld(tx Tx, id int64, st Settlement, now time.Time) error {
 	var err error
 	switch st.State {
 	case PaymentVerified:
-		_, err = tx.Exec(`UPDATE deliveries SET next_attempt_at = ? WHERE message_id = ? AND state = 'pending' AND next_attempt_at = ?`,
-			now.UTC().UnixNano(), id, heldHandoff.UnixNano())
+		// Held by a person too (HandoffHold): held by the person only.
+		_, err = tx.Exec(`UPDATE deliveries SET next_attempt_at = CASE WHEN next_attempt_at = ? THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END
+			WHERE message_id = ? AND state = 'pending' AND next_attempt_at IN (?, ?)`,
+			personHeldPayment.UnixNano(), personHeld.UnixNano(), now.UTC().UnixNano(), id,
+			heldHandoff.UnixNano(), personHeldPayment.UnixNano())
 	case PaymentMismatch, PaymentFailed, PaymentNotFound:
-		_, err = tx.Exec(`UPDATE deliveries SET state = 'dropped', last_error = ? WHERE message_id = ? AND state = 'pending' AND next_attempt_at = ?`,
-			"payment "+st.State+": "+st.Reason, id, heldHandoff.UnixNano())
+		_, err = tx.Exec(`UPDATE deliveries SET state = 'dropped', last_error = ? WHERE message_id = ? AND state = 'pending' AND next_attempt_at IN (?, ?)`,
+			"payment "+st.State+": "+st.Reason, id, heldHandoff.UnixNano(), personHeldPayment.UnixNano())
 	}
 	if err != nil {
 		return fmt.Errorf("store: payment %d hand-off: %w", id, err)

@@ -219,6 +219,13 @@ func itoa(n int) string {
 	return itoa(n/10) + string(rune('0'+n%10))
 }
 
+// HandoffHolder lets a person hold the pending hand-offs of a message
+// (row id) and release them (handoffs.go).
+type HandoffHolder interface {
+	HandoffHold(ctx context.Context, id int64) ([]Handoff, error)
+	HandoffRelease(ctx context.Context, id int64) ([]Handoff, error)
+}
+
 // DB is what the commands use of a store: Store and the operator's
 // extras. Both backends implement it.
 type DB interface {
@@ -227,6 +234,7 @@ type DB interface {
 	Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error)
 	HandoffRetry(ctx context.Context, id int64) error
 	HandoffDrop(ctx context.Context, id int64) error
+	HandoffHolder
 	SetSetting(ctx context.Context, key, value string) error
 	Setting(ctx context.Context, key string) (string, time.Time, error)
 	CheckWritable(ctx context.Context) error
