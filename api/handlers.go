@@ -83,6 +83,9 @@ func (h *Handler) routes() {
 	a("DELETE /v0/inboxes/{inbox_id}/threads/{thread_id}", h.deleteThread)
 	a("GET /v0/inboxes/{inbox_id}/threads/{thread_id}/attachments/{attachment_id}", h.getAttachment)
 	a("POST /v0/inboxes/{inbox_id}/threads/{thread_id}/reply", h.idempotent(h.replyThread))
+	a("GET /v0/inboxes/{inbox_id}/messages/{message_id}/handoffs", h.handoffs("")) // handoffs.go
+	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/hold", h.handoffs("hold"))
+	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/release", h.handoffs("release"))
 	a("GET /v0/tokens", h.tokens) // tokens.go: decimals and explorers for display
 	a("GET /v0/threads", h.listThreads)
 	a("GET /v0/threads/{thread_id}", h.getThread)
