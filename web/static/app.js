@@ -38,6 +38,29 @@ async function api(path, raw) {
 
 const enc = encodeURIComponent;
 
+// call sends a request with a JSON body to /v0 (the actions: reply,
+// label, hold/release) and answers {ok, status, body}; a refusal is an
+// answer, not an exception, so the page can show it beside the action.
+async function call(method, path, body) {
+  const r = await fetch("/v0" + path, { method, cache: "no-store",
+    headers: { Authorization: "Bearer " + S.key, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body) });
+  if (r.status === 401) throw new Unauthorized("the API key was refused");
+  let j = null;
+  try { j = await r.json(); } catch { /* no body */ }
+  return { ok: r.ok, status: r.status, body: j };
+}
+
+// refusal says why the API refused an action, with its codes.
+function refusal(res) {
+  const b = res.body || {};
+  const errs = Array.isArray(b.errors) ? b.errors : [];
+  return el("div", { class: "refused", role: "alert" },
+    el("p", {}, "Refused (HTTP " + res.status + (b.name ? ", " + b.name : "") + "): " + (b.message || "")),
+    errs.length ? el("ul", {}, errs.map((p) => el("li", {}, (SAY[p.code] || p.code) + " ", el("code", {}, p.code),
+      (p.field ? " (" + p.field + ")" : "") + (p.message ? ": " + p.message : "")))) : null);
+}
+
 // Login.
 
 function showLogin(msg) {
@@ -346,7 +369,20 @@ async function refreshThread(inbox, thread, gen) {
   if ($("timeline")?.dataset.sig === threadSig(t.messages || [])) return;
   const focus = document.querySelector(".step.focus")?.id.replace(/^step-/, "") || "";
   const y = window.scrollY;
+  // An open panel (a reply being written, labels, the hand-off) stays as
+  // it is across the redraw.
+  const kept = [];
+  for (const st of document.querySelectorAll("#timeline .step")) {
+    const d = st.querySelector(".detail");
+    if (d?.childNodes.length) kept.push([st.id, [...d.childNodes], st.querySelector('.actions [aria-pressed="true"]')?.dataset.action]);
+  }
   drawThread(inbox, thread, t, focus, shown);
+  for (const [id, nodes, pressed] of kept) {
+    const st = document.getElementById(id);
+    if (!st) continue;
+    st.querySelector(".detail").replaceChildren(...nodes);
+    st.querySelector('.actions [data-action="' + pressed + '"]')?.setAttribute("aria-pressed", "true");
+  }
   window.scrollTo(0, y);
 }
 
@@ -372,6 +408,119 @@ function drawThread(inbox, thread, t, focus, shown) {
     target.classList.add("focus");
     if (!shown) target.scrollIntoView({ block: "start" });
   }
+}
+
+// Actions, each one request of the HTTP API the SDKs use.
+
+// TEMPLATE is a reply body to start from, per type; refs name the message
+// answered (ORDER ← METHODS, FULFILL ← ORDER, ACCEPT ← OFFER, OOPS ← any).
+function template(type, to) {
+  const b = { v: "0.2.0", type, id: type.slice(0, 3) + "_" + Math.random().toString(36).slice(2, 8), note: "" };
+  const eid = to.envelopay?.body?.id;
+  const ref = { fulfill: "order_ref", accept: "offer_ref", oops: "ref", invoice: "order_ref", pay: "invoice_ref" }[type];
+  if (ref && typeof eid === "string") b[ref] = eid;
+  return JSON.stringify(b, null, 2);
+}
+
+// checkBody is the check made before sending: JSON, an object, the type
+// picked, v and id present. The API checks the rest (refs, duplicates,
+// amounts) and refuses an invalid message unless force is set.
+function checkBody(text, type) {
+  let b;
+  try { b = JSON.parse(text); } catch (e) { return ["The body is not valid JSON (invalid_json): " + e.message]; }
+  const out = [];
+  if (!b || typeof b !== "object" || Array.isArray(b)) return ["The body must be a JSON object (invalid_json)"];
+  if (b.type !== type) out.push("The body's type is " + JSON.stringify(b.type) + ", not the type picked (" + type + ") (type_mismatch)");
+  if (typeof b.v !== "string") out.push("v is missing: the Envelopay version, e.g. \"0.2.0\" (missing_field)");
+  if (typeof b.id !== "string" || !b.id) out.push("id is missing: this message's own id (missing_field)");
+  return out;
+}
+
+function replyForm(inbox, m) {
+  const type = el("select", { name: "type", "aria-label": "Envelopay type" },
+    TYPES.map((t) => el("option", { value: t }, t.toUpperCase())), el("option", { value: "" }, "plain text"));
+  const text = el("textarea", { name: "body", rows: "8", spellcheck: "false", "aria-label": "reply body" });
+  const out = el("div", { class: "outcome", "aria-live": "polite" });
+  const fill = () => { text.value = type.value ? template(type.value, m) : ""; out.replaceChildren(); };
+  type.addEventListener("change", fill);
+  fill();
+  const path = "/inboxes/" + enc(inbox) + "/messages/" + enc(m.message_id) + "/reply";
+  const send = async (force) => {
+    out.replaceChildren();
+    if (type.value) {
+      const bad = checkBody(text.value, type.value);
+      if (bad.length) { out.replaceChildren(el("div", { class: "refused", role: "alert" }, el("p", {}, "Not sent: fix these first."), el("ul", {}, bad.map((x) => el("li", {}, x))))); return; }
+    }
+    const res = await call("POST", path + (force ? "?force=true" : ""), { text: text.value });
+    if (res.ok) {
+      out.replaceChildren(el("p", { class: "sent-ok" }, "Sent " + (res.body?.envelopay?.type || "mail").toUpperCase() +
+        (res.body?.envelopay?.forced ? " (forced: invalid, sent anyway)" : "") + " as " + (res.body?.message_id || "")));
+      return;
+    }
+    out.replaceChildren(refusal(res));
+    if (res.status === 400 && res.body?.name === "ValidationError" && Array.isArray(res.body.errors) && type.value) {
+      // The API's force rule, shown: an invalid Envelopay message is
+      // refused unless the request says force: true.
+      out.append(el("p", { class: "force" }, "The API refuses an invalid Envelopay message unless the request sets ",
+        el("code", {}, "force: true"), "; forced, it is sent as written and its recipient sees these errors. ",
+        el("button", { type: "button", "data-action": "force", onclick: () => send(true).catch(fail) }, "Send anyway (force)")));
+    }
+  };
+  return el("form", { class: "act reply", onsubmit: (ev) => { ev.preventDefault(); send(false).catch(fail); } },
+    el("label", {}, "Type ", type), text,
+    el("div", { class: "row" }, el("button", { type: "submit", "data-action": "send" }, "Check and send"),
+      el("span", { class: "muted" }, "replies from " + inbox + " to " + (m.from || ""))), out);
+}
+
+const COMPUTED = ["received", "sent", "accepted", "quarantined", "duplicate", "unread", "read"];
+
+function labelForm(inbox, m) {
+  const path = "/inboxes/" + enc(inbox) + "/messages/" + enc(m.message_id);
+  const list = el("span", { class: "labels" });
+  const out = el("div", { class: "outcome", "aria-live": "polite" });
+  const draw = (labels) => list.replaceChildren(...labels.filter((l) => !COMPUTED.includes(l)).map((l) =>
+    el("span", { class: "badge label", dataset: { label: l } }, l, " ",
+      el("button", { type: "button", class: "x", "aria-label": "remove label " + l, onclick: () => patch({ remove_labels: [l] }) }, "×"))));
+  const patch = async (u) => {
+    out.replaceChildren();
+    const res = await call("PATCH", path, u).catch((e) => { fail(e); return null; });
+    if (!res) return;
+    if (!res.ok) { out.replaceChildren(refusal(res)); return; }
+    m.labels = res.body.labels || [];
+    draw(m.labels);
+  };
+  draw(m.labels || []);
+  const name = el("input", { name: "label", placeholder: "new label", autocomplete: "off", spellcheck: "false", "aria-label": "label" });
+  return el("form", { class: "act labels-form", onsubmit: (ev) => { ev.preventDefault(); if (name.value.trim()) patch({ add_labels: [name.value.trim()] }).then(() => { name.value = ""; }); } },
+    list, name, el("button", { type: "submit", "data-action": "add-label" }, "Add label"), out);
+}
+
+// valueBearing: a message that carries value (a payment proof or an
+// amount), whose hand-off a person may want to hold.
+function valueBearing(ep) {
+  const b = ep.body;
+  return !!ep.payment || !!(b && typeof b === "object" && (b.proof !== undefined || b.amount !== undefined || b.give !== undefined));
+}
+
+async function handoffPanel(inbox, m) {
+  const path = "/inboxes/" + enc(inbox) + "/messages/" + enc(m.message_id);
+  const box = el("div", { class: "act handoff" });
+  const draw = (res) => {
+    if (!res.ok) { box.replaceChildren(refusal(res), buttons()); return; }
+    const hs = res.body.handoffs || [];
+    box.replaceChildren(
+      hs.length ? el("ul", { class: "handoffs" }, hs.map((h) => el("li", { dataset: { state: h.state, held: String(!!h.held) } },
+        h.target + ": " + (h.held ? "held by " + h.held_by.replace(",", " and ") : h.state) +
+        (h.held_by?.includes("payment") ? " (until the payment is verified)" : "") +
+        (h.last_error ? " — " + h.last_error : "")))) : el("p", { class: "muted" }, "No hand-off: no agent is handed this message (serve --exec/--webhook)."),
+      buttons());
+  };
+  const act = async (what) => draw(await call("POST", path + "/" + what));
+  const buttons = () => el("div", { class: "row" },
+    el("button", { type: "button", "data-action": "hold", onclick: () => act("hold").catch(fail) }, "Hold the hand-off"),
+    el("button", { type: "button", "data-action": "release", onclick: () => act("release").catch(fail) }, "Release"));
+  draw(await call("GET", path + "/handoffs"));
+  return box;
 }
 
 // addrs are addresses, each kept whole on one line (style.css .addr).
@@ -447,6 +596,9 @@ function step(inbox, m, byEid, stepHref) {
     }),
     show("Source", async () => { const r = await api(path + "/raw?format=raw", true); return el("pre", { class: "source" }, new TextDecoder().decode(await r.arrayBuffer())); }),
     show("HTML", async () => { const f = await full(); return f.html ? htmlFrame(f.html) : el("p", { class: "muted" }, "No HTML part."); }),
+    show("Reply", async () => replyForm(inbox, m)),
+    show("Labels", async () => labelForm(inbox, m)),
+    valueBearing(ep) ? show("Hand-off", async () => handoffPanel(inbox, m)) : null,
     el("button", { type: "button", "data-action": "download", onclick: async () => {
       try {
         const r = await api(path + "/raw?format=raw", true);
