@@ -32,6 +32,12 @@ func startAPIServer(t *testing.T, prep ...func(db string)) apiServer {
 // in a temporary directory when ""; a postgres:// DSN for Postgres).
 func startAPIServerDB(t *testing.T, db string, prep ...func(db string)) apiServer {
 	t.Helper()
+	return startAPIServerArgs(t, db, nil, prep...)
+}
+
+// startAPIServerArgs is startAPIServerDB with extra serve arguments.
+func startAPIServerArgs(t *testing.T, db string, extra []string, prep ...func(db string)) apiServer {
+	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "envelopd")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -48,8 +54,9 @@ func startAPIServerDB(t *testing.T, db string, prep ...func(db string)) apiServe
 	for _, p := range prep {
 		p(db)
 	}
-	cmd := exec.Command(bin, "serve", "--db", db, "--smtp", "127.0.0.1:0", "--relay", "--domain", "shop.test",
-		"--domain", "buyer.test", "--sign-local", "--http", "127.0.0.1:0")
+	args := append([]string{"serve", "--db", db, "--smtp", "127.0.0.1:0", "--relay", "--domain", "shop.test",
+		"--domain", "buyer.test", "--sign-local", "--http", "127.0.0.1:0"}, extra...)
+	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,7 +182,10 @@ func TestInteropPostgresWebInbox(t *testing.T) {
 
 func testWebInbox(t *testing.T, db string, bulk int) {
 	chromium, _ := exec.LookPath("chromium")
-	srv := startAPIServerDB(t, db, func(db string) {
+	// Hand-offs to a command, held for value-bearing mail until its
+	// payment is verified (no rail: never): the page's hold/release acts
+	// on them.
+	srv := startAPIServerArgs(t, db, []string{"--exec", "true", "--handoff-verified"}, func(db string) {
 		start := time.Now()
 		fillShop(t, db, bulk)
 		t.Logf("stored %d messages in shop@shop.test in %v", bulk, time.Since(start).Round(time.Millisecond))
@@ -382,6 +386,27 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 	c.received(BOB, "accept", 1)
 	run("accept live in the thread", poll(`document.querySelector('.step[data-eid="acc_1"]') !== null && document.querySelectorAll("#timeline .step").length === 2`))
 
+	// Amounts in the token's units: USDC (6 decimals), ETH (18), a token
+	// the registry does not know (raw); the smallest units on hover.
+	run("list for amounts", goTo("#/i/shop%40shop.test"), poll(`location.hash === "#/i/shop%40shop.test" && document.querySelector("#list li")`))
+	for i, p := range []struct{ id, amount, token, want, title string }{
+		{"pay_eth", "10000000000000000", "ETH", "0.01 ETH on base", "10000000000000000 ETH (smallest units on base)"},
+		{"pay_usdc", "30000000", "USDC", "30 USDC on base", "30000000 USDC (smallest units on base)"},
+		{"pay_unknown", "123450000", "0x00000000000000000000000000000000000000aa", "123450000 0x00000000000000000000000000000000000000aa on base", "token not in the registry: amount in smallest units"},
+	} {
+		c.do("POST", "/v0/inboxes/"+BOB+"/messages/send", map[string]any{"to": SHOP, "text": mustJSON(map[string]any{"v": "0.2.0", "type": "pay", "id": p.id,
+			"note": "amount " + p.id, "amount": p.amount, "token": p.token, "chain": "base", "proof": map[string]any{"tx": fmt.Sprintf("0x%064x", 1000+i)}})}, nil)
+		row := `//ol[@id="list"]/li[contains(., "amount ` + p.id + `")]`
+		run("amount "+p.id, chromedp.WaitVisible(chromedp.Search(row)))
+		got := browserValue(t, ctx, "amount of "+p.id, chromedp.Steps(), chromedp.Evaluate[[]string](fmt.Sprintf(`(() => {
+			const e = [...document.querySelectorAll("#list li")].find((li) => li.textContent.includes(%q)).querySelector(".money");
+			return [e.textContent, e.title, e.dataset.raw];
+		})()`, "amount "+p.id)))
+		if got[0] != p.want || got[1] != p.title || got[2] != p.amount {
+			t.Errorf("%s: shown %q (title %q, raw %q), want %q (title %q)", p.id, got[0], got[1], got[2], p.want, p.title)
+		}
+	}
+
 	// What the filters cost on this inbox (logged: a measurement, not an
 	// assertion).
 	for _, q := range []string{"", "labels=duplicate", "type=pay", "error=duplicate_proof", "q=sell", "sender=bob%40buyer.test", "labels=accepted", "sender=agent7%40buyer7.test", "q=report"} {
@@ -410,8 +435,25 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 	if pay := text(fmt.Sprintf(`#step-%d .check.bad:last-of-type`, dup.Envelopay.ID)); !strings.Contains(pay, "✗ payment duplicate") {
 		t.Errorf("replayed PAY's payment check: %q", pay)
 	}
-	if badge := text(fmt.Sprintf(`#step-%d .badge.pay-duplicate`, dup.Envelopay.ID)); badge != "payment duplicate" {
+	if badge := text(fmt.Sprintf(`#step-%d .badge.pay-duplicate`, dup.Envelopay.ID)); !strings.HasPrefix(badge, "Proof used before: not checked again payment duplicate") {
 		t.Errorf("replayed PAY's payment badge: %q", badge)
+	}
+	// Every code in words, the code beside; the duplicate links to the
+	// PAY it repeats.
+	if badge := text(fmt.Sprintf(`#step-%d .badge.code-duplicate_proof`, dup.Envelopay.ID)); !strings.HasPrefix(badge, "This payment proof was presented before duplicate_proof") {
+		t.Errorf("duplicate_proof badge: %q", badge)
+	}
+	first := c.received(SHOP, "pay", 1)
+	run("duplicate → earlier", chromedp.Click(css(fmt.Sprintf(`#step-%d .check a.dupref`, dup.Envelopay.ID))),
+		chromedp.WaitVisible(css(fmt.Sprintf(`#step-%d.focus`, first.Envelopay.ID))))
+	// The PAY's amount in SOL (9 decimals), its payment unverified (no
+	// rail) with a link to the transaction on solana's explorer.
+	payStep := fmt.Sprintf("#step-%d", first.Envelopay.ID)
+	if got := text(payStep + " .fields .money"); got != "0.5 SOL on solana" {
+		t.Errorf("PAY amount: %q, want 0.5 SOL on solana", got)
+	}
+	if href := browserValue(t, ctx, "explorer link", chromedp.Steps(), chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(payStep+" a.explorer")+`)?.href || ""`)); href != "https://explorer.solana.com/tx/5xQ7webinterop" {
+		t.Errorf("explorer link: %q", href)
 	}
 	run("fulfill", goTo("#/i/shop%40shop.test"), poll(`location.hash === "#/i/shop%40shop.test" && document.querySelector("#list li")`),
 		chromedp.Click(chromedp.Search(`//ol[@id="list"]/li[contains(., "what do you sell?")]/a`)),
@@ -427,10 +469,19 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 	run("offer thread", goTo("#/i/shop%40shop.test"), poll(`location.hash === "#/i/shop%40shop.test" && document.querySelector("#list li")`),
 		chromedp.Click(chromedp.Search(`//ol[@id="list"]/li[contains(., "1 SOL for 30 USDC")]/a`)),
 		chromedp.WaitVisible(css(`.step[data-eid="acc_1"]`)))
-	if check := text(`.step[data-eid="acc_1"] .check`); !strings.Contains(check, "✓ pays 30000000 USDC base = the OFFER's want 30000000 USDC base") {
+	if check := text(`.step[data-eid="acc_1"] .check`); !strings.Contains(check, "✓ pays 30 USDC on base = the OFFER's want 30 USDC on base") {
 		t.Errorf("ACCEPT amount check: %q", check)
 	}
 	run("offer ref", chromedp.Click(css(`.step[data-eid="acc_1"] a.ref[data-ref="offer_ref"]`)), chromedp.WaitVisible(css(`.step.focus[data-eid="ofr_1"]`)))
+
+	// The Error filter's placeholder does not look filled in.
+	ph := browserValue(t, ctx, "placeholder", chromedp.Steps(goTo("#/i/shop%40shop.test"), poll(`location.hash === "#/i/shop%40shop.test" && document.querySelector("#list li")`)), chromedp.Evaluate[[]string](`(() => {
+		const i = document.querySelector('#filters input[name="error"]');
+		return [i.placeholder, i.value, getComputedStyle(i, "::placeholder").fontStyle];
+	})()`))
+	if ph[0] != "any code" || ph[1] != "" || ph[2] != "italic" {
+		t.Errorf("Error filter: placeholder %q value %q style %q", ph[0], ph[1], ph[2])
+	}
 
 	// Filter by duplicate: the one replayed PAY.
 	run("filter", goTo("#/i/shop%40shop.test"), poll(`location.hash === "#/i/shop%40shop.test" && document.querySelector("#list li")`),
@@ -537,6 +588,73 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 	problems = kept
 	mu.Unlock()
 
+	// Actions, with a key scoped to the shop's inbox: log in with it.
+	apikey := func(inbox string) string {
+		out, err := exec.Command(srv.bin, "apikey", "create", "--db", srv.db, "--inbox", inbox).Output()
+		if err != nil {
+			t.Fatalf("apikey create --inbox %s: %v", inbox, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	login := func(key string) {
+		t.Helper()
+		run("log out", chromedp.Click(css("#logout")), chromedp.WaitVisible(css("#login")))
+		run("log in", chromedp.SetValue(css("#key"), key), chromedp.Click(css(`#login button[type="submit"]`)),
+			chromedp.WaitVisible(css(`#inboxes a`)))
+	}
+	login(apikey(SHOP))
+	offerStep := fmt.Sprintf("#step-%d", of.Envelopay.ID)
+	run("offer thread (scoped key)", goTo("#/t/shop%40shop.test/"+url.PathEscape(of.ThreadID)+"/"+strconv.FormatInt(of.Envelopay.ID, 10)),
+		chromedp.WaitVisible(css(offerStep)))
+	// Label.
+	run("label", chromedp.Click(css(offerStep+` [data-action="Labels"]`)), chromedp.WaitVisible(css(offerStep+` input[name="label"]`)),
+		chromedp.SetValue(css(offerStep+` input[name="label"]`), "needs-review"), chromedp.Click(css(offerStep+` [data-action="add-label"]`)),
+		chromedp.WaitVisible(css(offerStep+` .badge.label[data-label="needs-review"]`)))
+	var got struct {
+		Labels []string `json:"labels"`
+	}
+	c.do("GET", "/v0/inboxes/"+SHOP+"/messages/"+url.PathEscape(of.MessageID), nil, &got)
+	if !slices.Contains(got.Labels, "needs-review") {
+		t.Errorf("label from the page: %v", got.Labels)
+	}
+	// Hold and release the OFFER's hand-off (held for its payment, which
+	// no rail checks).
+	run("hand-off", chromedp.Click(css(offerStep+` [data-action="Hand-off"]`)), chromedp.WaitVisible(css(offerStep+` .handoffs li[data-held="true"]`)))
+	if h := text(offerStep + " .handoffs li"); h != "exec: held by payment (until the payment is verified)" {
+		t.Errorf("hand-off before: %q", h)
+	}
+	run("hold", chromedp.Click(css(offerStep+` [data-action="hold"]`)),
+		poll(`document.querySelector(`+strconv.Quote(offerStep+" .handoffs li")+`)?.textContent.startsWith("exec: held by person and payment")`))
+	run("release", chromedp.Click(css(offerStep+` [data-action="release"]`)),
+		poll(`document.querySelector(`+strconv.Quote(offerStep+" .handoffs li")+`)?.textContent === "exec: held by payment (until the payment is verified)"`))
+	run("release again", chromedp.Click(css(offerStep+` [data-action="release"]`)),
+		poll(`document.querySelector(`+strconv.Quote(offerStep+" .refused")+`)?.textContent.includes("HandoffStateError")`))
+	// Reply: the type picker's template, checked before sending; an
+	// invalid body is not sent; the API refuses a FULFILL of an unknown
+	// ORDER and says force would send it; forced, it is sent.
+	run("reply form", chromedp.Click(css(offerStep+` [data-action="Reply"]`)), chromedp.WaitVisible(css(offerStep+` select[name="type"]`)),
+		chromedp.SetValue(css(offerStep+` select[name="type"]`), "oops"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector(`+strconv.Quote(offerStep+` select[name="type"]`)+`).dispatchEvent(new Event("change"))`))
+	if body := browserValue(t, ctx, "template", chromedp.Steps(), chromedp.Value(css(offerStep+` textarea`))); !strings.Contains(body, `"type": "oops"`) || !strings.Contains(body, `"ref": "ofr_1"`) {
+		t.Errorf("OOPS template: %s", body)
+	}
+	run("invalid json", chromedp.SetValue(css(offerStep+` textarea`), `{"v":"0.2.0","type":"oops",`), chromedp.Click(css(offerStep+` [data-action="send"]`)),
+		poll(`document.querySelector(`+strconv.Quote(offerStep+" .outcome")+`).textContent.includes("Not sent: fix these first.The body is not valid JSON")`))
+	run("refused", chromedp.SetValue(css(offerStep+` select[name="type"]`), "fulfill"),
+		chromedp.SetValue(css(offerStep+` textarea`), `{"v":"0.2.0","type":"fulfill","id":"ful_web","order_ref":"ord_nowhere","note":"from the page","result":{"summary":"done"}}`),
+		chromedp.Click(css(offerStep+` [data-action="send"]`)), chromedp.WaitVisible(css(offerStep+` [data-action="force"]`)))
+	if refused := text(offerStep + " .outcome"); !strings.Contains(refused, "ValidationError") || !strings.Contains(refused, "force: true") {
+		t.Errorf("refused reply: %q", refused)
+	}
+	shot(ctx, "web-actions.png")
+	run("forced", chromedp.Click(css(offerStep+` [data-action="force"]`)),
+		poll(`document.querySelector(`+strconv.Quote(offerStep+" .outcome")+`)?.textContent.includes("Sent FULFILL (forced: invalid, sent anyway)")`))
+	// A key scoped to another inbox is refused, cleanly: the page says so.
+	login(apikey(BOB))
+	run("out of scope", goTo("#/t/shop%40shop.test/"+url.PathEscape(of.ThreadID)),
+		poll(`document.querySelector("#pane .error")?.textContent.startsWith("NotFoundError: ")`))
+	login(srv.key)
+
 	// A phone-sized window: one column, nothing wider than the screen.
 	run("phone", chromedp.EmulateViewport(390, 844), goTo("#/i/shop%40shop.test"), poll(`location.hash === "#/i/shop%40shop.test" && document.querySelector("#list li")`))
 	cols := browserValue(t, ctx, "phone layout", chromedp.Steps(), chromedp.Evaluate[string](`getComputedStyle(document.getElementById("shell")).gridTemplateColumns`))
@@ -547,6 +665,29 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 		t.Errorf("phone-sized window: the page scrolls sideways")
 	}
 	shot(ctx, "web-inbox-phone.png")
+	// Tapping the inbox shown loads it again.
+	loads := `performance.getEntriesByType("resource").filter((e) => e.name.includes("/messages?")).length`
+	before := browserValue(t, ctx, "list loads", chromedp.Steps(), chromedp.Evaluate[int](loads))
+	run("tap current", chromedp.Click(css(`#inboxes a.current`)), poll(fmt.Sprintf(`%s > %d && document.querySelector("#list li")`, loads, before)))
+	// A page shorter than the screen: no blank band under the tabs.
+	run("short page", goTo("#/i/shop%40shop.test?q=sell"), poll(`document.querySelectorAll("#list li").length === 1`))
+	band := browserValue(t, ctx, "band", chromedp.Steps(), chromedp.Evaluate[float64](`document.getElementById("pane").getBoundingClientRect().top - document.querySelector("#inboxes ul").getBoundingClientRect().bottom`))
+	if band > 20 {
+		t.Errorf("phone: %.0f px between the inbox tabs and the pane", band)
+	}
+	// A thread: every address on one line, nothing sideways.
+	run("phone thread", goTo("#/t/shop%40shop.test/"+url.PathEscape(w.ThreadID)), poll(`document.querySelectorAll("#timeline .step").length >= 7`))
+	split := browserValue(t, ctx, "addresses", chromedp.Steps(), chromedp.Evaluate[[]string](`[...document.querySelectorAll(".step .who .addr")].filter((a) => {
+		return a.getClientRects().length !== 1 || a.getBoundingClientRect().height > 1.8 * parseFloat(getComputedStyle(a).fontSize);
+	}).map((a) => a.textContent)`))
+	if n := count(".step .who .addr"); n == 0 || len(split) != 0 {
+		t.Errorf("phone thread: %d addresses, broken over lines: %q", n, split)
+	}
+	if browserValue(t, ctx, "phone width", chromedp.Steps(), chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`)) {
+		wide := browserValue(t, ctx, "wide", chromedp.Steps(), chromedp.Evaluate[[]string](`[...document.querySelectorAll("body *")].filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1).slice(0, 8).map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right) + " " + e.textContent.slice(0, 40)).concat([document.documentElement.scrollWidth + " > " + window.innerWidth]).concat([...document.querySelectorAll("body *")].filter((e) => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX === "visible").slice(0, 6).map((e) => "overflowing " + e.tagName + "." + e.className + " " + e.scrollWidth + "/" + e.clientWidth))`))
+		t.Errorf("phone-sized thread: the page scrolls sideways (%q)", wide)
+	}
+	shot(ctx, "web-thread-phone.png")
 
 	// Log out: the key leaves sessionStorage.
 	run("log out", chromedp.Click(css("#logout")), chromedp.WaitVisible(css("#login")))

@@ -131,6 +131,8 @@ export const SAY = {
   stale_timestamp: "The timestamp is too old",
   too_many_attachments: "Too many attachments",
   too_many_parts: "Too many MIME parts",
+  proof_malformed: "The proof's transaction cannot exist on any chain",
+  proof_unrecognised: "No transaction found in the proof",
   tx_not_found: "The transaction is not on the chain",
   type_mismatch: "Its type does not answer the message it refers to",
   unauthorized: "The sender may not do this",
