@@ -525,7 +525,8 @@ CREATE TRIGGER api_events_rcpt_before BEFORE UPDATE OF state ON queue_rcpts
 	WHEN new.state IN ('sent', 'failed') AND old.state != new.state BEGIN
 	UPDATE event_sync SET id = (SELECT max(id) FROM messages) WHERE id < (SELECT max(id) FROM messages);
 END;
-`,	// 17: managed domains (domains.go): each domain's settings and last
+`,
+	// 17: managed domains (domains.go): each domain's settings and last
 	// check; the update that first makes a domain verified writes its
 	// domain.verified event (inbox '', message_id 0, detail the domain),
 	// after bringing event_sync forward as the other event triggers do.
