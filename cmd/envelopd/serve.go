@@ -403,6 +403,7 @@ func runServe(ctx context.Context, e *env) int {
 		return 2
 	}
 	defer rt.close()
+	recordHostname(ctx, rt, f.hostname) // domain.go
 	cfg.Logger = rt.log
 	cfg.Auth = abuse.guard(rt)
 	// Failed API keys count toward the same per-IP throttle (issue 19).

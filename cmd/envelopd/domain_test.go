@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/envelopd/envelopd/authdns/dnstest"
+	"github.com/envelopd/envelopd/domain"
+)
+
+// cliErr runs a command that must fail with exit 2; it returns stderr.
+func cliErr(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), &env{args: args, stdin: strings.NewReader(""), stdout: &out, stderr: &errb}); code != 2 {
+		t.Errorf("%v: exit %d, want 2 (%s)", args, code, out.String())
+	}
+	return errb.String()
+}
+
+// publish serves d's records on a dnstest server, except those of the
+// kinds in skip.
+func publish(t *testing.T, d domain.Domain, skip ...string) *dnstest.Server {
+	t.Helper()
+	s, err := dnstest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	s.A(d.Config.Hostname, "192.0.2.25")
+	for _, r := range domain.Records(d.Name, d.Config) {
+		if strings.Contains(strings.Join(skip, ","), r.Kind) {
+			continue
+		}
+		switch r.Type {
+		case domain.TypeMX:
+			s.MX(r.Name, uint16(r.Priority), r.Value)
+		case domain.TypeCNAME:
+			s.CNAME(r.Name, r.Value)
+		case domain.TypeTXT:
+			s.TXT(r.Name, r.Value)
+		}
+	}
+	return s
+}
+
+// TestDomainCLI: add (with the DKIM key serve signs with), list, zone,
+// check against an in-process DNS server (right, then a record
+// missing), delete, and the bad names.
+func TestDomainCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "d.db")
+	key := filepath.Join(dir, "ed.pem")
+	txt, _ := cli(t, "dkim", "keygen", "--domain", "agents.example.com", "--selector", "ed1", "--algo", "ed25519", "--out", key)
+	out, _ := cli(t, "domain", "add", "Agents.Example.com.", "--hostname", "mx.example.net", "--dkim-key", key, "--dkim-selector", "ed1", "--json", "--db", db)
+	var d domain.Domain
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatalf("add --json: %v %q", err, out)
+	}
+	if d.Name != "agents.example.com" || d.Status != "pending" || len(d.Config.DKIM) != 1 ||
+		"ed1._domainkey.agents.example.com "+d.Config.DKIM[0].TXT != strings.TrimSpace(txt) {
+		t.Fatalf("added %+v (keygen printed %q)", d, txt)
+	}
+	list, _ := cli(t, "domain", "list", "--db", db)
+	if !strings.Contains(list, "agents.example.com  pending  mx.example.net  never") {
+		t.Errorf("list:\n%s", list)
+	}
+	zone, _ := cli(t, "domain", "zone", "agents.example.com", "--db", db)
+	if zone != domain.Zone(d.Name, d.Config) || !strings.Contains(zone, "ed1._domainkey.agents.example.com.\t3600\tIN\tTXT\t\"v=DKIM1; k=ed25519; p=") {
+		t.Errorf("zone:\n%s", zone)
+	}
+
+	dns := publish(t, d, "dmarc")
+	out, code := cli(t, "domain", "check", "agents.example.com", "--json", "--dns", dns.Addr(), "--db", db)
+	if code != 1 {
+		t.Errorf("check with DMARC missing: exit %d, want 1", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("check --json: %d lines:\n%s", len(lines), out)
+	}
+	for _, l := range lines {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"type", "name", "want", "got", "state"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("%s: no %q", l, k)
+			}
+		}
+		if want := map[bool]string{true: "missing", false: "ok"}[r["name"] == "_dmarc.agents.example.com"]; r["state"] != want {
+			t.Errorf("%s: want state %s", l, want)
+		}
+	}
+	text, _ := cli(t, "domain", "check", "agents.example.com", "--dns", dns.Addr(), "--db", db)
+	if !strings.Contains(text, "missing  TXT    _dmarc.agents.example.com") || !strings.Contains(text, "want: v=DMARC1; p=none; rua=mailto:dmarc-reports@agents.example.com") {
+		t.Errorf("check:\n%s", text)
+	}
+	if _, code := cli(t, "domain", "check", "agents.example.com", "--dns", publish(t, d).Addr(), "--db", db); code != 0 {
+		t.Errorf("check with every record: exit %d", code)
+	}
+	if list, _ := cli(t, "domain", "list", "--json", "--db", db); !strings.Contains(list, `"status":"verified"`) {
+		t.Errorf("list after check: %s", list)
+	}
+
+	for _, tc := range []struct{ name, code string }{
+		{"agents.example.com", "domain_exists"},
+		{"*.example.com", "wildcard_domain"},
+		{"co.uk", "public_suffix"},
+		{"xn--zz.example", "invalid_domain"},
+	} {
+		if e := cliErr(t, "domain", "add", tc.name, "--hostname", "mx.example.net", "--db", db); !strings.Contains(e, tc.code) {
+			t.Errorf("add %s: %q, want %s", tc.name, e, tc.code)
+		}
+	}
+	if e := cliErr(t, "domain", "add", "b.example.org", "--db", db); !strings.Contains(e, "no_hostname") {
+		t.Errorf("add without hostname: %q", e)
+	}
+	cli(t, "domain", "delete", "agents.example.com", "--db", db)
+	if e := cliErr(t, "domain", "zone", "agents.example.com", "--db", db); !strings.Contains(e, "domain_not_found") {
+		t.Errorf("zone after delete: %q", e)
+	}
+}
