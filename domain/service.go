@@ -22,6 +22,11 @@ type Service struct {
 	Store   store.DomainStore
 	Checker Checker
 	Now     func() time.Time // default time.Now
+	// Hostname is the MX target of a domain added without one (serve's
+	// --hostname); Keys the DKIM keys envelopd signs a domain's mail
+	// with, for a domain added without them. Both optional.
+	Hostname string
+	Keys     func(ctx context.Context, domain string) ([]DKIMKey, error)
 }
 
 // Domain is a managed domain as the CLI and the API show it.
@@ -120,6 +125,14 @@ func (s *Service) Add(ctx context.Context, name string, c Config, clientID strin
 	d, err := Normalize(name)
 	if err != nil {
 		return Domain{}, err
+	}
+	if c.Hostname == "" {
+		c.Hostname = s.Hostname
+	}
+	if c.DKIM == nil && s.Keys != nil {
+		if c.DKIM, err = s.Keys(ctx, d); err != nil {
+			return Domain{}, err
+		}
 	}
 	now := s.now()
 	if c, err = validate(d, c, now); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/domain"
 	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -271,4 +272,22 @@ func localSigners(ctx context.Context, st store.DB, d string, signers []dkim.Sig
 		signers = append(signers, dkim.Signer{Domain: d, Selector: mailin.LocalSelector, Key: k})
 	}
 	return signers, nil
+}
+
+// domainService is serve's domain service (the API's /v0/domains): the
+// check asks --dns; a domain created over the API gets serve's
+// --hostname as MX target and the DKIM keys serve signs its mail with.
+func domainService(rt *runtime, f *ingestFlags, mailer func(string) *mailout.Mailer) (*domain.Service, error) {
+	c, err := domainChecker(f.dns, "")
+	if err != nil {
+		return nil, err
+	}
+	svc := &domain.Service{Store: rt.store, Checker: c,
+		Keys: func(ctx context.Context, d string) ([]domain.DKIMKey, error) {
+			return domainDKIM(d, mailer(d).Signers)
+		}}
+	if f.hostname != "localhost" {
+		svc.Hostname = f.hostname
+	}
+	return svc, nil
 }

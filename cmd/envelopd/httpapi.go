@@ -82,7 +82,11 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 			}
 		}
 	}
-	svc, err := api.NewService(api.Config{Store: rt.store, Relay: relay.on, Domains: domains, Mailer: mailer, Wake: wake, Logger: rt.log})
+	dsvc, err := domainService(rt, f, mailer)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := api.NewService(api.Config{Store: rt.store, Relay: relay.on, Domains: domains, DomainService: dsvc, Mailer: mailer, Wake: wake, Logger: rt.log})
 	if err != nil {
 		return nil, err
 	}
