@@ -14,6 +14,7 @@ type Resolver interface {
 	LookupTXT(ctx context.Context, name string) ([]string, error)
 	LookupMX(ctx context.Context, name string) ([]*net.MX, error)
 	LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error)
+	LookupCNAME(ctx context.Context, name string) (string, error)
 }
 
 // Check states.
@@ -116,8 +117,23 @@ func check(ctx context.Context, res Resolver, r Record) Result {
 			out.State = StateOK
 		}
 	case TypeCNAME:
-		// The mta-sts host must reach the MX host (it serves the policy):
-		// compared by address, which a CNAME or A/AAAA records both give.
+		// The mta-sts host must reach the MX host, which serves the
+		// policy: a CNAME to it (what the zone file says), or A/AAAA
+		// records with its addresses.
+		target, err := res.LookupCNAME(ctx, r.Name)
+		if err == nil {
+			out.Got = fqdn(target)
+			if out.Got == fqdn(r.Value) {
+				out.State = StateOK
+			} else {
+				out.State = StateDifferent
+			}
+			return out
+		}
+		var de *net.DNSError
+		if !errors.As(err, &de) || !de.IsNotFound {
+			return fail(err)
+		}
 		got, err := addrs(ctx, res, r.Name)
 		if err != nil {
 			return fail(err)
@@ -125,14 +141,13 @@ func check(ctx context.Context, res Resolver, r Record) Result {
 		out.Got = strings.Join(got, ", ")
 		wantAddrs, err := addrs(ctx, res, r.Value)
 		if err != nil {
-			out.State, out.Detail = StateError, "the MX host "+r.Value+" has no address: "+err.Error()
+			out.State, out.Detail = StateDifferent, "not a CNAME, and the MX host "+r.Value+" has no address to compare with: "+err.Error()
 			return out
 		}
-		out.Want = r.Value + " (" + strings.Join(wantAddrs, ", ") + ")"
 		if slices.Equal(got, wantAddrs) {
 			out.State = StateOK
 		} else {
-			out.State, out.Detail = StateDifferent, "does not point at the MX host's addresses"
+			out.State, out.Detail = StateDifferent, "neither a CNAME to the MX host nor its addresses ("+strings.Join(wantAddrs, ", ")+")"
 		}
 	case TypeTXT:
 		txts, err := res.LookupTXT(ctx, r.Name)

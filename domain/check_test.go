@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,7 +69,11 @@ func serve(t *testing.T, d string, edit map[string]string) *dnstest.Server {
 		case TypeMX:
 			s.MX(r.Name, 10, v)
 		case TypeCNAME:
-			s.CNAME(r.Name, v)
+			if net.ParseIP(v) != nil {
+				s.A(r.Name, v) // the MX host's address instead of an alias
+			} else {
+				s.CNAME(r.Name, v)
+			}
 		case TypeTXT:
 			s.TXT(r.Name, v)
 		}
@@ -128,6 +133,8 @@ func TestCheck(t *testing.T) {
 			"dmarc": "v=DMARC1;rua=mailto:dmarc-reports@agents.example.com;p=none;pct=100",
 			"dkim":  "v=DKIM1; k=ed25519; p=11qYAYKxCrfVS/7TyWQH Og7hcvPapiMlrwIaaPcHURo=",
 		}, all(StateOK)},
+		{"mta-sts host by address", map[string]string{"mta-sts-host": "192.0.2.25"}, all(StateOK)},
+		{"mta-sts host elsewhere", map[string]string{"mta-sts-host": "192.0.2.99"}, with(all(StateOK), "mta-sts-host", StateDifferent)},
 		{"dkim key case matters", map[string]string{"dkim": "v=DKIM1; k=ed25519; p=11QYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="}, with(all(StateOK), "dkim", StateDifferent)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,7 +144,7 @@ func TestCheck(t *testing.T) {
 			if got := states(rs); !equalMaps(got, tc.want) {
 				t.Errorf("states %v, want %v", got, tc.want)
 			}
-			if ok != (tc.name == "right" || tc.name == "equivalent") {
+			if ok != (tc.name == "right" || tc.name == "equivalent" || tc.name == "mta-sts host by address") {
 				t.Errorf("ok %v", ok)
 			}
 			for _, r := range rs {
