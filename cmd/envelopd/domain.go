@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -290,4 +292,33 @@ func domainService(rt *runtime, f *ingestFlags, mailer func(string) *mailout.Mai
 		svc.Hostname = f.hostname
 	}
 	return svc, nil
+}
+
+// mtaSTS serves the MTA-STS policy of a managed domain D at
+// https://mta-sts.D/.well-known/mta-sts.txt (RFC 8461 §3.3: HTTPS only,
+// text/plain; another host name or path goes to next).
+func mtaSTS(svc *domain.Service, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := strings.ToLower(r.Host)
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		d, ok := strings.CutPrefix(strings.TrimSuffix(host, "."), "mta-sts.")
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.URL.Path != "/.well-known/mta-sts.txt" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+			http.NotFound(w, r)
+			return
+		}
+		p, err := svc.Policy(r.Context(), d)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Cache-Control", "max-age=3600")
+		w.Write([]byte(p))
+	})
 }
