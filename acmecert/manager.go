@@ -357,8 +357,10 @@ func (m *Manager) obtain(ctx context.Context) (*tls.Certificate, error) {
 			return nil, err
 		}
 	}
-	if order, err = c.WaitOrder(ctx, order.URI); err != nil {
+	if o, err := c.WaitOrder(ctx, order.URI); err != nil {
 		return nil, fmt.Errorf("order: %w", err)
+	} else if o.FinalizeURL != "" {
+		order.FinalizeURL = o.FinalizeURL
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -369,7 +371,7 @@ func (m *Manager) obtain(ctx context.Context) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	ders, _, err := c.CreateOrderCert(ctx, order.FinalizeURL, csr, true)
+	ders, _, err := c.CreateCertFromOrder(ctx, order, csr, true)
 	if err != nil {
 		return nil, fmt.Errorf("finalize: %w", err)
 	}
