@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -139,6 +140,7 @@ func (p *pebble) stop() {
 // serveProc is a running `envelopd serve` whose JSON log lines can be
 // waited for.
 type serveProc struct {
+	done  chan struct{}
 	mu    sync.Mutex
 	lines []map[string]any
 	cond  *sync.Cond
@@ -146,16 +148,34 @@ type serveProc struct {
 
 func startServeLog(t *testing.T, bin string, args ...string) *serveProc {
 	t.Helper()
+	return startServeCtx(t, context.Background(), bin, args...)
+}
+
+// startServeCtx is startServeLog stopped (SIGINT) when ctx ends.
+func startServeCtx(t *testing.T, ctx context.Context, bin string, args ...string) *serveProc {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &serveProc{}
+	s := &serveProc{done: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
-	t.Cleanup(func() {
+	stop := func() {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
+	}
+	go func() {
+		<-ctx.Done()
+		stop()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.done:
+		default:
+			stop()
+		}
 	})
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -333,6 +353,16 @@ s.close()`, p.root, "127.0.0.1", port(smtpAddr), name)
 	}
 }
 
+// exited waits until the process stopped by its context has exited.
+func (s *serveProc) exited(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
 func (s *serveProc) count(msg string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -356,4 +386,41 @@ func (s *serveProc) lastSerial() string {
 		}
 	}
 	return last
+}
+
+// TestInteropACMEPebbleHTTP01Restart: HTTP-01 on --http alone, the
+// certificate in --acme-cache; after a restart the cached certificate
+// serves at once, and the renewal goes on across it.
+func TestInteropACMEPebbleHTTP01Restart(t *testing.T) {
+	interop(t, "openssl")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "envelopd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	const name = "mx.envelopd.test"
+	httpAddr, smtpAddr := knottest.FreeAddr(t), knottest.FreeAddr(t)
+	port := func(a string) string { return a[strings.LastIndex(a, ":")+1:] }
+	p := startPebble(t, port(httpAddr), "1", 30*time.Second)
+	args := []string{"--db", filepath.Join(dir, "db"), "--smtp", smtpAddr, "--hostname", name, "--http", httpAddr,
+		"--acme", name, "--acme-dir", p.dir, "--acme-ca", p.ca, "--acme-cache", filepath.Join(dir, "acme"), "--acme-check", "1s", "--acme-backoff", "1s"}
+	ctx1, stop1 := context.WithCancel(context.Background())
+	node := startServeCtx(t, ctx1, bin, args...)
+	serial := node.wait(t, "acme: certificate obtained", 1, 60*time.Second)["serial"].(string)
+	if got := starttlsSerial(t, smtpAddr, name, p.root); got != serial {
+		t.Errorf("openssl saw %s, want %s", got, serial)
+	}
+	stop1()
+	node.exited(t)
+	again := startServeLog(t, bin, args...)
+	if got := again.wait(t, "acme: certificate loaded from the cache", 1, 30*time.Second)["serial"]; got != serial {
+		t.Errorf("after restart serving %v, want %s", got, serial)
+	}
+	renewed := again.wait(t, "acme: certificate obtained", 1, 60*time.Second)["serial"].(string)
+	if renewed == serial {
+		t.Error("renewal after restart kept the serial")
+	}
+	if got := starttlsSerial(t, smtpAddr, name, p.root); got != renewed {
+		t.Errorf("openssl saw %s after renewal, want %s", got, renewed)
+	}
 }
