@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/acme"
+
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -148,6 +150,25 @@ func TestHTTPHandler(t *testing.T) {
 		resp.Body.Close()
 		if string(b) != want {
 			t.Errorf("%s: %q, want %q", path, b, want)
+		}
+	}
+}
+
+// TestDescribe: the CA's problems (RFC 8555 §6.7) as sentences.
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&acme.Error{StatusCode: 429, ProblemType: "urn:ietf:params:acme:error:rateLimited", Detail: "too many certificates"},
+			"rate limited by the CA (HTTP 429): too many certificates"},
+		{&acme.Error{StatusCode: 400, ProblemType: "urn:ietf:params:acme:error:rejectedIdentifier", Detail: "blocked"},
+			"the CA refused (rejectedIdentifier, HTTP 400): blocked"},
+		{errors.New("dial tcp: connection refused"), "dial tcp: connection refused"},
+	} {
+		if got := describe(tc.err); got != tc.want {
+			t.Errorf("describe(%v) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
 }

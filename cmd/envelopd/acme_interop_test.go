@@ -76,8 +76,8 @@ func startPebble(t *testing.T, httpPort, tlsPort string, validity time.Duration)
 		"listenAddress": listen, "managementListenAddress": mgmt,
 		"certificate": filepath.Join(certs, "localhost/cert.pem"), "privateKey": filepath.Join(certs, "localhost/key.pem"),
 		"httpPort": hp, "tlsPort": tp, "ocspResponderURL": "", "externalAccountBindingRequired": false,
-		"keyAlgorithm": "ecdsa",
-		"profiles":     map[string]any{"default": map[string]any{"description": "short-lived", "validityPeriod": int(validity / time.Second)}},
+		"keyAlgorithm": "ecdsa", "domainBlocklist": []string{"blocked.envelopd.test"},
+		"profiles": map[string]any{"default": map[string]any{"description": "short-lived", "validityPeriod": int(validity / time.Second)}},
 	}}
 	b, _ := json.Marshal(conf)
 	if err := os.WriteFile(p.cfg, b, 0o644); err != nil {
@@ -422,5 +422,12 @@ func TestInteropACMEPebbleHTTP01Restart(t *testing.T) {
 	}
 	if got := starttlsSerial(t, smtpAddr, name, p.root); got != renewed {
 		t.Errorf("openssl saw %s after renewal, want %s", got, renewed)
+	}
+	// The CA's refusal is logged as what it is (RFC 8555 §6.7 problem).
+	blocked := startServeLog(t, bin, "--db", filepath.Join(dir, "db2"), "--smtp", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--acme", "blocked.envelopd.test", "--acme-dir", p.dir, "--acme-ca", p.ca, "--acme-backoff", "1s")
+	fail := blocked.wait(t, "acme: certificate order failed", 1, 30*time.Second)
+	if e := fmt.Sprint(fail["err"]); !strings.Contains(e, "the CA refused (rejectedIdentifier, HTTP 400)") || fail["retry_in"] != "1s" {
+		t.Errorf("refusal logged as %v", fail)
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/envelopd/envelopd/authdns/dnstest"
 	"github.com/envelopd/envelopd/domain"
+	"github.com/envelopd/envelopd/store"
 )
 
 // cliErr runs a command that must fail with exit 2; it returns stderr.
@@ -125,5 +128,42 @@ func TestDomainCLI(t *testing.T) {
 	cli(t, "domain", "delete", "agents.example.com", "--db", db)
 	if e := cliErr(t, "domain", "zone", "agents.example.com", "--db", db); !strings.Contains(e, "domain_not_found") {
 		t.Errorf("zone after delete: %q", e)
+	}
+}
+
+// TestMTASTSPolicy: the policy of a managed domain at
+// mta-sts.DOMAIN/.well-known/mta-sts.txt; other hosts pass through.
+func TestMTASTSPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc := &domain.Service{Store: st}
+	if _, err := svc.Add(ctx, "agents.example.com", domain.Config{Hostname: "mx.example.com", STSMode: "enforce"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	h := mtaSTS(svc, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("next")) }))
+	for _, tc := range []struct {
+		host, path string
+		code       int
+		body       string
+	}{
+		{"mta-sts.agents.example.com", "/.well-known/mta-sts.txt", 200, "version: STSv1\r\nmode: enforce\r\nmx: mx.example.com\r\nmax_age: 604800\r\n"},
+		{"MTA-STS.Agents.Example.com:443", "/.well-known/mta-sts.txt", 200, "version: STSv1\r\nmode: enforce\r\nmx: mx.example.com\r\nmax_age: 604800\r\n"},
+		{"mta-sts.other.example.com", "/.well-known/mta-sts.txt", 404, "404 page not found\n"},
+		{"mta-sts.agents.example.com", "/", 404, "404 page not found\n"},
+		{"mx.example.com", "/v0/inboxes", 200, "next"},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "https://"+tc.host+tc.path, nil))
+		if rec.Code != tc.code || rec.Body.String() != tc.body {
+			t.Errorf("%s%s: %d %q, want %d %q", tc.host, tc.path, rec.Code, rec.Body.String(), tc.code, tc.body)
+		}
+		if tc.code == 200 && tc.body != "next" && rec.Header().Get("Content-Type") != "text/plain" {
+			t.Errorf("%s: Content-Type %q", tc.host, rec.Header().Get("Content-Type"))
+		}
 	}
 }
