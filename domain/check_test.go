@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,27 +56,7 @@ func serve(t *testing.T, d string, edit map[string]string) *dnstest.Server {
 	t.Cleanup(s.Close)
 	s.A("mx.example.net", "192.0.2.25")
 	s.A("other.example.net", "192.0.2.99")
-	for _, r := range Records(d, testConfig) {
-		v, changed := edit[r.Kind]
-		if !changed {
-			v = r.Value
-		}
-		if v == "" {
-			continue
-		}
-		switch r.Type {
-		case TypeMX:
-			s.MX(r.Name, 10, v)
-		case TypeCNAME:
-			if net.ParseIP(v) != nil {
-				s.A(r.Name, v) // the MX host's address instead of an alias
-			} else {
-				s.CNAME(r.Name, v)
-			}
-		case TypeTXT:
-			s.TXT(r.Name, v)
-		}
-	}
+	Publish(s, Records(d, testConfig), edit)
 	s.TXT(d, "google-site-verification=abc") // another TXT at the apex
 	return s
 }

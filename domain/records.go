@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"net"
 	"strings"
 )
 
@@ -135,4 +136,40 @@ func quoteTXT(v string) string {
 		return parts[0]
 	}
 	return "( " + strings.Join(parts, " ") + " )"
+}
+
+// Publisher is a DNS server records can be added to (authdns/dnstest's
+// Server, in tests).
+type Publisher interface {
+	MX(name string, pref uint16, host string)
+	CNAME(name, target string)
+	TXT(name string, strs ...string)
+	A(name, ip string)
+}
+
+// Publish adds rs to p, each changed by edit (kind → value; "" leaves
+// the records of that kind out; an address as the mta-sts-host value
+// publishes an A record instead of the alias).
+func Publish(p Publisher, rs []Record, edit map[string]string) {
+	for _, r := range rs {
+		v, changed := edit[r.Kind]
+		if !changed {
+			v = r.Value
+		}
+		if v == "" {
+			continue
+		}
+		switch r.Type {
+		case TypeMX:
+			p.MX(r.Name, uint16(r.Priority), v)
+		case TypeCNAME:
+			if net.ParseIP(v) != nil {
+				p.A(r.Name, v)
+			} else {
+				p.CNAME(r.Name, v)
+			}
+		case TypeTXT:
+			p.TXT(r.Name, v)
+		}
+	}
 }

@@ -35,19 +35,11 @@ func publish(t *testing.T, d domain.Domain, skip ...string) *dnstest.Server {
 	}
 	t.Cleanup(s.Close)
 	s.A(d.Config.Hostname, "192.0.2.25")
-	for _, r := range domain.Records(d.Name, d.Config) {
-		if strings.Contains(strings.Join(skip, ","), r.Kind) {
-			continue
-		}
-		switch r.Type {
-		case domain.TypeMX:
-			s.MX(r.Name, uint16(r.Priority), r.Value)
-		case domain.TypeCNAME:
-			s.CNAME(r.Name, r.Value)
-		case domain.TypeTXT:
-			s.TXT(r.Name, r.Value)
-		}
+	edit := map[string]string{}
+	for _, k := range skip {
+		edit[k] = ""
 	}
+	domain.Publish(s, domain.Records(d.Name, d.Config), edit)
 	return s
 }
 
