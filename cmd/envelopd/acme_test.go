@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"math/big"
@@ -12,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/envelopd/envelopd/internal/knottest"
 )
 
 func selfSigned(t *testing.T, dir string) (cert, key string) {
@@ -49,5 +53,42 @@ func TestACMEFlagsRefused(t *testing.T) {
 		if e := cliErr(t, append(base, tc.args...)...); !strings.Contains(e, tc.want) {
 			t.Errorf("%v: %q, want %q", tc.args, e, tc.want)
 		}
+	}
+}
+
+// TestIMAPS: relay mode's IMAP view with implicit TLS (--imaps) on the
+// STARTTLS certificate: a TLS client that trusts it gets the greeting
+// and a capability list.
+func TestIMAPS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cert, key := selfSigned(t, dir)
+	addr := knottest.FreeAddr(t)
+	startServe(t, filepath.Join(dir, "db"), "--relay", "--domain", "shop.test", "--imaps", addr, "--tls-cert", cert, "--tls-key", key)
+	pool := x509.NewCertPool()
+	b, _ := os.ReadFile(cert)
+	pool.AppendCertsFromPEM(b)
+	var c *tls.Conn
+	var err error
+	for range 50 { // the view starts listening with serve; its port is known
+		if c, err = tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "mx.example.com"}); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if l, _ := r.ReadString('\n'); !strings.HasPrefix(l, "* OK") {
+		t.Fatalf("greeting %q", l)
+	}
+	c.Write([]byte("a CAPABILITY\r\n"))
+	if l, _ := r.ReadString('\n'); !strings.HasPrefix(l, "* CAPABILITY IMAP4rev2 IMAP4rev1") {
+		t.Errorf("capability %q", l)
+	}
+	if e := cliErr(t, "serve", "--db", filepath.Join(dir, "db2"), "--smtp", "127.0.0.1:0", "--relay", "--domain", "shop.test", "--imaps", "127.0.0.1:0"); !strings.Contains(e, "--imaps needs a certificate") {
+		t.Errorf("--imaps without a certificate: %q", e)
 	}
 }
