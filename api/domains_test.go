@@ -14,6 +14,7 @@ import (
 	"github.com/envelopd/envelopd/authdns"
 	"github.com/envelopd/envelopd/authdns/dnstest"
 	"github.com/envelopd/envelopd/domain"
+	"github.com/envelopd/envelopd/internal/pgtest"
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/store"
 )
@@ -23,7 +24,13 @@ import (
 func TestDomainsAPI(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "t.db"))
+	var st store.DB
+	var err error
+	if onPostgres(t) {
+		st, err = store.OpenPostgres(ctx, pgtest.Schema(t))
+	} else {
+		st, err = store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "t.db"))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
