@@ -112,3 +112,23 @@ func (c StoreCache) Put(ctx context.Context, key string, data []byte) error {
 func (c StoreCache) Delete(ctx context.Context, key string) error {
 	return c.Store.SetSetting(ctx, "acme:"+key, "")
 }
+
+// Claimer is a cache several processes share that can say which one
+// renews: Claim stores owner under key unless a claim is there, and
+// returns the claim that stands (the first writer's, on any node).
+type Claimer interface {
+	Claim(ctx context.Context, key, owner string) (string, error)
+}
+
+// Claim implements Claimer over the store's keys (INSERT … ON CONFLICT
+// DO NOTHING: one winner however many nodes ask); a store without them
+// lets every claimant win.
+func (c StoreCache) Claim(ctx context.Context, key, owner string) (string, error) {
+	p, ok := c.Store.(interface {
+		PutKeyIfAbsent(ctx context.Context, protocol, handle, key string) (string, error)
+	})
+	if !ok {
+		return owner, nil
+	}
+	return p.PutKeyIfAbsent(ctx, "acme-claim", key, owner)
+}

@@ -69,11 +69,17 @@ type Config struct {
 	// one): TLS-ALPN-01 needs the HTTPS listener on port 443, HTTP-01
 	// HTTPHandler on port 80.
 	TLSALPN, HTTP01 bool
-	Logger          *slog.Logger
+	// ClaimWindow: with a Cache that is a Claimer (the store), one node
+	// renews a certificate: it claims the renewal for a window of this
+	// length (default 10 min); the others load what it stores, and if it
+	// has not renewed by the window's end, any node may claim the next.
+	ClaimWindow time.Duration
+	Logger      *slog.Logger
 }
 
 // Manager keeps the certificate (see the package doc).
 type Manager struct {
+	id     string // this process, in renewal claims
 	cfg    Config
 	cert   atomic.Pointer[tls.Certificate]
 	mu     sync.Mutex
@@ -112,7 +118,12 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, alpn: map[string]*tls.Certificate{}, tokens: map[string]string{}, wake: make(chan struct{}, 1)}, nil
+	if cfg.ClaimWindow <= 0 {
+		cfg.ClaimWindow = 10 * time.Minute
+	}
+	id := make([]byte, 8)
+	rand.Read(id)
+	return &Manager{id: fmt.Sprintf("%x", id), cfg: cfg, alpn: map[string]*tls.Certificate{}, tokens: map[string]string{}, wake: make(chan struct{}, 1)}, nil
 }
 
 func (m *Manager) certKey() string { return "cert:" + strings.Join(m.cfg.Domains, ",") }
@@ -196,6 +207,13 @@ func (m *Manager) Run(ctx context.Context) error {
 			continue
 		}
 		leaf := m.Leaf()
+		if owner, ok := m.claim(ctx, leaf, time.Now()); !ok {
+			if owner != "" {
+				m.cfg.Logger.Debug("acme: another node renews", "node", owner)
+			}
+			wait = m.cfg.Check
+			continue
+		}
 		m.cfg.Logger.Info("acme: ordering a certificate", "names", strings.Join(m.cfg.Domains, ","), "directory", m.cfg.DirectoryURL,
 			"renewal", leaf != nil)
 		c, err := m.obtain(ctx)
@@ -238,6 +256,31 @@ func describe(err error) string {
 		return "validation failed: " + ze.Error()
 	}
 	return err.Error()
+}
+
+// claim reports whether this process may order now: always with a
+// cache that is not a Claimer; else when its claim on the current window
+// of this renewal stands (owner is the claim that stands, "" on error).
+func (m *Manager) claim(ctx context.Context, leaf *x509.Certificate, now time.Time) (owner string, ok bool) {
+	cl, isClaimer := m.cfg.Cache.(Claimer)
+	if !isClaimer {
+		return m.id, true
+	}
+	// The renewal is named by the certificate it replaces and the window
+	// since it became due (the first certificate: by the window of now).
+	key, since := m.certKey()+"@new", now.Unix()
+	if leaf != nil {
+		before := min(m.cfg.RenewBefore, leaf.NotAfter.Sub(leaf.NotBefore)/3)
+		key = m.certKey() + "@" + leaf.SerialNumber.Text(16)
+		since = int64(now.Sub(leaf.NotAfter.Add(-before)) / time.Second)
+	}
+	window := since / int64(max(m.cfg.ClaimWindow/time.Second, 1))
+	owner, err := cl.Claim(ctx, fmt.Sprintf("%s#%d", key, window), m.id)
+	if err != nil {
+		m.cfg.Logger.Warn("acme: claiming the renewal", "err", err)
+		return "", false
+	}
+	return owner, owner == m.id
 }
 
 // due reports whether the served certificate must be renewed: none, or

@@ -19,6 +19,7 @@ type acmeFlags struct {
 	domains                    multiFlag
 	email, dir, caFile, cache  string
 	renewBefore, check, backof time.Duration
+	claimWindow                time.Duration
 }
 
 func (a *acmeFlags) register(fs *flag.FlagSet) {
@@ -30,6 +31,7 @@ func (a *acmeFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&a.renewBefore, "acme-renew-before", 30*24*time.Hour, "renew this long before the certificate ends (at most a third of its lifetime)")
 	fs.DurationVar(&a.check, "acme-check", time.Minute, "how often the cached certificate is re-read and its end checked")
 	fs.DurationVar(&a.backof, "acme-backoff", time.Minute, "first wait after a failed order (doubling, at most 1 h)")
+	fs.DurationVar(&a.claimWindow, "acme-claim-window", 10*time.Minute, "with the certificate in the store: one node claims a renewal for this long; the others load what it stores")
 }
 
 // manager returns the ACME manager (nil without --acme); the loop is
@@ -43,7 +45,7 @@ func (a *acmeFlags) manager(rt *runtime, https, plain bool) (*acmecert.Manager, 
 		return nil, nil
 	}
 	cfg := acmecert.Config{Domains: append([]string(nil), a.domains...), Email: a.email, DirectoryURL: a.dir,
-		RenewBefore: a.renewBefore, Check: a.check, Backoff: a.backof, TLSALPN: https, HTTP01: plain, Logger: rt.log}
+		RenewBefore: a.renewBefore, Check: a.check, Backoff: a.backof, ClaimWindow: a.claimWindow, TLSALPN: https, HTTP01: plain, Logger: rt.log}
 	if a.cache != "" {
 		c, err := acmecert.OpenDirCache(a.cache)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -270,7 +271,7 @@ func TestInteropACMEPebble(t *testing.T) {
 	p := startPebble(t, port(httpAddr), port(httpsAddr), 30*time.Second)
 	node1 := startServeLog(t, bin, "--db", db, "--smtp", smtpAddr, "--hostname", name, "--accept-domain", dom,
 		"--http", httpAddr, "--https", httpsAddr, "--acme", name, "--acme", "mta-sts."+dom, "--acme-email", "ops@envelopd.test",
-		"--acme-dir", p.dir, "--acme-ca", p.ca, "--acme-check", "1s", "--acme-backoff", "1s")
+		"--acme-dir", p.dir, "--acme-ca", p.ca, "--acme-check", "1s", "--acme-backoff", "1s", "--acme-claim-window", "3s")
 	first := node1.wait(t, "acme: certificate obtained", 1, 60*time.Second)
 	serial := first["serial"].(string)
 
@@ -321,16 +322,46 @@ s.close()`, p.root, "127.0.0.1", port(smtpAddr), name)
 		t.Errorf("after renewal openssl saw %s, want %s", got, serial2)
 	}
 
-	// A second node on the same Postgres, whose CA is unreachable: it
-	// serves the certificate the first obtained, from the store.
+	// A second node on the same Postgres: at start it serves the
+	// certificate the first obtained, from the store; from then on one
+	// node renews each certificate (a claim in the store) and both serve
+	// the renewed one.
 	smtp2 := knottest.FreeAddr(t)
-	node2 := startServeLog(t, bin, "--db", db, "--smtp", smtp2, "--hostname", name, "--accept-domain", dom,
-		"--http", knottest.FreeAddr(t), "--acme", name, "--acme", "mta-sts."+dom,
-		"--acme-dir", "https://127.0.0.1:1/dir", "--acme-ca", p.ca, "--acme-check", "1s")
-	node2.wait(t, "acme: certificate loaded from the cache", 1, 30*time.Second)
-	if got := starttlsSerial(t, smtp2, name, p.root); got != serial2 && got != node1.lastSerial() {
-		t.Errorf("node 2 serves %s, node 1 obtained %s", got, node1.lastSerial())
+	ctx2, stop2 := context.WithCancel(context.Background())
+	node2 := startServeCtx(t, ctx2, bin, "--db", db, "--smtp", smtp2, "--hostname", name, "--accept-domain", dom,
+		"--http", knottest.FreeAddr(t), "--acme", name, "--acme", "mta-sts."+dom, "--acme-dir", p.dir, "--acme-ca", p.ca,
+		"--acme-check", "1s", "--acme-backoff", "1s", "--acme-claim-window", "3s")
+	if got := node2.wait(t, "acme: certificate loaded from the cache", 1, 30*time.Second)["serial"]; got != node1.lastSerial() {
+		t.Errorf("node 2 loaded %v, node 1 serves %s", got, node1.lastSerial())
 	}
+	before := node1.count("acme: certificate obtained") + node2.count("acme: certificate obtained")
+	deadline := time.Now().Add(90 * time.Second)
+	for node1.count("acme: certificate obtained")+node2.count("acme: certificate obtained") < before+2 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	var ends []time.Time
+	for _, n := range []*serveProc{node1, node2} {
+		for _, l := range n.all("acme: certificate obtained") {
+			at, _ := time.Parse(time.RFC3339, l["not_after"].(string))
+			ends = append(ends, at)
+		}
+	}
+	if len(ends) < before+2 {
+		t.Fatalf("two renewals with two nodes did not happen in 90 s (%d certificates)", len(ends))
+	}
+	slices.SortFunc(ends, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 1; i < len(ends); i++ {
+		if ends[i].Sub(ends[i-1]) < 5*time.Second {
+			t.Errorf("two certificates ordered for one renewal (ends %v and %v)", ends[i-1], ends[i])
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // one --acme-check: both nodes have loaded the newest
+	s1, s2 := starttlsSerial(t, smtpAddr, name, p.root), starttlsSerial(t, smtp2, name, p.root)
+	if s1 != s2 {
+		t.Errorf("node 1 serves %s, node 2 %s", s1, s2)
+	}
+	stop2()
+	node2.exited(t)
 
 	// Pebble down at renewal: the failure is logged and retried, the old
 	// certificate keeps serving.
@@ -361,6 +392,19 @@ func (s *serveProc) exited(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("serve did not stop")
 	}
+}
+
+// all returns the log lines with msg.
+func (s *serveProc) all(msg string) []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, l := range s.lines {
+		if l["msg"] == msg {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func (s *serveProc) count(msg string) int {
