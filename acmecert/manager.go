@@ -16,7 +16,9 @@
 // none is cached or the cached one is within RenewBefore of its end
 // (at most a third of its lifetime), order a new one; a failure is
 // logged and retried with exponential backoff while the old certificate
-// keeps serving.
+// keeps serving. With the store as cache, one node renews: it claims the
+// renewal in the store (Claimer) for a window, the others load what it
+// stores.
 //
 // Challenges: TLS-ALPN-01 (RFC 8737) on the HTTPS listener (GetCertificate
 // answers the acme-tls/1 protocol), HTTP-01 (RFC 8555 §8.3) from

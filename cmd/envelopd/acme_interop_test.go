@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/smtp"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -312,8 +313,26 @@ s.close()`, p.root, "127.0.0.1", port(smtpAddr), name)
 		t.Errorf("API over HTTPS: %q", got)
 	}
 
-	// Renewal before the end (30 s certificates: at 20 s).
+	// Renewal before the end (30 s certificates: at 20 s); a session
+	// opened on the first certificate goes on across the swap.
+	rootPEM, _ := os.ReadFile(p.root)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(rootPEM)
+	open, err := smtp.Dial(smtpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if err := open.StartTLS(&tls.Config{RootCAs: pool, ServerName: name}); err != nil {
+		t.Fatalf("STARTTLS: %v", err)
+	}
 	second := node1.wait(t, "acme: certificate obtained", 2, 60*time.Second)
+	if err := open.Noop(); err != nil {
+		t.Errorf("the session opened before the renewal: %v", err)
+	}
+	if st, ok := open.TLSConnectionState(); !ok || st.PeerCertificates[0].SerialNumber.Text(16) != serial {
+		t.Errorf("the open session's certificate changed")
+	}
 	serial2 := second["serial"].(string)
 	if serial2 == serial {
 		t.Fatal("renewed certificate has the same serial")
