@@ -32,6 +32,7 @@ var pgTests = []struct {
 	{"WebhookDelivery", TestWebhookDelivery},
 	{"WebhookNoLinkLocal", TestWebhookNoLinkLocal},
 	{"ListFilters", TestListFilters},
+	{"Domains", TestDomainsAPI},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens

@@ -526,11 +526,34 @@ CREATE TRIGGER api_events_rcpt_before BEFORE UPDATE OF state ON queue_rcpts
 	UPDATE event_sync SET id = (SELECT max(id) FROM messages) WHERE id < (SELECT max(id) FROM messages);
 END;
 `,
+	// 17: managed domains (domains.go): each domain's settings and last
+	// check; the update that first makes a domain verified writes its
+	// domain.verified event (inbox '', message_id 0, detail the domain),
+	// after bringing event_sync forward as the other event triggers do.
+	`
+CREATE TABLE domains (
+	name        TEXT PRIMARY KEY,                   -- lower case A-labels, no trailing dot
+	config      TEXT NOT NULL,                      -- JSON (package domain)
+	status      TEXT NOT NULL CHECK (status IN ('pending', 'verified', 'invalid')),
+	checks      TEXT NOT NULL DEFAULT '',           -- JSON of the last check
+	client_id   TEXT UNIQUE,
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL,
+	checked_at  INTEGER NOT NULL DEFAULT 0,
+	verified_at INTEGER NOT NULL DEFAULT 0
+);
+CREATE TRIGGER domains_verified AFTER UPDATE OF status ON domains
+	WHEN new.status = 'verified' AND old.status != 'verified' BEGIN
+	UPDATE event_sync SET id = (SELECT max(id) FROM messages) WHERE id < (SELECT max(id) FROM messages);
+	INSERT INTO api_events (type, inbox, message_id, detail, created_at)
+	VALUES ('domain.verified', '', 0, new.name, new.updated_at);
+END;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 16
+const SchemaVersion = 17
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at
