@@ -48,6 +48,10 @@ type EventObject struct {
 	Delivery  *EventDetail  `json:"delivery,omitempty"`
 	Bounce    *BounceDetail `json:"bounce,omitempty"`
 	Domain    *DomainObject `json:"domain,omitempty"` // domain.verified (domains.go)
+	// Payment: payment.verified and payment.rejected — the settled
+	// payment (docs/payments.md); Message carries it too, in its
+	// envelopay extension.
+	Payment *store.Payment `json:"payment,omitempty"`
 }
 
 // EventDetail is the SDK's Send and Delivery.
@@ -127,6 +131,12 @@ func (s *Service) EventObject(ctx context.Context, e store.Event) (EventObject, 
 		} else {
 			o.Delivery = d
 		}
+	case store.EventPaymentVerified, store.EventPaymentRejected:
+		mo, err := messageObject(im, false)
+		if err != nil {
+			return o, err
+		}
+		o.Message, o.Payment = &mo, m.Payment
 	case store.EventBounced:
 		b := &BounceDetail{InboxID: e.Inbox, ThreadID: m.ThreadID, MessageID: wireMessageID(m), Timestamp: e.CreatedAt,
 			Type: "Permanent", SubType: "General", Recipients: []BounceRecipient{}}

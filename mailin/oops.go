@@ -162,6 +162,13 @@ func (p *Pipeline) recompose(m *store.Message, o store.OwedOOPS) (*store.Outgoin
 			break
 		}
 	}
+	if !found && m.Payment != nil {
+		// An OOPS for a payment rejected after the mail was stored
+		// (PaymentOOPS) answers the payment, not an error of the mail.
+		if pp, ok := paymentProblem(m.Payment); ok && pp.Code == o.Code {
+			prob, found = pp, true
+		}
+	}
 	if !found {
 		return nil, nil, "the stored message no longer carries " + string(o.Code)
 	}

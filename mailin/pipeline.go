@@ -13,6 +13,7 @@ import (
 
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/parse"
+	"github.com/envelopd/envelopd/payments/proof"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/protocols/canonjson"
 	"github.com/envelopd/envelopd/protocols/envelopay"
@@ -74,6 +75,14 @@ type Pipeline struct {
 	OOPSFrom string
 	// OOPSLimits are the store's OOPS rate limits (zero: the defaults).
 	OOPSLimits store.OOPSLimits
+	// PaymentChains reports whether a rail serves a chain (normalised
+	// name): an accepted message's payment on it is then pending, checked
+	// after commit by the payments runner; otherwise unverified. nil:
+	// none.
+	PaymentChains func(chain string) bool
+	// HandoffVerified holds the hand-off of a message carrying a payment
+	// until the payment is verified (store.Incoming.HandoffVerified).
+	HandoffVerified bool
 	// AuthServID names this host in Authentication-Results headers.
 	AuthServID string
 	// Sender, when set, computes each message's sender verdict (SPF,
@@ -171,6 +180,15 @@ func (p *Pipeline) Prepare(ctx context.Context, raw []byte, meta Meta) (*Analysi
 	case p.Verifier != nil:
 		in.AuthResults = dkim.AuthResults(p.AuthServID, a.DKIM)
 	}
+	if in.Proof != nil {
+		in.Proof.Check = p.PaymentChains != nil && in.Proof.Tx != "" && p.PaymentChains(in.Proof.Chain)
+		from := ""
+		if len(a.Result.From) > 0 {
+			from = strings.ToLower(a.Result.From[0])
+		}
+		in.Proof.Authenticated = senderVerified(a.Sender, a.DKIM, from, meta.User) != ""
+		in.HandoffVerified = p.HandoffVerified
+	}
 	if p.OOPS != nil {
 		in.OOPS = p.oopsFunc(a, meta, now, isAutomated(raw, meta, a.Result))
 		in.OOPSLimits = p.OOPSLimits
@@ -250,17 +268,19 @@ func Incoming(a *Analysis, raw []byte, dir string) *store.Incoming {
 	}
 	switch r.Type {
 	case "pay", "order", "accept":
-		in.ProofFingerprint = ProofFingerprint(str(f["chain"]), f["proof"])
+		setProof(in, str(f["chain"]), str(f["token"]), str(f["amount"]), f["proof"])
 		if r.Type == "accept" {
 			in.AcceptPaid = &store.Asset{Amount: str(f["amount"]), Token: str(f["token"]), Chain: str(f["chain"])}
 		}
 	case "offer":
 		var give struct {
-			Chain string          `json:"chain"`
-			Proof json.RawMessage `json:"proof"`
+			Chain  string          `json:"chain"`
+			Token  string          `json:"token"`
+			Amount string          `json:"amount"`
+			Proof  json.RawMessage `json:"proof"`
 		}
 		if json.Unmarshal(f["give"], &give) == nil {
-			in.ProofFingerprint = ProofFingerprint(give.Chain, give.Proof)
+			setProof(in, give.Chain, give.Token, give.Amount, give.Proof)
 		}
 		var want store.Asset
 		if json.Unmarshal(f["want"], &want) == nil {
@@ -322,28 +342,21 @@ func Withheld(raw []byte, why string) []byte {
 	return b.Bytes()
 }
 
-// ProofFingerprint identifies a payment proof for replay detection
-// (Envelopay v0.2.0, "Verification": "Replay protection (sender + protocol
-// id + proof deduplication)"): the hex SHA-256 of the chain, a NUL, and the
-// proof's canonical JSON (sorted keys, no whitespace), so the same proof
-// re-serialised differently is still the same proof. No proof → "".
-func ProofFingerprint(chain string, proof json.RawMessage) string {
-	if len(proof) == 0 || string(proof) == "null" {
-		return ""
+// setProof gives in the identity of its payment proof (package
+// payments/proof: the on-chain transaction it names, normalised per chain
+// kind), so that one transaction however written is one proof (Envelopay
+// v0.2.0, "Verification": "proof deduplication"). A proof naming no
+// recognisable transaction, or a malformed one, adds the proof's warning.
+func setProof(in *store.Incoming, chain, token, amount string, raw json.RawMessage) {
+	id := proof.Identify(chain, raw)
+	if id.Fingerprint == "" {
+		return
 	}
-	v, err := canonjson.Parse(proof)
-	if err != nil {
-		return ""
+	in.ProofFingerprint = id.Fingerprint
+	in.Proof = &store.ProofFacts{Chain: id.Chain, Tx: id.Tx, Token: token, Amount: amount}
+	if id.Warning != "" {
+		in.Warnings = append(in.Warnings[:len(in.Warnings):len(in.Warnings)], protocols.New(protocols.Code(id.Warning), "proof", "%s", id.Detail))
 	}
-	c, err := canonjson.JS(v)
-	if err != nil {
-		return ""
-	}
-	h := sha256.New()
-	h.Write([]byte(strings.ToLower(chain)))
-	h.Write([]byte{0})
-	h.Write(c)
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // BodyFingerprint identifies a message's content for retry detection

@@ -12,7 +12,8 @@ import (
 // View is the JSON an agent receives for a stored message (hand-off, watch,
 // inbox --json, thread): the `envelopd parse` object with the store's final
 // word on it — errors and warnings including the stateful ones, valid,
-// the courtesy OOPS sent (oops) and its decision (oops_decision), plus id,
+// the courtesy OOPS sent (oops) and its decision (oops_decision), the
+// payment its proof makes and how far it is verified (payment), plus id,
 // received_at, status, thread_id, mailbox, direction and dkim, and the
 // sender verdict (senderauth.Verdict): spf (the RFC 7208 result word),
 // spf_detail, dmarc, arc, authenticated_as and authenticated_by — null
@@ -54,6 +55,8 @@ func View(m *store.Message) ([]byte, error) {
 		obj["oops"] = m.OOPS.Body
 	}
 	set("oops_decision", m.OOPS)
+	// The payment its proof makes (docs/json.md), null when it has none.
+	set("payment", m.Payment)
 	if len(m.DKIM) > 0 {
 		obj["dkim"] = m.DKIM
 	} else {

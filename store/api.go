@@ -69,8 +69,11 @@ type Incoming struct {
 	// Envelopay JSON body, hashed); "" when it has none. The same sender,
 	// Envelopay id and BodyFingerprint as a stored message is a retry.
 	BodyFingerprint string
-	OfferWant       *Asset // OFFER: its want
-	AcceptPaid      *Asset // ACCEPT: its amount/token/chain, checked against the OFFER's want
+	// Proof, with ProofFingerprint, makes a received message's payment
+	// row (payments.go); nil when it carries no proof.
+	Proof      *ProofFacts
+	OfferWant  *Asset // OFFER: its want
+	AcceptPaid *Asset // ACCEPT: its amount/token/chain, checked against the OFFER's want
 
 	// Status as decided by the stateless checks: StatusAccepted, or
 	// StatusQuarantined when Errors is not empty.
@@ -89,6 +92,10 @@ type Incoming struct {
 	// Handoff names the delivery targets ("exec", "webhook", …) to log a
 	// pending delivery for when the message is new and accepted.
 	Handoff []string
+	// HandoffVerified holds the hand-off of a message with a payment
+	// until the payment is verified (then it is due at once; a rejected
+	// payment drops it). Messages without a proof are not held.
+	HandoffVerified bool
 	// OOPS, when set, is called inside the same transaction with the final
 	// outcome. A non-nil plan is a courtesy OOPS owed (or, with
 	// Suppressed, one the caller decided not to send): the store applies
@@ -201,7 +208,10 @@ type Message struct {
 	Size        int                `json:"size"`
 	// OOPS is the courtesy OOPS decision (nil: none was owed).
 	OOPS *OOPSRecord `json:"oops_decision"`
-	Raw  []byte      `json:"-"`
+	// Payment is the payment its proof makes (payments.go), nil when it
+	// carries none (or was sent by us).
+	Payment *Payment `json:"payment"`
+	Raw     []byte   `json:"-"`
 }
 
 // Filter selects messages for listing; zero fields match everything.
@@ -383,6 +393,9 @@ type FolderMessage struct {
 	Errors      protocols.Problems
 	DKIM        json.RawMessage // JSON array of dkim results
 	AuthResults string          // "" when DKIM was not verified
+	// Payment is the state of its payment when read ("" when it has
+	// none).
+	Payment string
 }
 
 // The folders every mailbox has. New received messages are filed in

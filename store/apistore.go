@@ -764,7 +764,14 @@ func (s *core) inboxQuery(ctx context.Context, q string, args ...any) ([]InboxMe
 		im.Labels = strings.Fields(labels)
 		out = append(out, im)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: inbox messages: %w", err)
+	}
+	rows.Close()
+	if err := s.attachPayments(ctx, len(out), func(i int) *Message { return &out[i].Message }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // prefixScanner scans leading columns into pre before the message's.

@@ -26,6 +26,7 @@ func benchMessage(n int64) *store.Incoming {
 		Recipients: []string{"shop@shop.test"}, Subject: "PAY | 5 USDC", ReceivedAt: time.Now(),
 		Type: "pay", EnvelopayID: fmt.Sprintf("pay_%d", n), Refs: map[string]string{"invoice_ref": "inv_1"},
 		ProofFingerprint: fmt.Sprintf("%064x", n), Status: store.StatusAccepted,
+		Proof:  &store.ProofFacts{Chain: "base", Tx: fmt.Sprintf("0x%064x", n), Token: "USDC", Amount: "5000000", Check: true, Authenticated: true},
 		Result: []byte(`{"type":"pay","valid":true,"errors":[],"body":` + body + `}`),
 		DKIM:   []byte(`[{"domain":"alice.test","result":"pass"}]`), Handoff: []string{"exec"},
 	}

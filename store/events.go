@@ -41,7 +41,7 @@ const (
 )
 
 // EventTypes are the event types envelopd emits.
-var EventTypes = []string{EventReceived, EventSent, EventDelivered, EventBounced}
+var EventTypes = []string{EventReceived, EventSent, EventDelivered, EventBounced, EventPaymentVerified, EventPaymentRejected}
 
 // Event is one entry of the event log.
 type Event struct {

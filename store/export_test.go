@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // MigrateTo exposes migrate for the migration test: it brings the database
@@ -15,3 +18,22 @@ func MigrateTo(ctx context.Context, path string, v int) error {
 	defer db.Close()
 	return migrate(ctx, db, v)
 }
+
+// PGMigrateTo brings the Postgres database at dsn to version v only and
+// returns it open, for the migration tests.
+func PGMigrateTo(ctx context.Context, dsn string, v int) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db := stdlib.OpenDB(*cfg)
+	if err := pgMigrateTo(ctx, db, v); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// SetProofBatch sets how many old proofs migration 18 reads at once and
+// returns the previous value.
+func SetProofBatch(n int64) int64 { return proofBatch.Swap(n) }

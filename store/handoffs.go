@@ -47,9 +47,12 @@ type Handoff struct {
 	Attempts int  `json:"attempts"`
 	// NextAttempt is when a pending hand-off is tried next (or when the
 	// claim of one being delivered ends); null unless pending.
-	NextAttempt *time.Time     `json:"next_attempt_at"`
-	LastError   string         `json:"last_error"`
-	Message     HandoffMessage `json:"message"`
+	NextAttempt *time.Time `json:"next_attempt_at"`
+	// Held: pending, waiting for its message's payment to be verified
+	// (serve --handoff-verified); NextAttempt is then null.
+	Held      bool           `json:"held"`
+	LastError string         `json:"last_error"`
+	Message   HandoffMessage `json:"message"`
 }
 
 // HandoffMessage names the stored message of a hand-off with the keys of
@@ -113,9 +116,13 @@ func (s *core) Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error)
 		}
 		h.Event = fmt.Sprintf("evt_%d_%s", h.ID, h.Target)
 		if h.State == HandoffPending {
-			t := time.Unix(0, next).UTC()
-			h.NextAttempt = &t
 			h.Failed = h.LastError != ""
+			if next == heldHandoff.UnixNano() {
+				h.Held = true
+			} else {
+				t := time.Unix(0, next).UTC()
+				h.NextAttempt = &t
+			}
 		}
 		m.ReceivedAt = time.Unix(0, recv).UTC()
 		hs = append(hs, h)

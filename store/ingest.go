@@ -200,8 +200,18 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 			return Outcome{}, nil, fmt.Errorf("store: update message: %w", err)
 		}
 	}
+	paid := dir == DirIn && in.Proof != nil && in.ProofFingerprint != ""
+	if paid {
+		if err := insertPayment(tx, id, in, status, errs, now); err != nil {
+			return Outcome{}, nil, err
+		}
+	}
 	if status == StatusAccepted {
-		if err := logHandoff(tx, id, in.Handoff, now); err != nil {
+		due := now
+		if paid && in.HandoffVerified {
+			due = heldHandoff
+		}
+		if err := logHandoff(tx, id, in.Handoff, due); err != nil {
 			return Outcome{}, nil, err
 		}
 	}

@@ -355,8 +355,8 @@ func (s *core) FolderMessages(ctx context.Context, mailbox, folder string, after
 		return nil, ErrClosed
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT x.uid, x.message_id, x.flags, m.size, m.received_at,
-		m.direction, m.status, m.errors, m.dkim, m.auth_results
-		FROM folder_messages x JOIN messages m ON m.id = x.message_id
+		m.direction, m.status, m.errors, m.dkim, m.auth_results, coalesce(p.state, '')
+		FROM folder_messages x JOIN messages m ON m.id = x.message_id LEFT JOIN payments p ON p.message_id = m.id
 		WHERE x.mailbox = ? AND x.folder = ? AND x.uid > ? ORDER BY x.uid`, mailbox, canonFolder(folder), afterUID)
 	if err != nil {
 		return nil, fmt.Errorf("store: folder messages: %w", err)
@@ -369,7 +369,7 @@ func (s *core) FolderMessages(ctx context.Context, mailbox, folder string, after
 		var at int64
 		var dkim []byte
 		if err := rows.Scan(&fm.UID, &fm.ID, &flags, &fm.Size, &at,
-			&fm.Direction, &fm.Status, &errs, &dkim, &fm.AuthResults); err != nil {
+			&fm.Direction, &fm.Status, &errs, &dkim, &fm.AuthResults, &fm.Payment); err != nil {
 			return nil, fmt.Errorf("store: folder messages: %w", err)
 		}
 		fm.Errors = decodeProblems(errs)

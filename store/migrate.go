@@ -549,11 +549,67 @@ CREATE TRIGGER domains_verified AFTER UPDATE OF status ON domains
 	VALUES ('domain.verified', '', 0, new.name, new.updated_at);
 END;
 `,
+	// 18: payments (payments.go): one row per received message with a
+	// payment proof, checked on the chain after commit by a claimed,
+	// leased worker (payments_due), and the events payment.verified /
+	// payment.rejected, written by a trigger when one settles (after
+	// moving event_sync forward, as migration 16's other events do).
+	// The Go step (migrate_proofs.go) identifies stored proofs by the
+	// transaction they name; old rows that now collide are kept and
+	// listed in proof_collisions.
+	`
+CREATE TABLE payments (
+	message_id    INTEGER PRIMARY KEY,            -- messages.id (no REFERENCES: a foreign key check per ingest)
+	mailbox       TEXT NOT NULL,
+	sender        TEXT NOT NULL,
+	authenticated INTEGER NOT NULL DEFAULT 0,
+	chain         TEXT NOT NULL,
+	tx            TEXT NOT NULL,
+	token         TEXT NOT NULL DEFAULT '',
+	amount        TEXT NOT NULL DEFAULT '',
+	state         TEXT NOT NULL CHECK (state IN ('unverified', 'pending', 'verified', 'mismatch', 'failed', 'not_found', 'duplicate')),
+	reason        TEXT NOT NULL DEFAULT '',
+	paid          TEXT NOT NULL DEFAULT '',
+	to_addr       TEXT NOT NULL DEFAULT '',
+	from_addr     TEXT NOT NULL DEFAULT '',
+	block         INTEGER NOT NULL DEFAULT 0,
+	confirmations INTEGER NOT NULL DEFAULT 0,
+	warnings      TEXT NOT NULL DEFAULT '[]',
+	checked_at    INTEGER NOT NULL DEFAULT 0,     -- 0: never
+	attempts      INTEGER NOT NULL DEFAULT 0,
+	next_check_at INTEGER NOT NULL DEFAULT 0,     -- pending: due / end of the claim's lease
+	created_at    INTEGER NOT NULL
+);
+-- Only pending rows are indexed for the claim; listing by state scans
+-- (an operator's command), which spares every ingest an index entry.
+CREATE INDEX payments_due ON payments (authenticated DESC, next_check_at) WHERE state = 'pending';
+CREATE TABLE proof_collisions (
+	message_id  INTEGER PRIMARY KEY,
+	kept_id     INTEGER NOT NULL,
+	fingerprint TEXT NOT NULL,
+	found_at    INTEGER NOT NULL
+);
+CREATE TRIGGER payments_event_before BEFORE UPDATE OF state ON payments
+	WHEN new.state IN ('verified', 'mismatch', 'failed', 'not_found') AND old.state != new.state BEGIN
+	UPDATE event_sync SET id = (SELECT max(id) FROM messages) WHERE id < (SELECT max(id) FROM messages);
+END;
+CREATE TRIGGER payments_event AFTER UPDATE OF state ON payments
+	WHEN new.state IN ('verified', 'mismatch', 'failed', 'not_found') AND old.state != new.state BEGIN
+	INSERT INTO api_events (type, inbox, message_id, detail, created_at)
+	SELECT CASE new.state WHEN 'verified' THEN 'payment.verified' ELSE 'payment.rejected' END, b, new.message_id,
+		CASE new.state WHEN 'verified' THEN '' ELSE new.state || ': ' || new.reason END, new.checked_at
+	FROM (SELECT m.mailbox AS b FROM messages m WHERE m.id = new.message_id AND m.mailbox != ''
+		UNION SELECT lower(j.value) FROM messages m,
+			json_each(CASE WHEN json_valid(m.recipients) THEN m.recipients ELSE '[]' END) j
+			WHERE m.id = new.message_id AND m.mailbox = '' AND j.value != '')
+	ORDER BY b;
+END;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 17
+const SchemaVersion = 18
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at
@@ -590,6 +646,10 @@ func migrate(ctx context.Context, db *sql.DB, target int) error {
 			return fmt.Errorf("%w: version %d, known up to %d", ErrSchemaTooNew, v, len(migrations))
 		}
 		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+		if err := runStep(ctx, tx, v+1, func(q string) string { return q }, func(a []any) []any { return a }); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("migration %d: %w", v+1, err)
 		}

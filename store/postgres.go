@@ -211,6 +211,12 @@ func redactDSN(cfg *pgx.ConnConfig) string {
 // together migrate one after the other (the later ones find nothing to
 // do).
 func pgMigrate(ctx context.Context, db *sql.DB) error {
+	return pgMigrateTo(ctx, db, pgMigrations[len(pgMigrations)-1].version)
+}
+
+// pgMigrateTo is pgMigrate up to version target only (tests build older
+// databases with it).
+func pgMigrateTo(ctx context.Context, db *sql.DB, target int) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -232,7 +238,7 @@ func pgMigrate(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("%w: version %d, known up to %d", ErrSchemaTooNew, v, last)
 	}
 	for _, m := range pgMigrations {
-		if m.version <= v {
+		if m.version <= v || m.version > target {
 			continue
 		}
 		tx, err := conn.BeginTx(ctx, nil)
@@ -240,6 +246,10 @@ func pgMigrate(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("migration %d: %w", m.version, err)
 		}
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", m.version, err)
+		}
+		if err := runStep(ctx, tx, m.version, pgSQL, pgArgs); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("migration %d: %w", m.version, err)
 		}

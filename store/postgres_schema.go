@@ -464,4 +464,60 @@ $fn$;
 CREATE TRIGGER domains_verified AFTER UPDATE OF status ON domains FOR EACH ROW
 	WHEN (NEW.status = 'verified' AND OLD.status <> 'verified') EXECUTE FUNCTION envelopd_domain_verified();
 `},
+	// 18: payments and proof identity (SQLite migration 18; its Go step
+	// runs here too). The settle trigger numbers its events as the
+	// other event triggers do and wakes the websockets of every node.
+	{18, `
+CREATE TABLE payments (
+	message_id    bigint PRIMARY KEY,              -- messages.id
+	mailbox       text NOT NULL,
+	sender        text NOT NULL,
+	authenticated boolean NOT NULL DEFAULT false,
+	chain         text NOT NULL,
+	tx            text NOT NULL,
+	token         text NOT NULL DEFAULT '',
+	amount        text NOT NULL DEFAULT '',
+	state         text NOT NULL CHECK (state IN ('unverified', 'pending', 'verified', 'mismatch', 'failed', 'not_found', 'duplicate')),
+	reason        text NOT NULL DEFAULT '',
+	paid          text NOT NULL DEFAULT '',
+	to_addr       text NOT NULL DEFAULT '',
+	from_addr     text NOT NULL DEFAULT '',
+	block         bigint NOT NULL DEFAULT 0,
+	confirmations bigint NOT NULL DEFAULT 0,
+	warnings      text NOT NULL DEFAULT '[]',
+	checked_at    bigint NOT NULL DEFAULT 0,
+	attempts      integer NOT NULL DEFAULT 0,
+	next_check_at bigint NOT NULL DEFAULT 0,
+	created_at    bigint NOT NULL
+);
+CREATE INDEX payments_due ON payments (authenticated DESC, next_check_at) WHERE state = 'pending';
+CREATE TABLE proof_collisions (
+	message_id  bigint PRIMARY KEY,
+	kept_id     bigint NOT NULL,
+	fingerprint text NOT NULL,
+	found_at    bigint NOT NULL
+);
+CREATE FUNCTION envelopd_payments_event() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+	b text;
+BEGIN
+	FOR b IN
+		SELECT m.mailbox FROM messages m WHERE m.id = NEW.message_id AND m.mailbox <> ''
+		UNION SELECT lower(r) FROM messages m, json_array_elements_text(CASE WHEN m.mailbox = ''
+			THEN replace(m.recipients, '\u0000', '\uFFFD')::json ELSE '[]'::json END) AS r
+			WHERE m.id = NEW.message_id AND r <> ''
+		ORDER BY 1
+	LOOP
+		INSERT INTO api_events (id, type, inbox, message_id, detail, created_at)
+		VALUES (envelopd_api_event_id(), CASE NEW.state WHEN 'verified' THEN 'payment.verified' ELSE 'payment.rejected' END,
+			b, NEW.message_id, CASE NEW.state WHEN 'verified' THEN '' ELSE NEW.state || ': ' || NEW.reason END, NEW.checked_at);
+	END LOOP;
+	PERFORM pg_notify('envelopd_messages.' || current_schema(), '');
+	RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER payments_event AFTER UPDATE OF state ON payments FOR EACH ROW
+	WHEN (NEW.state IN ('verified', 'mismatch', 'failed', 'not_found') AND OLD.state <> NEW.state)
+	EXECUTE FUNCTION envelopd_payments_event();
+`},
 }

@@ -67,8 +67,41 @@ func (s *core) Message(ctx context.Context, id int64) (*Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: message %d: %w", id, err)
 	}
-	return &m, nil
+	ms := []Message{m}
+	if err := s.attachPayments(ctx, len(ms), func(i int) *Message { return &ms[i] }); err != nil {
+		return nil, err
+	}
+	return &ms[0], nil
 }
+
+// attachPayments sets the Payment of the n messages at(i) that may carry
+// one (received PAY, ORDER, ACCEPT, OFFER): one read of the payments
+// table for the lot, none when no message may.
+func (s *core) attachPayments(ctx context.Context, n int, at func(i int) *Message) error {
+	var ids []int64
+	for i := range n {
+		m := at(i)
+		if m.Direction == DirIn && paymentTypes[m.Type] {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	ps, err := s.PaymentsFor(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		if m := at(i); ps[m.ID] != nil {
+			m.Payment = ps[m.ID]
+		}
+	}
+	return nil
+}
+
+// paymentTypes are the Envelopay types whose messages carry a proof.
+var paymentTypes = map[string]bool{"pay": true, "order": true, "accept": true, "offer": true}
 
 // Messages implements Store: matching messages in id order (the order they
 // were stored), after f.AfterID, at most f.Limit.
@@ -137,6 +170,10 @@ func (s *core) query(ctx context.Context, q string, withRaw bool, args ...any) (
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: messages: %w", err)
+	}
+	rows.Close()
+	if err := s.attachPayments(ctx, len(ms), func(i int) *Message { return &ms[i] }); err != nil {
+		return nil, err
 	}
 	return ms, nil
 }

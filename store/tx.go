@@ -233,6 +233,7 @@ type DB interface {
 	Stats() Stats
 	APIStore
 	DomainStore
+	Payments
 }
 
 // APIStore is the HTTP API's part of the store (apistore.go, events.go),

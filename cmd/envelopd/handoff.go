@@ -38,10 +38,6 @@ func runHandoff(ctx context.Context, e *env) int {
 	if err != nil {
 		return 2
 	}
-	verb := "list"
-	if len(pos) > 0 {
-		verb, pos = pos[0], pos[1:]
-	}
 	f.State = strings.ToLower(f.State)
 	if f.State != "" && f.State != "all" && !slices.Contains(store.HandoffStates, f.State) {
 		fmt.Fprintf(e.stderr, "envelopd handoff: --state %q: want one of %s, all\n", f.State, strings.Join(store.HandoffStates, ", "))
@@ -51,24 +47,8 @@ func runHandoff(ctx context.Context, e *env) int {
 		fmt.Fprintln(e.stderr, "envelopd handoff: --limit must not be negative")
 		return 2
 	}
-	var id int64
-	switch verb {
-	case "list":
-		if len(pos) != 0 {
-			fmt.Fprintln(e.stderr, handoffUsage)
-			return 2
-		}
-	case "retry", "drop":
-		if len(pos) != 1 {
-			fmt.Fprintf(e.stderr, "usage: envelopd handoff %s ID\n", verb)
-			return 2
-		}
-		if id, err = strconv.ParseInt(pos[0], 10, 64); err != nil || id <= 0 {
-			fmt.Fprintf(e.stderr, "envelopd handoff: bad id %q (the ID column of `envelopd handoff list`)\n", pos[0])
-			return 2
-		}
-	default:
-		fmt.Fprintf(e.stderr, "envelopd handoff: unknown subcommand %q\n%s\n", verb, handoffUsage)
+	verb, id, ok := subcommand(e, "handoff", handoffUsage, "envelopd handoff list", pos, []string{"list"}, []string{"retry", "drop"})
+	if !ok {
 		return 2
 	}
 	st, ok := openStore(ctx, e, *db)
@@ -110,6 +90,9 @@ func runHandoff(ctx context.Context, e *env) int {
 		if h.NextAttempt != nil {
 			next = h.NextAttempt.Local().Format(time.DateTime)
 		}
+		if h.Held {
+			next = "held (payment)"
+		}
 		if h.Failed {
 			state = store.HandoffFailed
 		}
@@ -122,4 +105,37 @@ func runHandoff(ctx context.Context, e *env) int {
 	}
 	tw.Flush()
 	return 0
+}
+
+// subcommand splits a command's positional arguments into its verb
+// ("list" when none) and, for a verb in withID, the one row id that
+// follows it (the ID column of listing); a verb in noID takes nothing.
+// Anything else is a usage error, reported on stderr (ok false).
+func subcommand(e *env, cmd, usage, listing string, pos []string, noID, withID []string) (verb string, id int64, ok bool) {
+	verb = "list"
+	if len(pos) > 0 {
+		verb, pos = pos[0], pos[1:]
+	}
+	switch {
+	case slices.Contains(noID, verb):
+		if len(pos) != 0 {
+			fmt.Fprintln(e.stderr, usage)
+			return verb, 0, false
+		}
+	case slices.Contains(withID, verb):
+		if len(pos) != 1 {
+			fmt.Fprintf(e.stderr, "usage: envelopd %s %s ID\n", cmd, verb)
+			return verb, 0, false
+		}
+		n, err := strconv.ParseInt(pos[0], 10, 64)
+		if err != nil || n <= 0 {
+			fmt.Fprintf(e.stderr, "envelopd %s: bad id %q (the ID column of `%s`)\n", cmd, pos[0], listing)
+			return verb, 0, false
+		}
+		id = n
+	default:
+		fmt.Fprintf(e.stderr, "envelopd %s: unknown subcommand %q\n%s\n", cmd, verb, usage)
+		return verb, 0, false
+	}
+	return verb, id, true
 }

@@ -28,6 +28,8 @@ import (
 	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/mailin/metrics"
 	"github.com/envelopd/envelopd/parse"
+	"github.com/envelopd/envelopd/payments"
+	"github.com/envelopd/envelopd/payments/rail"
 	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
 )
@@ -45,8 +47,14 @@ type ingestFlags struct {
 	lenient, oops, debug         bool
 	execCmd, webhook, webhookKey string
 	handoffTimeout               time.Duration
-	metrics, hostname            string
-	out                          outboundFlags
+	handoffVerified              bool
+	// rails are the --rail/--rail-file/--wallet/--token/--confirmations
+	// flags (package payments/rail); payments configures the runner from
+	// them. No rail: every payment is unverified and no runner starts.
+	rails             *rail.Flags
+	payments          payments.Config
+	metrics, hostname string
+	out               outboundFlags
 	// Secrets and the --exec environment (issue 17 §5).
 	execEnv           multiFlag
 	execEnviron       []string // built by prepareSecrets
@@ -73,6 +81,9 @@ func (f *ingestFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.execCmd, "exec", "", "run this shell command per accepted message, message JSON on stdin")
 	fs.StringVar(&f.webhook, "webhook", "", "POST each accepted message's JSON to this URL")
 	fs.StringVar(&f.webhookKey, "webhook-secret", "", "HMAC-SHA256 key for the Envelopd-Signature header")
+	f.rails = rail.RegisterFlags(fs)
+	fs.DurationVar(&f.payments.Deadline, "payment-deadline", time.Hour, "a payment whose transaction is not on the chain this long after its mail arrived is not_found")
+	fs.BoolVar(&f.handoffVerified, "handoff-verified", false, "hand a message carrying a payment (PAY, prepaid ORDER, OFFER, ACCEPT) to --exec/--webhook only once its payment is verified on the chain; a rejected one is not handed over (docs/payments.md)")
 	fs.DurationVar(&f.handoffTimeout, "handoff-timeout", time.Minute, "bound on one --exec/--webhook delivery; a delivery cut off by a crash is retried after twice this (at least 5 min by default)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9125)")
 	fs.StringVar(&f.hostname, "hostname", "localhost", "this host's name (SMTP greeting, Authentication-Results)")
@@ -242,6 +253,9 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		Sender:     checker,
 		Logger:     log,
 		Metrics:    metrics.NewMetrics(reg),
+		// Held hand-offs are released by the payments runner: without
+		// a rail, every payment stays unverified and its hand-off held.
+		HandoffVerified: f.handoffVerified,
 	}
 	p.DMARCEnforce = f.dmarcEnforce
 	rt.pipeline = p
@@ -249,6 +263,24 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		// Courtesy OOPS whose ingest died before queueing them (any
 		// node's, on Postgres) are composed here.
 		rt.workers = append(rt.workers, func(ctx context.Context) error { return p.RunOwedOOPS(ctx, ow, time.Minute) })
+	}
+	if err := f.openRails(ctx, log); err != nil {
+		rt.close()
+		return nil, err
+	}
+	if len(f.payments.Rails) > 0 {
+		cfg := f.payments
+		cfg.Logger = log
+		cfg.OnRejected = func(ctx context.Context, pay store.Payment) {
+			// The courtesy OOPS for a rejected payment, by the
+			// ingest's rules (none when --oops=false).
+			if _, err := p.PaymentOOPS(ctx, st, pay); err != nil {
+				log.Warn("payment OOPS", "payment", pay.ID, "err", err)
+			}
+		}
+		r := payments.New(st, cfg)
+		p.PaymentChains = r.Serves
+		rt.workers = append(rt.workers, r.Run)
 	}
 	rt.reg = reg
 	for _, h := range f.handoffs(st, log) {
@@ -473,6 +505,35 @@ func runServe(ctx context.Context, e *env) int {
 	return code
 }
 
+// openRails opens the rails the flags name (refusing a node on the wrong
+// chain) and puts them, with our wallets, in f.payments.
+func (f *ingestFlags) openRails(ctx context.Context, log *slog.Logger) error {
+	if f.rails == nil {
+		return nil
+	}
+	if f.payments.Deadline < 0 {
+		return errors.New("--payment-deadline must not be negative")
+	}
+	cfg, err := f.rails.Config()
+	if err != nil {
+		return err
+	}
+	set, err := rail.Open(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	f.payments.Rails, f.payments.Wallets = map[string]rail.Rail{}, map[string][]string{}
+	for _, chain := range set.Chains() {
+		r, _ := set.Rail(chain)
+		f.payments.Rails[chain] = r
+		f.payments.Wallets[chain] = set.Wallets(chain)
+	}
+	if len(f.payments.Rails) > 0 {
+		log.Info("payments are checked on the chain", "chains", set.Chains())
+	}
+	return nil
+}
+
 // checkDatabase warns at start (issue 17 §5) when the database cannot be
 // written — mail is then refused with 451 until it can, which a server
 // must survive (TestInteropReadOnlyDB), so it is a warning, not an exit —
@@ -482,6 +543,10 @@ func runServe(ctx context.Context, e *env) int {
 func (f *ingestFlags) checkDatabase(ctx context.Context, st store.DB, log *slog.Logger) {
 	if err := st.CheckWritable(ctx); err != nil {
 		log.Warn("database is not writable: every mail will be refused with 451 until it is", "db", dbName(f.db), "err", err)
+	}
+	if cs, err := st.ProofCollisions(ctx); err == nil && len(cs) > 0 {
+		log.Warn(fmt.Sprintf("%d stored messages name the transaction of an earlier message's proof (found when proofs were identified by transaction); they are kept as stored: envelopd payments collisions lists them", len(cs)),
+			"db", dbName(f.db))
 	}
 	if store.IsPostgresDSN(f.db) {
 		return

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/envelopd/envelopd/store"
 )
@@ -11,13 +13,16 @@ import (
 // runWatch streams new stored messages as JSON lines, like tail -f. Each
 // line's "id" is the cursor: `--since ID` resumes after it. --once prints
 // what is there and exits. --type, --status, --direction and --mailbox
-// filter as for inbox.
+// filter as for inbox. --payments also prints a line per payment that
+// settles from then on ({"event": "payment.verified" or
+// "payment.rejected", "event_id", "payment": {…}}; docs/payments.md).
 func runWatch(ctx context.Context, e *env) int {
 	fs := newFlags(e, "watch")
 	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	since := fs.String("since", "", "cursor: print messages after this id (default: only new ones)")
 	all := fs.Bool("all", false, "start from the first stored message")
 	once := fs.Bool("once", false, "print what is there and exit")
+	pays := fs.Bool("payments", false, "also print a line per payment that settles (payment.verified, payment.rejected)")
 	var ff filterFlags
 	ff.register(fs)
 	pos, err := parseArgs(fs, e.args)
@@ -49,6 +54,15 @@ func runWatch(ctx context.Context, e *env) int {
 		f.AfterID = top
 	}
 	f.Limit = 500
+	var out sync.Mutex // the message and payment lines share stdout
+	if *pays && !*once {
+		from, err := st.LastEventID(ctx)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "envelopd watch: %v\n", err)
+			return 2
+		}
+		go watchPayments(ctx, e, st, from, &out)
+	}
 	for {
 		// The newest id before the filtered query: every message up to it
 		// is committed, so once the query has answered, the cursor may
@@ -66,7 +80,10 @@ func runWatch(ctx context.Context, e *env) int {
 			fmt.Fprintf(e.stderr, "envelopd watch: %v\n", err)
 			return 2
 		}
-		if code := printJSONL(e, msgs); code != 0 {
+		out.Lock()
+		code := printJSONL(e, msgs)
+		out.Unlock()
+		if code != 0 {
 			return code
 		}
 		if len(msgs) > 0 {
@@ -92,4 +109,48 @@ func newestID(ctx context.Context, st store.Store) (int64, error) {
 		return 0, err
 	}
 	return last[0].ID, nil
+}
+
+// watchPayments prints a JSON line per payment event after the event id
+// from, until ctx ends.
+func watchPayments(ctx context.Context, e *env, st store.DB, from int64, out *sync.Mutex) {
+	for {
+		// As for messages: every event up to top is committed, so the
+		// cursor may pass the other events' ids once the query answered
+		// (else WaitEvents would wake at once, again and again).
+		top, err := st.LastEventID(ctx)
+		var evs []store.Event
+		if err == nil {
+			evs, err = st.Events(ctx, store.EventFilter{After: from, Types: []string{store.EventPaymentVerified, store.EventPaymentRejected}})
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				fmt.Fprintf(e.stderr, "envelopd watch: payments: %v\n", err)
+			}
+			return
+		}
+		for _, ev := range evs {
+			from = ev.ID
+			p, err := st.GetPayment(ctx, ev.MessageID)
+			if err != nil {
+				continue
+			}
+			b, _ := json.Marshal(struct {
+				Event   string         `json:"event"`
+				EventID int64          `json:"event_id"`
+				Inbox   string         `json:"inbox"`
+				Payment *store.Payment `json:"payment"`
+			}{ev.Type, ev.ID, ev.Inbox, p})
+			out.Lock()
+			e.stdout.Write(append(b, '\n'))
+			out.Unlock()
+		}
+		if len(evs) == 100 { // a full page: more may follow
+			continue
+		}
+		from = max(from, top)
+		if err := st.WaitEvents(ctx, from); err != nil {
+			return
+		}
+	}
 }

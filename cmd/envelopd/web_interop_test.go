@@ -406,6 +406,13 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 	if proof := text(fmt.Sprintf(`#step-%d .check`, dup.Envelopay.ID)); !strings.Contains(proof, "proof seen before (duplicate_proof)") {
 		t.Errorf("replayed PAY's proof check: %q", proof)
 	}
+	// Its payment is a duplicate (never checked): a badge and a check line.
+	if pay := text(fmt.Sprintf(`#step-%d .check.bad:last-of-type`, dup.Envelopay.ID)); !strings.Contains(pay, "✗ payment duplicate") {
+		t.Errorf("replayed PAY's payment check: %q", pay)
+	}
+	if badge := text(fmt.Sprintf(`#step-%d .badge.pay-duplicate`, dup.Envelopay.ID)); badge != "payment duplicate" {
+		t.Errorf("replayed PAY's payment badge: %q", badge)
+	}
 	run("fulfill", goTo("#/i/shop%40shop.test"), poll(`location.hash === "#/i/shop%40shop.test" && document.querySelector("#list li")`),
 		chromedp.Click(chromedp.Search(`//ol[@id="list"]/li[contains(., "what do you sell?")]/a`)),
 		chromedp.WaitVisible(css("#timeline .step")), chromedp.Evaluate[chromedp.Void](`document.querySelector(".chain li:nth-child(4) a").click()`),

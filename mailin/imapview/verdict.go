@@ -24,7 +24,11 @@ import (
 // without signatures, and "none" (no method applied, §2.2) when DKIM was
 // not verified (sent copies, or serve without a verifier).
 // X-Envelopd-Status is envelopd's own field: the stored status (accepted,
-// quarantined, duplicate) and the distinct error codes.
+// quarantined, duplicate), the distinct error codes, and for a message
+// with a payment proof its payment state (payment=verified, …) as it was
+// when the view loaded the message (docs/payments.md): a message's bytes
+// do not change under its UID while the view holds it, so a payment that
+// settles later shows in a later session.
 //
 // The stored bytes are never changed: the view serves these fields
 // followed by them, and every size and offset (RFC822.SIZE, BODY[]<n.m>,
@@ -69,6 +73,9 @@ func verdictHeader(host string, m store.FolderMessage) []byte {
 	}
 	if len(codes) > 0 {
 		status = append(status, "errors="+strings.Join(codes, ","))
+	}
+	if p := clean(m.Payment, 32); p != "" {
+		status = append(status, "payment="+p)
 	}
 	writeField(&b, "X-Envelopd-Status", clean(m.Status, 32), status, "; ")
 	return []byte(b.String())

@@ -36,6 +36,11 @@ func TestVerdictHeader(t *testing.T) {
 		{"duplicate, codes once", "", store.FolderMessage{Status: "duplicate", AuthResults: "x", DKIM: js(),
 			Errors: protocols.Problems{{Code: "duplicate_proof"}, {Code: "amount_mismatch"}, {Code: "duplicate_proof"}}},
 			"Authentication-Results: localhost; dkim=none\r\nX-Envelopd-Status: duplicate; errors=duplicate_proof,amount_mismatch\r\n"},
+		{"payment", "mx.test", store.FolderMessage{Status: "accepted", AuthResults: "x", DKIM: js(), Payment: "verified"},
+			"Authentication-Results: mx.test; dkim=none\r\nX-Envelopd-Status: accepted; payment=verified\r\n"},
+		{"duplicate payment", "mx.test", store.FolderMessage{Status: "duplicate", AuthResults: "x", DKIM: js(),
+			Errors: protocols.Problems{{Code: "duplicate_proof"}}, Payment: "duplicate"},
+			"Authentication-Results: mx.test; dkim=none\r\nX-Envelopd-Status: duplicate; errors=duplicate_proof; payment=duplicate\r\n"},
 	} {
 		if got := string(verdictHeader(c.host, c.m)); got != c.want {
 			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)

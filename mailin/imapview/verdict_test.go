@@ -120,8 +120,8 @@ func TestIMAPViewVerdicts(t *testing.T) {
 		ar     string // Authentication-Results, unfolded
 		status string
 	}{
-		{"ORDER", inbox[0], order, "relaytest; dkim=pass header.a=ed25519-sha256 header.d=agents.test header.s=envelopd", "accepted"},
-		{"replayed PAY", quar[0], pay, "relaytest; dkim=pass header.a=ed25519-sha256 header.d=agents.test header.s=envelopd", "duplicate; errors=duplicate_proof"},
+		{"ORDER", inbox[0], order, "relaytest; dkim=pass header.a=ed25519-sha256 header.d=agents.test header.s=envelopd", "accepted; payment=unverified"},
+		{"replayed PAY", quar[0], pay, "relaytest; dkim=pass header.a=ed25519-sha256 header.d=agents.test header.s=envelopd", "duplicate; errors=duplicate_proof; payment=duplicate"},
 		{"forged", quar[1], bad, "relaytest; dkim=permerror", "quarantined; errors=dkim_failed"},
 	} {
 		again, err := relay.Store.Message(t.Context(), c.stored.ID)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envelopd/envelopd/payments/proof"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
 )
@@ -62,15 +64,21 @@ type input struct {
 	EnvelopayID string            `json:"envelopay_id"`
 	Refs        map[string]string `json:"refs"`
 	Proof       string            `json:"proof"`
-	Body        string            `json:"body"` // BodyFingerprint
-	OfferWant   *store.Asset      `json:"offer_want"`
-	AcceptPaid  *store.Asset      `json:"accept_paid"`
-	Errors      []protocols.Code  `json:"errors"` // stateless errors
-	Claims      []claim           `json:"claims"`
-	Links       []protocols.Link  `json:"links"`
-	Checks      []check           `json:"checks"`
-	Sets        []set             `json:"sets"`
-	Handoff     []string          `json:"handoff"`
+	// Chain and ProofJSON: a proof as the mail carries it, identified by
+	// package payments/proof (Proof is then its fingerprint), with a
+	// payment row checked by a rail when Rail is set.
+	Chain      string           `json:"chain"`
+	ProofJSON  json.RawMessage  `json:"proof_json"`
+	Rail       bool             `json:"rail"`
+	Body       string           `json:"body"` // BodyFingerprint
+	OfferWant  *store.Asset     `json:"offer_want"`
+	AcceptPaid *store.Asset     `json:"accept_paid"`
+	Errors     []protocols.Code `json:"errors"` // stateless errors
+	Claims     []claim          `json:"claims"`
+	Links      []protocols.Link `json:"links"`
+	Checks     []check          `json:"checks"`
+	Sets       []set            `json:"sets"`
+	Handoff    []string         `json:"handoff"`
 	// OOPS: install a callback that queues an OOPS (with a stored copy
 	// replying to this message) whenever the outcome has errors.
 	OOPS bool `json:"oops"`
@@ -132,6 +140,8 @@ type want struct {
 	SameAs     string           `json:"same_as"` // the step whose row this is
 	Thread     string           `json:"thread"`  // label: equal labels ⇔ equal thread ids
 	OOPS       bool             `json:"oops"`    // a courtesy OOPS was queued
+	// Payment is the state of the message's payment ("": none).
+	Payment string `json:"payment"`
 }
 
 func (in input) incoming(t *testing.T) *store.Incoming {
@@ -151,6 +161,11 @@ func (in input) incoming(t *testing.T) *store.Incoming {
 	}
 	if x.Direction == "" {
 		x.Direction = store.DirIn
+	}
+	if len(in.ProofJSON) > 0 {
+		id := proof.Identify(in.Chain, in.ProofJSON)
+		x.ProofFingerprint = id.Fingerprint
+		x.Proof = &store.ProofFacts{Chain: id.Chain, Tx: id.Tx, Token: "USDC", Amount: "1000", Check: in.Rail}
 	}
 	for _, c := range in.Errors {
 		x.Errors = append(x.Errors, protocols.New(c, "", "stateless %s", c))
@@ -302,6 +317,17 @@ func runScenario(t *testing.T, s store.Store, sc scenario) {
 		}
 		if out.Replay != w.Replay {
 			t.Errorf("step %s: replay %v, want %v", name, out.Replay, w.Replay)
+		}
+		if ps, ok := s.(store.Payments); ok && !out.Redelivery {
+			p, err := ps.GetPayment(ctx, out.ID)
+			switch {
+			case w.Payment == "" && !errors.Is(err, store.ErrNotFound):
+				t.Errorf("step %s: payment %+v %v, want none", name, p, err)
+			case w.Payment != "" && err != nil:
+				t.Errorf("step %s: payment: %v, want %s", name, err, w.Payment)
+			case w.Payment != "" && p.State != w.Payment:
+				t.Errorf("step %s: payment %s (%s), want %s", name, p.State, p.Reason, w.Payment)
+			}
 		}
 		if (out.QueuedOOPS != 0) != w.OOPS {
 			t.Errorf("step %s: queued OOPS %d, want one: %v", name, out.QueuedOOPS, w.OOPS)

@@ -1,7 +1,7 @@
 // envelopd web inbox: a thin client of the HTTP API under /v0 (docs/api.md)
 // and its websocket. No data is in the page: everything is fetched with
 // the API key kept in this tab's sessionStorage.
-import { el, fmtTime, verdictBadges, typeBadge, amount, codes, fieldValue, isRef, htmlFrame, TYPES } from "./view.js";
+import { el, fmtTime, verdictBadges, paymentTitle, typeBadge, amount, codes, fieldValue, isRef, htmlFrame, TYPES } from "./view.js";
 
 const KEY = "envelopd.api_key";
 const $ = (id) => document.getElementById(id);
@@ -354,6 +354,15 @@ function step(inbox, m, byEid, stepHref) {
     const dup = cs.includes("duplicate_proof");
     checks.push(el("p", { class: "check " + (dup ? "bad" : "ok"), title: JSON.stringify(proof) },
       dup ? "✗ proof seen before (duplicate_proof)" : "✓ proof first seen here"));
+    // Seen first here is not paid: the payment's state says whether the
+    // chain showed the money (docs/payments.md).
+    const pay = ep.payment;
+    if (pay) {
+      const cls = pay.state === "verified" ? "ok" : ["pending", "unverified"].includes(pay.state) ? "unknown" : "bad";
+      const mark = cls === "ok" ? "✓" : cls === "bad" ? "✗" : "?";
+      checks.push(el("p", { class: "check " + cls, title: paymentTitle(pay) },
+        mark + " payment " + pay.state + (pay.reason ? ": " + pay.reason : "")));
+    }
   }
   const detail = el("div", { class: "detail" });
   const show = (name, fn) => el("button", { type: "button", "data-action": name, onclick: async (ev) => {

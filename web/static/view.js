@@ -58,6 +58,8 @@ export function verdictBadges(m) {
   const out = [];
   const st = ep.status || (m.labels || []).find((l) => ["accepted", "quarantined", "duplicate"].includes(l));
   if (st) out.push(badge(st, "st-" + st, "status"));
+  const pay = ep.payment;
+  if (pay) out.push(badge("payment " + pay.state, "pay-" + pay.state, paymentTitle(pay)));
   const sigs = ep.dkim || [];
   if (ep.direction === "out") out.push(badge("sent", "sent", "sent by envelopd (signed on the way out)"));
   else if (sigs.length === 0) out.push(badge("no DKIM", "dkim-none", "no DKIM signature"));
@@ -87,6 +89,16 @@ export function verdictBadges(m) {
       (a.filename || "") + (a.errors || []).map((p) => " " + p.code).join("")));
   }
   return out;
+}
+
+// paymentTitle says in a line what a payment object (docs/json.md) holds.
+export function paymentTitle(p) {
+  const facts = [p.chain, p.tx];
+  if (p.paid) facts.push("paid " + p.paid + (p.token ? " " + p.token : "") + (p.to ? " to " + p.to : ""));
+  if (p.from) facts.push("from " + p.from);
+  if (p.confirmations) facts.push(p.confirmations + " confirmations");
+  facts.push(p.authenticated ? "sender authenticated" : "sender not authenticated");
+  return facts.filter(Boolean).join("; ") + (p.reason ? " — " + p.reason : "");
 }
 
 export function typeBadge(type) {

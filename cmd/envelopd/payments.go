@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/envelopd/envelopd/payments"
+	"github.com/envelopd/envelopd/payments/rail"
+	"github.com/envelopd/envelopd/store"
+)
+
+const paymentsUsage = "usage: envelopd payments [list] [--json] [--state S] [--limit N] | payments check ID [--rail CHAIN=URL --wallet CHAIN=ADDRESS …] | payments collisions [--json]"
+
+// runPayments is `envelopd payments` (docs/payments.md): the payments the
+// received proofs made and how far they are verified.
+//
+//	envelopd payments [list] [--json] [--state S] [--limit N]
+//	envelopd payments check ID   # pending and due now: the serving runner checks it
+//	envelopd payments check ID --rail … --wallet …   # checked now, here
+//	envelopd payments collisions # old messages whose proofs name an earlier one's transaction
+//
+// Exit status: 0; 1 when check names an unknown or duplicate payment; 2
+// usage or I/O.
+func runPayments(ctx context.Context, e *env) int {
+	fs := newFlags(e, "payments")
+	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
+	asJSON := fs.Bool("json", false, "print one JSON object per payment")
+	var f store.PaymentFilter
+	fs.StringVar(&f.State, "state", "", "only payments in this state: "+strings.Join(store.PaymentStates, ", "))
+	fs.IntVar(&f.Limit, "limit", 0, "at most this many (0: all)")
+	rails := rail.RegisterFlags(fs)
+	pos, err := parseArgs(fs, e.args)
+	if err != nil {
+		return 2
+	}
+	f.State = strings.ToLower(f.State)
+	if f.State != "" && !slices.Contains(store.PaymentStates, f.State) {
+		fmt.Fprintf(e.stderr, "envelopd payments: --state %q: want one of %s\n", f.State, strings.Join(store.PaymentStates, ", "))
+		return 2
+	}
+	if f.Limit < 0 {
+		fmt.Fprintln(e.stderr, "envelopd payments: --limit must not be negative")
+		return 2
+	}
+	verb, id, ok := subcommand(e, "payments", paymentsUsage, "envelopd payments", pos, []string{"list", "collisions"}, []string{"check"})
+	if !ok {
+		return 2
+	}
+	st, ok := openStore(ctx, e, *db)
+	if !ok {
+		return 2
+	}
+	defer st.Close()
+	switch verb {
+	case "check":
+		return checkPayment(ctx, e, st, rails, id, *asJSON)
+	case "collisions":
+		cs, err := st.ProofCollisions(ctx)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "envelopd payments: %v\n", err)
+			return 2
+		}
+		if *asJSON {
+			return writeJSONLines(e, "payments", cs)
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MESSAGE\tSAME TRANSACTION AS\tFOUND")
+		for _, c := range cs {
+			fmt.Fprintf(tw, "%d\t%d\t%s\n", c.MessageID, c.KeptID, c.FoundAt.Local().Format(time.DateTime))
+		}
+		tw.Flush()
+		return 0
+	}
+	ps, err := st.ListPayments(ctx, f)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd payments: %v\n", err)
+		return 2
+	}
+	if *asJSON {
+		return writeJSONLines(e, "payments", ps)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tCHAIN\tTX\tAMOUNT\tTOKEN\tFROM\tAUTH\tREASON")
+	for _, p := range ps {
+		auth := "no"
+		if p.Authenticated {
+			auth = "yes"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State, termSafe(p.Chain), termSafe(p.Tx),
+			termSafe(p.Amount), termSafe(p.Token), termSafe(p.Sender), auth, termSafe(p.Reason))
+	}
+	tw.Flush()
+	return 0
+}
+
+// checkPayment is `payments check ID`: with rail flags it checks the
+// payment now and prints it; without, it makes it pending and due now,
+// for the serving runner.
+func checkPayment(ctx context.Context, e *env, st store.DB, rails *rail.Flags, id int64, asJSON bool) int {
+	fail := func(err error) int {
+		fmt.Fprintf(e.stderr, "envelopd payments check %d: %v\n", id, err)
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrPaymentFinal) || errors.Is(err, payments.ErrNoRail) {
+			return 1
+		}
+		return 2
+	}
+	cfg, err := rails.Config()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd payments: %v\n", err)
+		return 2
+	}
+	if len(cfg.Chains()) == 0 {
+		if err := st.RecheckPayment(ctx, id, time.Now()); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(e.stdout, "payment %d: pending, due now (the serving runner checks it)\n", id)
+		return 0
+	}
+	set, err := rail.Open(ctx, cfg, nil)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd payments: %v\n", err)
+		return 2
+	}
+	pc := payments.Config{Rails: map[string]rail.Rail{}, Wallets: map[string][]string{}}
+	for _, chain := range set.Chains() {
+		pc.Rails[chain], _ = set.Rail(chain)
+		pc.Wallets[chain] = set.Wallets(chain)
+	}
+	p, err := payments.New(st, pc).CheckNow(ctx, id)
+	if err != nil {
+		return fail(err)
+	}
+	if asJSON {
+		return writeJSONLines(e, "payments", []store.Payment{*p})
+	}
+	line := fmt.Sprintf("payment %d: %s", id, p.State)
+	if p.Reason != "" {
+		line += ": " + termSafe(p.Reason)
+	}
+	fmt.Fprintln(e.stdout, line)
+	return 0
+}
