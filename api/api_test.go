@@ -34,15 +34,16 @@ type fakeThrottle struct {
 	refuse bool
 }
 
-func (f *fakeThrottle) Allow(ip string) (time.Duration, bool) {
+func (f *fakeThrottle) Allow(ip string, keyed bool) (time.Duration, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return 30 * time.Second, !f.refuse
 }
-func (f *fakeThrottle) Fail(ip, account string) {
+func (f *fakeThrottle) Fail(ip, account string) (time.Duration, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fails = append(f.fails, ip+"/"+account)
+	return 0, false
 }
 func (f *fakeThrottle) Succeed(string, string) {}
 

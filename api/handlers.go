@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // DefaultMaxBody is the default bound on a request body (attachments
@@ -181,32 +180,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(buf.Bytes())
 }
 
-// authenticate checks key (per-IP throttled: failures count as failed
-// SMTP/IMAP logins do); on failure it answers 401 or 429 and returns nil.
+// authenticate checks key (Authenticate); on failure it answers 401 or
+// 429 and returns nil.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key string) *Principal {
-	ip := clientIP(r)
-	if after, ok := h.throttle.Allow(ip); !ok {
-		secs := int(after.Round(time.Second) / time.Second)
-		if secs < 1 {
-			secs = 1
+	p, e := Authenticate(r.Context(), h.keys, h.throttle, h.log, clientIP(r), key)
+	if e != nil {
+		if e.Status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
 		}
-		writeError(w, &Error{Status: http.StatusTooManyRequests, Name: "RateLimitError",
-			Message: "too many failed authentication attempts", RetryAfter: secs})
+		writeError(w, e)
 		return nil
 	}
-	p, err := CheckKey(r.Context(), h.keys, key)
-	if err != nil {
-		id, _, _ := ParseKey(key)
-		if errors.Is(err, ErrBadKey) {
-			h.throttle.Fail(ip, id)
-		} else {
-			h.log.Error("api: key check", "err", err)
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
-		writeError(w, asError(err))
-		return nil
-	}
-	h.throttle.Succeed(ip, p.KeyID)
 	return p
 }
 

@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -59,30 +58,22 @@ func NewHTTPHandler(cfg Config, o HTTPOptions) http.Handler {
 	}
 	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ip := clientIP(r)
-		if d, ok := o.Throttle.Allow(ip); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))))
-			writeError(w, &api.Error{Status: http.StatusTooManyRequests, Name: "RateLimitError", Message: "too many failed authentication attempts"})
-			return
-		}
 		f := strings.Fields(r.Header.Get("Authorization"))
 		key := ""
 		if len(f) == 2 && strings.EqualFold(f[0], "bearer") {
 			key = f[1]
 		}
-		p, err := api.CheckKey(r.Context(), o.Keys, key)
-		if err != nil {
-			id, _, _ := api.ParseKey(key)
-			if errors.Is(err, api.ErrBadKey) {
-				o.Throttle.Fail(ip, id)
-			} else {
-				cfg.Logger.Error("mcp: key check", "err", err)
+		p, e := api.Authenticate(r.Context(), o.Keys, o.Throttle, cfg.Logger, clientIP(r), key)
+		if e != nil {
+			if e.RetryAfter > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
-			writeError(w, api.AsError(err))
+			if e.Status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
+			}
+			writeError(w, e)
 			return
 		}
-		o.Throttle.Succeed(ip, p.KeyID)
 		// wait_for_message may hold a response for MaxWait: the server's
 		// write deadline is extended for this request only.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(MaxWait + time.Minute))

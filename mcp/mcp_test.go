@@ -427,7 +427,7 @@ type throttle struct {
 	fails []string
 }
 
-func (th *throttle) Allow(string) (time.Duration, bool) {
+func (th *throttle) Allow(string, bool) (time.Duration, bool) {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	if len(th.fails) >= 3 {
@@ -435,10 +435,11 @@ func (th *throttle) Allow(string) (time.Duration, bool) {
 	}
 	return 0, true
 }
-func (th *throttle) Fail(ip, account string) {
+func (th *throttle) Fail(ip, account string) (time.Duration, bool) {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	th.fails = append(th.fails, ip+"/"+account)
+	return 0, false
 }
 func (th *throttle) Succeed(string, string) {}
 
