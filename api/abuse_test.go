@@ -151,3 +151,59 @@ func (b *barrier) APIKeyByID(ctx context.Context, id string) (store.APIKey, erro
 	}
 	return b.KeyStore.APIKeyByID(ctx, id)
 }
+
+// TestNoExistenceLeakThroughClientID: a client_id used for an inbox or a
+// webhook a scoped key may not see answers that key 404, naming nothing.
+func TestNoExistenceLeakThroughClientID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	if c := e.do(e.key, "POST", "/v0/inboxes", map[string]string{"username": "bob", "domain": "shop.test", "client_id": "cid-bob"}, nil); c != 200 {
+		t.Fatalf("create bob: %d", c)
+	}
+	e.createInbox("alice", "shop.test")
+	if c := e.do(e.key, "POST", "/v0/webhooks", map[string]any{"url": "http://127.0.0.1:9/", "inbox_ids": []string{"bob@shop.test"}, "client_id": "wh-bob"}, nil); c != 200 {
+		t.Fatalf("create bob's webhook: %d", c)
+	}
+	scoped := e.newKey([]string{"alice@shop.test"})
+	for _, tc := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/v0/inboxes", map[string]any{"username": "alice", "domain": "shop.test", "client_id": "cid-bob"}},
+		{"/v0/webhooks", map[string]any{"url": "http://127.0.0.1:9/", "client_id": "wh-bob"}},
+		{"/v0/inboxes/alice@shop.test/webhooks", map[string]any{"url": "http://127.0.0.1:9/", "client_id": "wh-bob"}},
+	} {
+		var body map[string]any
+		c := e.do(scoped, "POST", tc.path, tc.body, &body)
+		if c != 404 || body["name"] != "NotFoundError" || strings.Contains(fmt.Sprint(body), "bob@") {
+			t.Errorf("POST %s %v: %d %v, want a 404 naming nothing", tc.path, tc.body, c, body)
+		}
+	}
+	// The unscoped key, which may see bob, is told which inbox it is.
+	var body map[string]any
+	if c := e.do(e.key, "POST", "/v0/inboxes", map[string]any{"username": "alice", "domain": "shop.test", "client_id": "cid-bob"}, &body); c != 409 || !strings.Contains(fmt.Sprint(body), "bob@shop.test") {
+		t.Errorf("unscoped: %d %v, want 409 naming bob", c, body)
+	}
+}
+
+// TestStructuralHeadersRefused: MIME structure and trace fields in a
+// send's headers are refused (400) — one would turn the body into an
+// attachment — whatever their case; X- fields pass.
+func TestStructuralHeadersRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("a", "shop.test")
+	for _, h := range []string{"Content-Disposition", "content-id", "Content-Description", "Content-Type",
+		"Content-Transfer-Encoding", "MIME-Version", "Content-Language", "Resent-From", "ARC-Seal", "Received"} {
+		var body map[string]any
+		c := e.do(e.key, "POST", "/v0/inboxes/a@shop.test/messages/send", map[string]any{"to": "x@buyer.test", "subject": "hi", "text": "x",
+			"headers": map[string]string{h: "attachment; filename=evil.exe"}}, &body)
+		if c != 400 || body["name"] != "ValidationError" {
+			t.Errorf("headers %s: %d %v, want 400", h, c, body)
+		}
+	}
+	if c := e.do(e.key, "POST", "/v0/inboxes/a@shop.test/messages/send", map[string]any{"to": "x@buyer.test", "subject": "hi", "text": "x",
+		"headers": map[string]string{"X-Trace": "1"}}, nil); c != 200 {
+		t.Errorf("X- header: %d, want 200", c)
+	}
+}

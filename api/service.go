@@ -232,8 +232,17 @@ func (s *Service) CreateInbox(ctx context.Context, p *Principal, req CreateInbox
 	s.sync(ctx)
 	b, created, err := s.cfg.Store.CreateInbox(ctx, addr, req.DisplayName, req.ClientID, s.cfg.Relay)
 	if err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return Inbox{}, false, &Error{Status: http.StatusConflict, Name: "AlreadyExistsError", Message: err.Error()}
+		// A client_id naming an inbox p may not see is answered as
+		// that inbox would be: 404, naming nothing.
+		var taken *store.ClientIDTaken
+		switch {
+		case errors.As(err, &taken) && !p.Allowed(taken.Address):
+			return Inbox{}, false, notFound("client_id %q not found", req.ClientID)
+		case errors.As(err, &taken):
+			return Inbox{}, false, &Error{Status: http.StatusConflict, Name: "AlreadyExistsError",
+				Message: fmt.Sprintf("client_id %q names inbox %s", req.ClientID, taken.Address)}
+		case errors.Is(err, store.ErrConflict):
+			return Inbox{}, false, &Error{Status: http.StatusConflict, Name: "AlreadyExistsError", Message: fmt.Sprintf("inbox %s exists", addr)}
 		}
 		return Inbox{}, false, err
 	}

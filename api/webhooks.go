@@ -212,7 +212,8 @@ func (s *Service) CreateWebhook(ctx context.Context, p *Principal, inbox string,
 		return WebhookObject{}, err
 	}
 	if !created && !p.seesWebhook(got, inbox) {
-		return WebhookObject{}, &Error{Status: http.StatusConflict, Name: "AlreadyExistsError", Message: "client_id already used"}
+		// Answered as for any webhook p may not see (no existence leak).
+		return WebhookObject{}, notFound("client_id %q not found", req.ClientID)
 	}
 	o := webhookObject(got)
 	if created {

@@ -123,6 +123,17 @@ func (s *core) RevokeAPIKey(ctx context.Context, id string) error {
 	})
 }
 
+// ClientIDTaken is the ErrConflict of CreateInbox when the client_id
+// already names another inbox: a front end that must not show that inbox
+// to its caller can tell it from an existing address.
+type ClientIDTaken struct{ ClientID, Address string }
+
+func (e *ClientIDTaken) Error() string {
+	return fmt.Sprintf("client_id %q names inbox %s: %v", e.ClientID, e.Address, ErrConflict)
+}
+
+func (e *ClientIDTaken) Unwrap() error { return ErrConflict }
+
 // Inbox is an inbox of the HTTP API.
 type Inbox struct {
 	Address     string
@@ -347,7 +358,7 @@ func (s *core) createInboxTx(tx Tx, out *Inbox, created *bool, address, displayN
 		b, err := scanInbox(tx.QueryRow(`SELECT `+inboxCols+` FROM api_inboxes WHERE client_id = ?`, clientID))
 		if err == nil {
 			if b.Address != address {
-				return false, fmt.Errorf("client_id %q names inbox %s: %w", clientID, b.Address, ErrConflict)
+				return false, &ClientIDTaken{ClientID: clientID, Address: b.Address}
 			}
 			*out = b
 			return false, nil
