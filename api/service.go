@@ -68,8 +68,11 @@ type Config struct {
 	// EventLog is what the websocket and webhooks follow (default: Store,
 	// when it keeps one).
 	EventLog EventLog
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// WebhookLimits bound each tenant's webhooks (zero fields: the
+	// store's defaults, store.DefaultWebhookLimits).
+	WebhookLimits store.WebhookLimits
+	Logger        *slog.Logger
+	Now           func() time.Time
 }
 
 // Service is the query/command layer of the HTTP API over the store: one

@@ -41,19 +41,16 @@ import (
 
 // WebhookStore is what webhooks need of the store (store.DB: SQLite or Postgres).
 type WebhookStore interface {
-	CreateWebhook(ctx context.Context, w store.Webhook) (store.Webhook, bool, error)
+	CreateWebhook(ctx context.Context, w store.Webhook, l store.WebhookLimits) (store.Webhook, bool, error)
 	WebhookByID(ctx context.Context, id string) (store.Webhook, error)
 	Webhooks(ctx context.Context, cursorAt int64, cursorID string, limit int) ([]store.Webhook, error)
-	UpdateWebhook(ctx context.Context, w store.Webhook) error
+	UpdateWebhook(ctx context.Context, w store.Webhook, l store.WebhookLimits) error
 	DeleteWebhook(ctx context.Context, id string) error
 	ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.WebhookDelivery, error)
 	WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error
 	WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error
 	WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error
 }
-
-// maxWebhookInboxes is AgentMail's limit ("Maximum 10 per webhook").
-const maxWebhookInboxes = 10
 
 // WebhookObject is the SDK's Webhook.
 type WebhookObject struct {
@@ -64,7 +61,13 @@ type WebhookObject struct {
 	InboxIDs   []string  `json:"inbox_ids,omitempty"`
 	Secret     string    `json:"secret,omitempty"` // only in the create answer
 	Enabled    bool      `json:"enabled"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	// State is "enabled", "failing" (its endpoint backed off after
+	// failures) or "disabled"; DisabledReason "key_revoked" or
+	// "operator". KeyID is the API key that made it (its owner).
+	State          string    `json:"state"`
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	KeyID          string    `json:"key_id,omitempty"`
+	UpdatedAt      time.Time `json:"updated_at"`
 	CreatedAt  time.Time `json:"created_at"`
 	ClientID   string    `json:"client_id,omitempty"`
 }
@@ -98,7 +101,8 @@ type UpdateWebhookRequest struct {
 
 func webhookObject(w store.Webhook) WebhookObject {
 	return WebhookObject{WebhookID: w.ID, URL: w.URL, EventTypes: w.EventTypes, InboxIDs: w.InboxIDs,
-		Enabled: w.Enabled, UpdatedAt: w.UpdatedAt, CreatedAt: w.CreatedAt, ClientID: w.ClientID}
+		Enabled: w.Enabled, State: w.State(), DisabledReason: w.DisabledReason, KeyID: w.KeyID,
+		UpdatedAt: w.UpdatedAt, CreatedAt: w.CreatedAt, ClientID: w.ClientID}
 }
 
 func (s *Service) webhooks() (WebhookStore, error) {
@@ -137,6 +141,39 @@ func checkWebhookURL(u string) error {
 	return nil
 }
 
+// webhookLimits are the effective limits (the configured ones, the
+// store's defaults for zero fields).
+func (s *Service) webhookLimits() store.WebhookLimits {
+	l, d := s.cfg.WebhookLimits, store.DefaultWebhookLimits
+	for _, f := range []struct{ v, d *int }{{&l.PerKey, &d.PerKey}, {&l.PerInbox, &d.PerInbox},
+		{&l.EventTypes, &d.EventTypes}, {&l.EventTypeLen, &d.EventTypeLen}, {&l.Inboxes, &d.Inboxes}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
+	return l
+}
+
+// checkWebhookLists bounds a webhook's lists before anything is looked
+// up (the store checks again, with the counts, in its transaction):
+// event types (each at most EventTypeLen bytes, duplicates removed by
+// checkSubscription) and inbox ids.
+func (s *Service) checkWebhookLists(types, inboxes []string) error {
+	l := s.webhookLimits()
+	if len(types) > l.EventTypes {
+		return badField("event_types", "at most %d event types per webhook", l.EventTypes)
+	}
+	for _, t := range types {
+		if len(t) > l.EventTypeLen {
+			return badField("event_types", "an event type is at most %d bytes", l.EventTypeLen)
+		}
+	}
+	if len(inboxes) > l.Inboxes {
+		return badField("inbox_ids", "at most %d inbox_ids per webhook", l.Inboxes)
+	}
+	return nil
+}
+
 // NewWebhookSecret returns a Svix-style secret: whsec_ and the base64 of
 // 24 random bytes (the signing key).
 func NewWebhookSecret() (string, error) {
@@ -159,9 +196,6 @@ func (s *Service) checkInboxIDs(ctx context.Context, p *Principal, ids []string)
 		if !slices.Contains(out, b) {
 			out = append(out, b)
 		}
-	}
-	if len(out) > maxWebhookInboxes {
-		return nil, badField("inbox_ids", "at most %d inboxes per webhook", maxWebhookInboxes)
 	}
 	return out, nil
 }
@@ -190,6 +224,9 @@ func (s *Service) CreateWebhook(ctx context.Context, p *Principal, inbox string,
 	if err := checkSubscription(&sub); err != nil {
 		return WebhookObject{}, err
 	}
+	if err := s.checkWebhookLists(sub.EventTypes, sub.InboxIDs); err != nil {
+		return WebhookObject{}, err
+	}
 	if sub.InboxIDs, err = s.checkInboxIDs(ctx, p, sub.InboxIDs); err != nil {
 		return WebhookObject{}, err
 	}
@@ -207,7 +244,7 @@ func (s *Service) CreateWebhook(ctx context.Context, p *Principal, inbox string,
 	now := s.cfg.Now().UTC()
 	w := store.Webhook{ID: "wh_" + hex.EncodeToString(idb[:]), URL: req.URL, EventTypes: sub.EventTypes, InboxIDs: sub.InboxIDs,
 		Secret: secret, Enabled: true, ClientID: req.ClientID, KeyID: p.KeyID, CreatedAt: now, UpdatedAt: now}
-	got, created, err := ws.CreateWebhook(ctx, w)
+	got, created, err := ws.CreateWebhook(ctx, w, s.cfg.WebhookLimits)
 	if err != nil {
 		return WebhookObject{}, err
 	}
@@ -309,6 +346,9 @@ func (s *Service) UpdateWebhook(ctx context.Context, p *Principal, inbox, id str
 	if err := checkSubscription(&sub); err != nil {
 		return WebhookObject{}, err
 	}
+	if err := s.checkWebhookLists(sub.EventTypes, req.AddInboxIDs); err != nil {
+		return WebhookObject{}, err
+	}
 	if len(sub.EventTypes) > 0 {
 		w.EventTypes = sub.EventTypes
 	}
@@ -325,14 +365,14 @@ func (s *Service) UpdateWebhook(ctx context.Context, p *Principal, inbox, id str
 		b = strings.ToLower(strings.TrimSpace(b))
 		w.InboxIDs = slices.DeleteFunc(w.InboxIDs, func(x string) bool { return x == b })
 	}
-	if len(w.InboxIDs) > maxWebhookInboxes {
-		return WebhookObject{}, badField("add_inbox_ids", "at most %d inboxes per webhook", maxWebhookInboxes)
+	if l := s.webhookLimits(); len(w.InboxIDs) > l.Inboxes {
+		return WebhookObject{}, badField("add_inbox_ids", "at most %d inbox_ids per webhook", l.Inboxes)
 	}
 	if p.Inboxes != nil && len(w.InboxIDs) == 0 {
 		return WebhookObject{}, badField("remove_inbox_ids", "a scoped key's webhook keeps at least one inbox")
 	}
 	w.UpdatedAt = s.cfg.Now().UTC()
-	if err := ws.UpdateWebhook(ctx, w); err != nil {
+	if err := ws.UpdateWebhook(ctx, w, s.cfg.WebhookLimits); err != nil {
 		return WebhookObject{}, err
 	}
 	return webhookObject(w), nil
@@ -397,13 +437,22 @@ func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, p *Princ
 
 // Delivery.
 
-// defaultWebhookClient posts with a 30 s timeout and never connects to
+// Webhook delivery timeouts: an endpoint that does not answer is given
+// up on quickly (and then backed off as a whole), so that it holds a
+// delivery slot for seconds, not for the 30 s of an ordinary client.
+const (
+	webhookDialTimeout   = 3 * time.Second
+	webhookHeaderTimeout = 5 * time.Second  // from the request written to the answer's header
+	webhookTimeout       = 10 * time.Second // the whole exchange
+)
+
+// defaultWebhookClient posts within webhookTimeout and never connects to
 // link-local (169.254/16, fe80::/10: cloud metadata services), multicast
 // or unspecified addresses, whatever name the URL gives. Loopback and
 // private addresses are allowed: a self-hosted agent lives there.
-var defaultWebhookClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+var defaultWebhookClient = &http.Client{Timeout: webhookTimeout, Transport: &http.Transport{
 	Proxy: nil,
-	DialContext: (&net.Dialer{Timeout: 10 * time.Second, Control: func(network, address string, _ syscall.RawConn) error {
+	DialContext: (&net.Dialer{Timeout: webhookDialTimeout, Control: func(network, address string, _ syscall.RawConn) error {
 		host, _, err := net.SplitHostPort(address)
 		if err != nil {
 			return err
@@ -414,9 +463,10 @@ var defaultWebhookClient = &http.Client{Timeout: 30 * time.Second, Transport: &h
 		}
 		return nil
 	}}).DialContext,
-	TLSHandshakeTimeout: 10 * time.Second,
-	MaxIdleConnsPerHost: 4,
-	IdleConnTimeout:     90 * time.Second,
+	TLSHandshakeTimeout:   webhookDialTimeout,
+	ResponseHeaderTimeout: webhookHeaderTimeout,
+	MaxIdleConnsPerHost:   2,
+	IdleConnTimeout:       90 * time.Second,
 }}
 
 // SvixSignature is "v1," and the base64 of HMAC-SHA256(key, id + "." +
@@ -436,18 +486,33 @@ func SvixSignature(secret, id, timestamp string, body []byte) (string, error) {
 	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil)), nil
 }
 
-// WebhookSender delivers webhook events from the durable log.
+// WebhookSender delivers webhook events from the durable log. Endpoints
+// are isolated from each other: each webhook has at most one delivery
+// in flight (on every node: the store leases the webhook), deliveries
+// are claimed one per webhook, oldest event first (a webhook with a
+// backlog does not pass before the others), an endpoint that fails is
+// backed off as a whole (its circuit open: none of its deliveries is
+// claimed before its backoff ends, so it holds no slot meanwhile), and
+// the sender claims again as soon as any delivery ends, never waiting
+// for a batch: a slow endpoint delays nothing but its own deliveries.
 type WebhookSender struct {
 	Service *Service
-	Client  *http.Client // default: 30 s timeout
+	Client  *http.Client // default: webhookTimeout, short connect and header timeouts
 	// Poll is how often due deliveries are looked for (default 1 s; an
 	// event committed by this process wakes the sender at once).
 	Poll time.Duration
-	// MinBackoff and MaxBackoff bound the retry delay (defaults 1 s, 1 h);
-	// GiveUp is how long an event is retried before its delivery is
-	// dropped (default 72 h; the event stays in the log).
+	// MinBackoff and MaxBackoff bound an endpoint's backoff after
+	// consecutive failures (defaults 1 s, 1 h); GiveUp is how long an
+	// event is retried before its delivery is dropped (default 72 h; the
+	// event stays in the log).
 	MinBackoff, MaxBackoff, GiveUp time.Duration
+	// Slots bounds the deliveries in flight at once (default 64).
+	Slots int
 }
+
+// webhookLease is how long a claimed delivery (and its webhook) stays
+// taken: past it, another sender retries (at-least-once).
+const webhookLease = 2 * time.Minute
 
 // Run delivers until ctx ends.
 func (ws *WebhookSender) Run(ctx context.Context) error {
@@ -459,55 +524,100 @@ func (ws *WebhookSender) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	log, _ := ws.Service.eventLog()
 	poll := ws.Poll
 	if poll <= 0 {
 		poll = time.Second
 	}
+	slots := ws.Slots
+	if slots <= 0 {
+		slots = 64
+	}
+	client := ws.client()
+	wake := make(chan struct{}, 1)
+	if log, _ := ws.Service.eventLog(); log != nil {
+		go func() {
+			last, _ := log.LastEventID(ctx)
+			for ctx.Err() == nil {
+				if err := log.WaitEvents(ctx, last); err != nil {
+					return
+				}
+				n, err := log.LastEventID(ctx)
+				if err != nil || n == last {
+					// Nothing new to read (a failing store): wait a poll.
+					select {
+					case <-ctx.Done():
+					case <-time.After(poll):
+					}
+					continue
+				}
+				last = n
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	done := make(chan struct{}, slots)
+	inflight := 0
+	t := time.NewTimer(poll)
+	defer t.Stop()
 	for {
-		last := int64(0)
-		if log != nil {
-			last, _ = log.LastEventID(ctx)
+		if free := slots - inflight; free > 0 && ctx.Err() == nil {
+			ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), webhookLease, free)
+			if err != nil && ctx.Err() == nil {
+				ws.Service.cfg.Logger.Warn("api: webhook deliveries", "err", err)
+			}
+			for _, d := range ds {
+				inflight++
+				go func() {
+					ws.deliverOne(ctx, st, client, d)
+					done <- struct{}{}
+				}()
+			}
 		}
-		n, err := ws.RunOnce(ctx, st)
-		if err != nil && ctx.Err() == nil {
-			ws.Service.cfg.Logger.Warn("api: webhook deliveries", "err", err)
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
 		}
-		if n > 0 {
-			continue
-		}
-		wctx, cancel := context.WithTimeout(ctx, poll)
-		if log != nil {
-			_ = log.WaitEvents(wctx, last)
-		} else {
-			<-wctx.Done()
-		}
-		cancel()
-		if ctx.Err() != nil {
+		t.Reset(poll)
+		select {
+		case <-ctx.Done():
+			for ; inflight > 0; inflight-- {
+				<-done
+			}
 			return ctx.Err()
+		case <-done:
+			inflight--
+		case <-wake:
+		case <-t.C:
 		}
 	}
 }
 
-// RunOnce delivers the deliveries due now (concurrently, a few at a time)
-// and returns how many it tried.
-func (ws *WebhookSender) RunOnce(ctx context.Context, st WebhookStore) (int, error) {
-	client := ws.Client
-	if client == nil {
-		client = defaultWebhookClient
+func (ws *WebhookSender) client() *http.Client {
+	if ws.Client != nil {
+		return ws.Client
 	}
-	ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), 2*time.Minute, 32)
+	return defaultWebhookClient
+}
+
+// RunOnce delivers the deliveries due now (one per webhook, all at
+// once) and returns how many it tried.
+func (ws *WebhookSender) RunOnce(ctx context.Context, st WebhookStore) (int, error) {
+	client := ws.client()
+	ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), webhookLease, 64)
 	if err != nil || len(ds) == 0 {
 		return 0, err
 	}
-	sem := make(chan struct{}, 8)
 	done := make(chan struct{}, len(ds))
 	for _, d := range ds {
-		sem <- struct{}{}
-		go func(d store.WebhookDelivery) {
-			defer func() { <-sem; done <- struct{}{} }()
+		go func() {
+			defer func() { done <- struct{}{} }()
 			ws.deliverOne(ctx, st, client, d)
-		}(d)
+		}()
 	}
 	for range ds {
 		<-done
@@ -533,8 +643,11 @@ func (ws *WebhookSender) deliverOne(ctx context.Context, st WebhookStore, client
 		_ = st.WebhookDeliveryDrop(ctx, d.Webhook.ID, d.Event.ID, err.Error())
 		return
 	}
-	next := time.Now().Add(ws.backoff(d.Attempts))
-	lg.Info("api: webhook delivery failed, will retry", "webhook", d.Webhook.ID, "event", d.Event.ID, "attempts", d.Attempts, "next", next, "err", err)
+	// The endpoint's consecutive failures set the backoff of all its
+	// deliveries (WebhookDeliveryRetry backs the webhook off).
+	next := time.Now().Add(ws.backoff(d.Webhook.Failures + 1))
+	lg.Info("api: webhook delivery failed, endpoint backed off", "webhook", d.Webhook.ID, "event", d.Event.ID, "attempts", d.Attempts,
+		"failures", d.Webhook.Failures+1, "next", next, "err", err)
 	if err := st.WebhookDeliveryRetry(ctx, d.Webhook.ID, d.Event.ID, next, err.Error()); err != nil {
 		lg.Warn("api: webhook retry not recorded (retried after the lease)", "err", err)
 	}
@@ -572,6 +685,8 @@ func (ws *WebhookSender) post(ctx context.Context, client *http.Client, d store.
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, webhookTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.Webhook.URL, bytes.NewReader(body))
 	if err != nil {
 		return err

@@ -109,7 +109,10 @@ func (s *core) APIKeys(ctx context.Context) ([]APIKey, error) {
 }
 
 // RevokeAPIKey marks the key revoked (ErrNotFound when unknown). The row
-// stays, so a revoked id is never reused.
+// stays, so a revoked id is never reused. The webhooks the key made are
+// disabled in the same transaction (DisabledReason "key_revoked"): no
+// event is fanned out to them, none of their pending deliveries is
+// claimed, from its commit on.
 func (s *core) RevokeAPIKey(ctx context.Context, id string) error {
 	return s.write(ctx, func(tx Tx) error {
 		res, err := tx.Exec(`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, time.Now().UTC().UnixNano(), id)
@@ -118,6 +121,10 @@ func (s *core) RevokeAPIKey(ctx context.Context, id string) error {
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("API key %s: %w", id, ErrNotFound)
+		}
+		if _, err := tx.Exec(`UPDATE api_webhooks SET enabled = ?, disabled_reason = 'key_revoked', updated_at = ?
+			WHERE key_id = ? AND enabled`, false, time.Now().UTC().UnixNano(), id); err != nil {
+			return fmt.Errorf("store: revoke API key: %w", err)
 		}
 		return nil
 	})

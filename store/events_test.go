@@ -35,7 +35,7 @@ func testEventsDurable(t *testing.T, path string) {
 	}
 	now := time.Now()
 	if _, _, err := s.CreateWebhook(ctx, store.Webhook{ID: "wh_1", URL: "http://x.test/", EventTypes: []string{store.EventReceived},
-		InboxIDs: []string{"b@x.test"}, Secret: "whsec_AAAA", Enabled: true, CreatedAt: now, UpdatedAt: now}); err != nil {
+		InboxIDs: []string{"b@x.test"}, Secret: "whsec_AAAA", Enabled: true, CreatedAt: now, UpdatedAt: now}, store.WebhookLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Ingest(ctx, &store.Incoming{Direction: store.DirIn, MessageID: "m1@x.test", Sender: "alice@x.test",

@@ -1,0 +1,200 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/envelopd/envelopd/api"
+)
+
+type webhookState struct {
+	WebhookID      string `json:"webhook_id"`
+	State          string `json:"state"`
+	DisabledReason string `json:"disabled_reason"`
+	KeyID          string `json:"key_id"`
+}
+
+// TestRevokedKeyWebhooks: the webhooks a key made are disabled when the
+// key is revoked: nothing more is delivered to them, and the list shows
+// their owner and state.
+func TestRevokedKeyWebhooks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("bob", "shop.test")
+	hits := make(chan string, 10)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		hits <- string(b)
+	}))
+	defer recv.Close()
+	bobKey := e.newKey([]string{"bob@shop.test"})
+	var w webhookState
+	if c := e.do(bobKey, "POST", "/v0/webhooks", map[string]any{"url": recv.URL}, &w); c != 200 {
+		t.Fatalf("create: %d", c)
+	}
+	id, _, _ := api.ParseKey(bobKey)
+	if w.State != "enabled" || w.KeyID != id {
+		t.Errorf("created: %+v", w)
+	}
+	if err := e.st.RevokeAPIKey(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	e.receive("after revocation", "bob@shop.test")
+	if n, err := (&api.WebhookSender{Service: e.svc}).RunOnce(context.Background(), e.st); n != 0 || err != nil {
+		t.Errorf("deliveries after revocation: %d %v", n, err)
+	}
+	var l struct {
+		Webhooks []webhookState `json:"webhooks"`
+	}
+	e.do(e.key, "GET", "/v0/webhooks", nil, &l)
+	if len(l.Webhooks) != 1 || l.Webhooks[0].State != "disabled" || l.Webhooks[0].DisabledReason != "key_revoked" || l.Webhooks[0].KeyID != id {
+		t.Errorf("list: %+v", l.Webhooks)
+	}
+	select {
+	case h := <-hits:
+		t.Errorf("delivered after revocation: %s", h)
+	default:
+	}
+}
+
+// TestWebhookLimits: a tenant's webhooks are bounded: event types (count
+// and length), inbox ids, webhooks per key and per inbox.
+func TestWebhookLimits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("a", "shop.test")
+	many := make([]string, 500)
+	for i := range many {
+		many[i] = fmt.Sprintf("message.x%d", i)
+	}
+	inboxes := make([]string, 11)
+	for i := range inboxes {
+		inboxes[i] = fmt.Sprintf("i%d@shop.test", i)
+	}
+	for _, tc := range []struct {
+		name string
+		body map[string]any
+	}{
+		{"500 event types", map[string]any{"url": "http://127.0.0.1:9/", "event_types": many}},
+		{"17 event types", map[string]any{"url": "http://127.0.0.1:9/", "event_types": many[:17]}},
+		{"a long event type", map[string]any{"url": "http://127.0.0.1:9/", "event_types": []string{"message." + strings.Repeat("x", 60)}}},
+		{"11 inboxes", map[string]any{"url": "http://127.0.0.1:9/", "inbox_ids": inboxes}},
+	} {
+		var body map[string]any
+		if c := e.do(e.key, "POST", "/v0/webhooks", tc.body, &body); c != 400 || body["name"] != "ValidationError" {
+			t.Errorf("%s: %d %v, want 400", tc.name, c, body)
+		}
+	}
+	// Duplicates count once.
+	if c := e.do(e.key, "POST", "/v0/webhooks", map[string]any{"url": "http://127.0.0.1:9/", "event_types": []string{"message.received", "message.received"}}, nil); c != 200 {
+		t.Errorf("duplicate event types: %d", c)
+	}
+	// 16 webhooks per inbox.
+	for i := range 16 {
+		c := e.do(e.key, "POST", "/v0/inboxes/a@shop.test/webhooks", map[string]any{"url": "http://127.0.0.1:9/"}, nil)
+		if want := map[bool]int{true: 200, false: 400}[i < 16]; c != want {
+			t.Fatalf("webhook %d of inbox a: %d, want %d", i+1, c, want)
+		}
+	}
+	var body map[string]any
+	if c := e.do(e.key, "POST", "/v0/inboxes/a@shop.test/webhooks", map[string]any{"url": "http://127.0.0.1:9/"}, &body); c != 400 || !strings.Contains(fmt.Sprint(body), "per inbox") {
+		t.Errorf("17th webhook of an inbox: %d %v", c, body)
+	}
+	// 32 per key: 17 made, 15 more pass, the next does not.
+	for i := range 15 {
+		if c := e.do(e.key, "POST", "/v0/webhooks", map[string]any{"url": "http://127.0.0.1:9/", "event_types": []string{"message.sent"}}, nil); c != 200 {
+			t.Fatalf("webhook %d of the key: %d", 18+i, c)
+		}
+	}
+	if c := e.do(e.key, "POST", "/v0/webhooks", map[string]any{"url": "http://127.0.0.1:9/"}, &body); c != 400 || !strings.Contains(fmt.Sprint(body), "per API key") {
+		t.Errorf("33rd webhook of a key: %d %v", c, body)
+	}
+}
+
+// TestWebhookIsolation: nine webhooks whose endpoint accepts and never
+// answers do not delay another inbox's delivery: it is made while the
+// nine are still hanging.
+func TestWebhookIsolation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("slow", "shop.test")
+	e.createInbox("other", "shop.test")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var conns []net.Conn
+	accepted := make(chan struct{}, 100)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			accepted <- struct{}{}
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	good := make(chan struct{}, 10)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { good <- struct{}{} }))
+	defer recv.Close()
+	slowKey := e.newKey([]string{"slow@shop.test"})
+	for range 9 {
+		if c := e.do(slowKey, "POST", "/v0/webhooks", map[string]any{"url": "http://" + ln.Addr().String() + "/"}, nil); c != 200 {
+			t.Fatalf("create: %d", c)
+		}
+	}
+	if c := e.do(e.key, "POST", "/v0/inboxes/other@shop.test/webhooks", map[string]any{"url": recv.URL}, nil); c != 200 {
+		t.Fatalf("create: %d", c)
+	}
+	for i := range 3 {
+		e.receive(fmt.Sprintf("slow %d", i), "slow@shop.test")
+	}
+	e.receive("other", "other@shop.test")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	// The hanging endpoints would hold their deliveries for a minute.
+	go func() {
+		done <- (&api.WebhookSender{Service: e.svc, Client: &http.Client{Timeout: time.Minute}}).Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	timeout := time.After(20 * time.Second)
+	for range 9 {
+		select {
+		case <-accepted:
+		case <-timeout:
+			t.Fatal("the hanging endpoint was not tried by all nine webhooks")
+		}
+	}
+	select {
+	case <-good:
+	case <-timeout:
+		t.Fatal("the other inbox's delivery was not made while the hanging endpoint held its deliveries")
+	}
+	// One delivery in flight per endpoint: the second and third events
+	// of the hanging webhooks wait their turn.
+	select {
+	case <-accepted:
+		t.Error("a hanging webhook got a second delivery in flight")
+	default:
+	}
+}
