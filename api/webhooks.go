@@ -54,13 +54,13 @@ type WebhookStore interface {
 
 // WebhookObject is the SDK's Webhook.
 type WebhookObject struct {
-	WebhookID  string    `json:"webhook_id"`
-	URL        string    `json:"url"`
-	EventTypes []string  `json:"event_types,omitempty"`
-	PodIDs     []string  `json:"pod_ids,omitempty"`
-	InboxIDs   []string  `json:"inbox_ids,omitempty"`
-	Secret     string    `json:"secret,omitempty"` // only in the create answer
-	Enabled    bool      `json:"enabled"`
+	WebhookID  string   `json:"webhook_id"`
+	URL        string   `json:"url"`
+	EventTypes []string `json:"event_types,omitempty"`
+	PodIDs     []string `json:"pod_ids,omitempty"`
+	InboxIDs   []string `json:"inbox_ids,omitempty"`
+	Secret     string   `json:"secret,omitempty"` // only in the create answer
+	Enabled    bool     `json:"enabled"`
 	// State is "enabled", "failing" (its endpoint backed off after
 	// failures) or "disabled"; DisabledReason "key_revoked" or
 	// "operator". KeyID is the API key that made it (its owner).
@@ -68,8 +68,8 @@ type WebhookObject struct {
 	DisabledReason string    `json:"disabled_reason,omitempty"`
 	KeyID          string    `json:"key_id,omitempty"`
 	UpdatedAt      time.Time `json:"updated_at"`
-	CreatedAt  time.Time `json:"created_at"`
-	ClientID   string    `json:"client_id,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	ClientID       string    `json:"client_id,omitempty"`
 }
 
 // ListWebhooks is {count, limit, next_page_token, webhooks}.
