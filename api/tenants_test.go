@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/envelopd/envelopd/api"
 )
 
@@ -196,5 +198,92 @@ func TestWebhookIsolation(t *testing.T) {
 	case <-accepted:
 		t.Error("a hanging webhook got a second delivery in flight")
 	default:
+	}
+}
+
+// tenantServer serves e's service with tenant limits l.
+func (e *env) tenantServer(l api.TenantLimits) *env {
+	srv := httptest.NewServer(api.NewHandler(e.svc, api.HandlerOptions{Tenants: api.NewTenants(e.st, l)}))
+	e.t.Cleanup(srv.Close)
+	c := *e
+	c.srv = srv
+	return &c
+}
+
+// TestRevokedKeyClosesWebsocket: an open websocket is closed (1008)
+// within a second of its key's revocation; a new event is not sent.
+func TestRevokedKeyClosesWebsocket(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("a", "shop.test")
+	key := e.newKey(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := e.subscribe(t, ctx, key, "", map[string]any{"event_types": []string{"message.received"}})
+	id, _, _ := api.ParseKey(key)
+	if err := e.st.RevokeAPIKey(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	e.receive("after revocation", "a@shop.test")
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+				t.Errorf("closed with %v, want 1008 policy violation", err)
+			}
+			return
+		}
+		if strings.Contains(string(b), "after revocation") {
+			// Sent before the watch saw the revocation (at most a
+			// second): allowed, but the stream must still end.
+			continue
+		}
+	}
+}
+
+// TestWebsocketsPerKey: one key may hold only so many websockets; another
+// key is not affected, and a closed one frees its place.
+func TestWebsocketsPerKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false).tenantServer(api.TenantLimits{Websockets: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c1 := e.subscribe(t, ctx, e.key, "", map[string]any{})
+	e.subscribe(t, ctx, e.key, "", map[string]any{})
+	if _, resp, err := e.dial(ctx, e.key, ""); err == nil || resp == nil || resp.StatusCode != 429 {
+		t.Errorf("third websocket of a key: %v %v, want 429", resp, err)
+	}
+	e.subscribe(t, ctx, e.newKey(nil), "", map[string]any{})
+	c1.Close(websocket.StatusNormalClosure, "")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, resp, err := e.dial(ctx, e.key, "")
+		if err == nil {
+			c.CloseNow()
+			break
+		}
+		if resp == nil || resp.StatusCode != 429 || time.Now().After(deadline) {
+			t.Fatalf("after a close: %v %v", resp, err)
+		}
+		time.Sleep(5 * time.Millisecond) // the server sees the close
+	}
+}
+
+// TestKeyRequestRate: a key past its bucket gets 429 with Retry-After;
+// another key goes on.
+func TestKeyRequestRate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false).tenantServer(api.TenantLimits{RequestsPerSecond: 0.001, Burst: 5})
+	for i := range 5 {
+		if c := e.do(e.key, "GET", "/v0/inboxes", nil, nil); c != 200 {
+			t.Fatalf("request %d: %d", i+1, c)
+		}
+	}
+	var body map[string]any
+	if c := e.do(e.key, "GET", "/v0/inboxes", nil, &body); c != 429 || body["name"] != "RateLimitError" {
+		t.Errorf("sixth request: %d %v", c, body)
+	}
+	if c := e.do(e.newKey(nil), "GET", "/v0/inboxes", nil, nil); c != 200 {
+		t.Errorf("another key: %d", c)
 	}
 }

@@ -23,7 +23,10 @@ const SessionTimeout = 30 * time.Minute
 type HTTPOptions struct {
 	Keys     api.KeyStore     // the API's keys (required)
 	Throttle api.AuthThrottle // failed keys count here, as for the API (default: none)
-	MaxBody  int64            // largest request body (default api.DefaultMaxBody)
+	// Tenants is the per-key state shared with the API (request rate,
+	// the revocation watch); default: api.NewTenants(Keys, {}).
+	Tenants *api.Tenants
+	MaxBody int64 // largest request body (default api.DefaultMaxBody)
 }
 
 // NewHTTPHandler serves cfg's MCP server over streamable HTTP (MCP
@@ -42,6 +45,9 @@ func NewHTTPHandler(cfg Config, o HTTPOptions) http.Handler {
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = api.DefaultMaxBody
+	}
+	if o.Tenants == nil {
+		o.Tenants = api.NewTenants(o.Keys, api.TenantLimits{})
 	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
 		&sdk.StreamableHTTPOptions{Logger: cfg.Logger, MaxRequestBodyBytes: o.MaxBody, SessionTimeout: SessionTimeout})
@@ -64,6 +70,11 @@ func NewHTTPHandler(cfg Config, o HTTPOptions) http.Handler {
 			key = f[1]
 		}
 		p, e := api.Authenticate(r.Context(), o.Keys, o.Throttle, cfg.Logger, clientIP(r), key)
+		if e == nil {
+			if e = o.Tenants.Allow(p.KeyID); e != nil {
+				p = nil
+			}
+		}
 		if e != nil {
 			if e.RetryAfter > 0 {
 				w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
@@ -77,7 +88,12 @@ func NewHTTPHandler(cfg Config, o HTTPOptions) http.Handler {
 		// wait_for_message may hold a response for MaxWait: the server's
 		// write deadline is extended for this request only.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(MaxWait + time.Minute))
-		authed.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalCtx{}, p)))
+		// A request that outlives its key (a wait, the event stream) is
+		// ended within a second of the key's revocation; the session's
+		// next request is refused (401).
+		ctx, stop := o.Tenants.Watch(r.Context(), p.KeyID)
+		defer stop()
+		authed.ServeHTTP(w, r.WithContext(context.WithValue(ctx, principalCtx{}, p)))
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -559,5 +560,60 @@ func TestHTTPWaitOutlastsWriteTimeout(t *testing.T) {
 	w := call[api.WaitResult](t, cs, "wait_for_message", map[string]any{"inbox_id": shop, "timeout_seconds": 2})
 	if !w.TimedOut {
 		t.Fatalf("wait: %+v", w)
+	}
+}
+
+// TestHTTPRevokedKeyEndsWait: a wait in flight ends within a second or
+// so of its key's revocation (not at its timeout), and the session's next
+// request is refused.
+func TestHTTPRevokedKeyEndsWait(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	key, k, err := api.NewKey(nil, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.relay.Store.CreateAPIKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.svc.CreateInbox(ctx, &api.Principal{}, api.CreateInboxRequest{Username: "shop", Domain: "shop.test"}); err != nil {
+		t.Fatal(err)
+	}
+	tenants := api.NewTenants(f.relay.Store, api.TenantLimits{})
+	srv := httptest.NewServer(mcp.NewHTTPHandler(f.cfg, mcp.HTTPOptions{Keys: f.relay.Store, Tenants: tenants}))
+	t.Cleanup(srv.Close)
+	tr := &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{key}}}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	done := make(chan error, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "wait_for_message", Arguments: map[string]any{"inbox_id": shop, "timeout_seconds": 300}})
+		if err == nil && !res.IsError {
+			err = fmt.Errorf("the wait was answered: %s", text(res))
+		} else {
+			err = nil
+		}
+		done <- err
+	}()
+	// Revoke once the wait is being watched.
+	for !tenants.Watched(k.ID) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := f.relay.Store.RevokeAPIKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait outlived its key by 30 s")
+	}
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "list_inboxes"}); err == nil {
+		t.Error("a request with the revoked key was answered")
 	}
 }
