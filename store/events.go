@@ -503,6 +503,15 @@ const fanOutStep = 1000
 // below are passed (dialect eventVisible), and a delivery made twice by
 // two nodes is one row (its primary key).
 func (s *core) fanOutWebhooks(ctx context.Context) error {
+	// Most calls find nothing new: a read, not a write, says so.
+	var pending bool
+	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM api_events e WHERE e.id > (SELECT id FROM api_webhook_fanout)`+
+		s.and(s.d.eventVisible)+`)`).Scan(&pending); err != nil {
+		return fmt.Errorf("store: webhook fan-out: %w", err)
+	}
+	if !pending {
+		return nil
+	}
 	for {
 		var from, to int64
 		var n int
@@ -555,32 +564,15 @@ func (s *core) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease 
 		return nil, err
 	}
 	at, until := now.UTC().UnixNano(), now.Add(lease).UTC().UnixNano()
+	// The candidates are read first: most calls find none and write
+	// nothing. The writes below take each one again conditionally.
+	cand, err := s.webhookCandidates(ctx, at)
+	if err != nil || len(cand) == 0 {
+		return nil, err
+	}
 	var out []WebhookDelivery
-	err := s.write(ctx, func(tx Tx) error {
+	err = s.write(ctx, func(tx Tx) error {
 		out = nil
-		rows, err := tx.Query(`SELECT w.id, (SELECT min(d.event_id) FROM api_webhook_deliveries d
-				WHERE d.webhook_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= ?) AS ev
-			FROM api_webhooks w WHERE w.enabled AND w.next_at <= ?`, at, at)
-		if err != nil {
-			return fmt.Errorf("store: claim webhook deliveries: %w", err)
-		}
-		var cand []WebhookDelivery
-		for rows.Next() {
-			var d WebhookDelivery
-			var ev sql.NullInt64
-			if err := rows.Scan(&d.Webhook.ID, &ev); err != nil {
-				rows.Close()
-				return fmt.Errorf("store: claim webhook deliveries: %w", err)
-			}
-			if ev.Valid {
-				d.Event.ID = ev.Int64
-				cand = append(cand, d)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("store: claim webhook deliveries: %w", err)
-		}
 		slices.SortFunc(cand, func(a, b WebhookDelivery) int { return cmp.Compare(a.Event.ID, b.Event.ID) })
 		for _, d := range cand {
 			if len(out) == limit {
@@ -594,8 +586,17 @@ func (s *core) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease 
 			if n, _ := res.RowsAffected(); n == 0 {
 				continue
 			}
-			if err := tx.QueryRow(`UPDATE api_webhook_deliveries SET attempts = attempts + 1, next_attempt_at = ?
-				WHERE webhook_id = ? AND event_id = ? RETURNING attempts`, until, d.Webhook.ID, d.Event.ID).Scan(&d.Attempts); err != nil {
+			err = tx.QueryRow(`UPDATE api_webhook_deliveries SET attempts = attempts + 1, next_attempt_at = ?
+				WHERE webhook_id = ? AND event_id = ? AND state = 'pending' RETURNING attempts`, until, d.Webhook.ID, d.Event.ID).Scan(&d.Attempts)
+			if errors.Is(err, sql.ErrNoRows) {
+				// Delivered or dropped since it was read: the webhook's
+				// lease goes back.
+				if _, err := tx.Exec(`UPDATE api_webhooks SET next_at = 0 WHERE id = ? AND next_at = ?`, d.Webhook.ID, until); err != nil {
+					return fmt.Errorf("store: claim webhook deliveries: %w", err)
+				}
+				continue
+			}
+			if err != nil {
 				return fmt.Errorf("store: claim webhook deliveries: %w", err)
 			}
 			w, err := scanWebhook(tx.QueryRow(`SELECT `+webhookCols+` FROM api_webhooks WHERE id = ?`, d.Webhook.ID))
@@ -619,6 +620,34 @@ func (s *core) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease 
 		return nil, err
 	}
 	return out, nil
+}
+
+// webhookCandidates reads, for every enabled webhook not backed off nor
+// in flight at at, its oldest pending delivery due.
+func (s *core) webhookCandidates(ctx context.Context, at int64) ([]WebhookDelivery, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT w.id, (SELECT min(d.event_id) FROM api_webhook_deliveries d
+			WHERE d.webhook_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= ?) AS ev
+		FROM api_webhooks w WHERE w.enabled AND w.next_at <= ?`, at, at)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim webhook deliveries: %w", err)
+	}
+	defer rows.Close()
+	var cand []WebhookDelivery
+	for rows.Next() {
+		var d WebhookDelivery
+		var ev sql.NullInt64
+		if err := rows.Scan(&d.Webhook.ID, &ev); err != nil {
+			return nil, fmt.Errorf("store: claim webhook deliveries: %w", err)
+		}
+		if ev.Valid {
+			d.Event.ID = ev.Int64
+			cand = append(cand, d)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: claim webhook deliveries: %w", err)
+	}
+	return cand, nil
 }
 
 // WebhookDeliveryDone records a delivered event: the endpoint is healthy
