@@ -34,7 +34,7 @@ func (e *env) guarded(p authguard.Policy, keys api.KeyStore) *guarded {
 		g.slept = append(g.slept, d)
 		return nil
 	}}
-	g.h = api.NewHandler(e.svc, api.HandlerOptions{Keys: keys, Throttle: authguard.KeyThrottle{Guard: guard, Service: "http", Mechanism: "bearer"}})
+	g.h = api.NewHandler(e.svc, api.HandlerOptions{Keys: keys, Tenants: api.NewTenants(e.st, api.TenantLimits{RefusalDelay: -1}), Throttle: authguard.KeyThrottle{Guard: guard, Service: "http", Mechanism: "bearer"}})
 	return g
 }
 

@@ -21,10 +21,19 @@ type TenantLimits struct {
 	RequestsPerSecond float64 // default 100
 	Burst             int     // default 200
 	Websockets        int     // open websockets of one key; default 16
+	// RefusalDelay holds the answer to a request refused for failed
+	// authentication (429: its address locked out, or the global budget
+	// of failures spent) that long, at most Tarpit such answers at once
+	// (beyond, they are answered at once): a stranger hammering the API
+	// in a loop is slowed to about one request a RefusalDelay per
+	// connection, at the cost of a sleeping goroutine, never of a valid
+	// key's time. Defaults 1 s and 1,024.
+	RefusalDelay time.Duration
+	Tarpit       int
 }
 
 // DefaultTenantLimits are the limits of a zero TenantLimits.
-var DefaultTenantLimits = TenantLimits{RequestsPerSecond: 100, Burst: 200, Websockets: 16}
+var DefaultTenantLimits = TenantLimits{RequestsPerSecond: 100, Burst: 200, Websockets: 16, RefusalDelay: time.Second, Tarpit: 1024}
 
 // ErrKeyRevoked ends what a key had open (websockets, MCP requests) when
 // the key is revoked or deleted.
@@ -50,6 +59,7 @@ type Tenants struct {
 	sockets  map[string]int
 	watched  map[string]map[*watch]struct{}
 	watching bool
+	tarpit   chan struct{}
 }
 
 type watch struct{ cancel context.CancelCauseFunc }
@@ -67,8 +77,34 @@ func NewTenants(keys KeyStore, l TenantLimits) *Tenants {
 	if l.Websockets > 0 {
 		d.Websockets = l.Websockets
 	}
+	if l.RefusalDelay != 0 {
+		d.RefusalDelay = max(0, l.RefusalDelay) // < 0: none
+	}
+	if l.Tarpit > 0 {
+		d.Tarpit = l.Tarpit
+	}
 	return &Tenants{keys: keys, limits: d, buckets: map[string]*rate.Limiter{}, sockets: map[string]int{},
-		watched: map[string]map[*watch]struct{}{}}
+		watched: map[string]map[*watch]struct{}{}, tarpit: make(chan struct{}, d.Tarpit)}
+}
+
+// Refused holds a refusal for failed authentication (RefusalDelay) when
+// a tarpit slot is free, or returns at once.
+func (t *Tenants) Refused(ctx context.Context) {
+	if t.limits.RefusalDelay <= 0 {
+		return
+	}
+	select {
+	case t.tarpit <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-t.tarpit }()
+	tm := time.NewTimer(t.limits.RefusalDelay)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-ctx.Done():
+	}
 }
 
 // Limits are the effective limits.
