@@ -17,13 +17,6 @@ import (
 	"github.com/envelopd/envelopd/api"
 )
 
-type webhookState struct {
-	WebhookID      string `json:"webhook_id"`
-	State          string `json:"state"`
-	DisabledReason string `json:"disabled_reason"`
-	KeyID          string `json:"key_id"`
-}
-
 // TestRevokedKeyWebhooks: the webhooks a key made are disabled when the
 // key is revoked: nothing more is delivered to them, and the list shows
 // their owner and state.
@@ -38,7 +31,7 @@ func TestRevokedKeyWebhooks(t *testing.T) {
 	}))
 	defer recv.Close()
 	bobKey := e.newKey([]string{"bob@shop.test"})
-	var w webhookState
+	var w webhookObj
 	if c := e.do(bobKey, "POST", "/v0/webhooks", map[string]any{"url": recv.URL}, &w); c != 200 {
 		t.Fatalf("create: %d", c)
 	}
@@ -54,7 +47,7 @@ func TestRevokedKeyWebhooks(t *testing.T) {
 		t.Errorf("deliveries after revocation: %d %v", n, err)
 	}
 	var l struct {
-		Webhooks []webhookState `json:"webhooks"`
+		Webhooks []webhookObj `json:"webhooks"`
 	}
 	e.do(e.key, "GET", "/v0/webhooks", nil, &l)
 	if len(l.Webhooks) != 1 || l.Webhooks[0].State != "disabled" || l.Webhooks[0].DisabledReason != "key_revoked" || l.Webhooks[0].KeyID != id {

@@ -143,16 +143,7 @@ func checkWebhookURL(u string) error {
 
 // webhookLimits are the effective limits (the configured ones, the
 // store's defaults for zero fields).
-func (s *Service) webhookLimits() store.WebhookLimits {
-	l, d := s.cfg.WebhookLimits, store.DefaultWebhookLimits
-	for _, f := range []struct{ v, d *int }{{&l.PerKey, &d.PerKey}, {&l.PerInbox, &d.PerInbox},
-		{&l.EventTypes, &d.EventTypes}, {&l.EventTypeLen, &d.EventTypeLen}, {&l.Inboxes, &d.Inboxes}} {
-		if *f.v <= 0 {
-			*f.v = *f.d
-		}
-	}
-	return l
-}
+func (s *Service) webhookLimits() store.WebhookLimits { return s.cfg.WebhookLimits.WithDefaults() }
 
 // checkWebhookLists bounds a webhook's lists before anything is looked
 // up (the store checks again, with the counts, in its transaction):

@@ -26,6 +26,10 @@ type webhookObj struct {
 	Enabled    bool     `json:"enabled"`
 	ClientID   string   `json:"client_id"`
 	Name       string   `json:"name"`
+	// Owner and state.
+	KeyID          string `json:"key_id"`
+	State          string `json:"state"`
+	DisabledReason string `json:"disabled_reason"`
 }
 
 func TestWebhookCRUD(t *testing.T) {

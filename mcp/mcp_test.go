@@ -536,27 +536,12 @@ func TestHTTP(t *testing.T) {
 // handler extends the write deadline of its request.
 func TestHTTPWaitOutlastsWriteTimeout(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
-	key, k, err := api.NewKey(nil, "", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.relay.Store.CreateAPIKey(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := f.svc.CreateInbox(ctx, &api.Principal{}, api.CreateInboxRequest{Username: "shop", Domain: "shop.test"}); err != nil {
-		t.Fatal(err)
-	}
+	key, _ := f.shopKey(t)
 	srv := httptest.NewUnstartedServer(mcp.NewHTTPHandler(f.cfg, mcp.HTTPOptions{Keys: f.relay.Store}))
 	srv.Config.WriteTimeout = time.Second
 	srv.Start()
 	t.Cleanup(srv.Close)
-	tr := &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{key}}}
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, tr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := dialHTTP(t, srv.URL, key)
 	w := call[api.WaitResult](t, cs, "wait_for_message", map[string]any{"inbox_id": shop, "timeout_seconds": 2})
 	if !w.TimedOut {
 		t.Fatalf("wait: %+v", w)
@@ -569,25 +554,11 @@ func TestHTTPWaitOutlastsWriteTimeout(t *testing.T) {
 func TestHTTPRevokedKeyEndsWait(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	key, k, err := api.NewKey(nil, "", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.relay.Store.CreateAPIKey(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := f.svc.CreateInbox(ctx, &api.Principal{}, api.CreateInboxRequest{Username: "shop", Domain: "shop.test"}); err != nil {
-		t.Fatal(err)
-	}
+	key, k := f.shopKey(t)
 	tenants := api.NewTenants(f.relay.Store, api.TenantLimits{})
 	srv := httptest.NewServer(mcp.NewHTTPHandler(f.cfg, mcp.HTTPOptions{Keys: f.relay.Store, Tenants: tenants}))
 	t.Cleanup(srv.Close)
-	tr := &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{key}}}
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, tr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := dialHTTP(t, srv.URL, key)
 	done := make(chan error, 1)
 	go func() {
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "wait_for_message", Arguments: map[string]any{"inbox_id": shop, "timeout_seconds": 300}})
@@ -616,4 +587,35 @@ func TestHTTPRevokedKeyEndsWait(t *testing.T) {
 	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "list_inboxes"}); err == nil {
 		t.Error("a request with the revoked key was answered")
 	}
+}
+
+// shopKey makes an unscoped key and the shop inbox; it returns the key
+// and its stored form.
+func (f *fixture) shopKey(t *testing.T) (string, store.APIKey) {
+	t.Helper()
+	ctx := context.Background()
+	key, k, err := api.NewKey(nil, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.relay.Store.CreateAPIKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.svc.CreateInbox(ctx, &api.Principal{}, api.CreateInboxRequest{Username: "shop", Domain: "shop.test"}); err != nil {
+		t.Fatal(err)
+	}
+	return key, k
+}
+
+// dialHTTP opens an MCP session over streamable HTTP with key; the test
+// closes it.
+func dialHTTP(t *testing.T, url, key string) *sdk.ClientSession {
+	t.Helper()
+	tr := &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{key}}}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }

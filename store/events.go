@@ -212,7 +212,8 @@ type WebhookLimits struct {
 // DefaultWebhookLimits are the limits of a zero WebhookLimits.
 var DefaultWebhookLimits = WebhookLimits{PerKey: 32, PerInbox: 16, EventTypes: 16, EventTypeLen: 64, Inboxes: 10}
 
-func (l WebhookLimits) withDefaults() WebhookLimits {
+// WithDefaults is l with its zero fields set to DefaultWebhookLimits'.
+func (l WebhookLimits) WithDefaults() WebhookLimits {
 	d := DefaultWebhookLimits
 	if l.PerKey > 0 {
 		d.PerKey = l.PerKey
@@ -340,7 +341,7 @@ func scanWebhook(sc scanner) (Webhook, error) {
 // CreateWebhook stores w within l. With a ClientID already used, it
 // returns the first webhook and created false.
 func (s *core) CreateWebhook(ctx context.Context, w Webhook, l WebhookLimits) (Webhook, bool, error) {
-	l = l.withDefaults()
+	l = l.WithDefaults()
 	if err := l.checkShape(w); err != nil {
 		return Webhook{}, false, err
 	}
@@ -437,7 +438,7 @@ func (s *core) Webhooks(ctx context.Context, cursorAt int64, cursorID string, li
 // enabled flag and disabled reason, within l. Enabling it again clears
 // its failures.
 func (s *core) UpdateWebhook(ctx context.Context, w Webhook, l WebhookLimits) error {
-	l = l.withDefaults()
+	l = l.WithDefaults()
 	if err := l.checkShape(w); err != nil {
 		return err
 	}

@@ -22,8 +22,6 @@ import (
 	"github.com/envelopd/envelopd/api"
 	"github.com/envelopd/envelopd/authguard"
 	"github.com/envelopd/envelopd/dkim"
-	"github.com/envelopd/envelopd/mailin"
-	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -97,9 +95,7 @@ func runAPIAbuse(ctx context.Context, e *env) int {
 		fmt.Fprintln(e.stderr, "envelopd-load api-abuse:", err)
 		return 2
 	}
-	enc := json.NewEncoder(e.stdout)
-	enc.SetIndent("", "  ")
-	enc.Encode(res)
+	printJSON(e.stdout, res)
 	return 0
 }
 
@@ -122,26 +118,11 @@ func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends in
 		return nil, err
 	}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer := dkim.Signer{Domain: "shop.test", Selector: "bench", Key: priv}
-	record := func(raw []byte) *store.Incoming {
-		a := mailin.Analyze(context.Background(), raw, mailin.AnalyzeOptions{})
-		in := mailin.Incoming(a, raw, store.DirOut)
-		in.ReceivedAt = time.Now().UTC()
-		return in
-	}
-	svc, err := api.NewService(api.Config{Store: st, Domains: []string{"shop.test"}, Logger: slog.New(slog.DiscardHandler),
-		Mailer: func(string) *mailout.Mailer { return &mailout.Mailer{Signers: []dkim.Signer{signer}, Record: record} }})
+	svc, key, err := benchService(ctx, st, dkim.Signer{Domain: "shop.test", Selector: "bench", Key: priv})
 	if err != nil {
 		return nil, err
 	}
 	if _, err := st.SyncInboxes(ctx, 0); err != nil {
-		return nil, err
-	}
-	key, k, err := api.NewKey(nil, "valid", time.Now())
-	if err != nil {
-		return nil, err
-	}
-	if err := st.CreateAPIKey(ctx, k); err != nil {
 		return nil, err
 	}
 	guard := authguard.New(0, slog.New(slog.DiscardHandler), nil)
@@ -268,7 +249,7 @@ func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends in
 	res.UnderStrangers.StrangerRequests, res.UnderStrangers.StrangerStatus = reqs.Load(), status
 
 	// One tenant's dead webhooks.
-	if dead > 0 {
+	if tenantMail > 0 {
 		dl, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
