@@ -37,9 +37,10 @@ import (
 //     at --stranger-rate each, for the whole phase;
 //   - dead webhooks: one tenant (a key scoped to two inboxes) whose
 //     --dead-webhooks webhooks point at a listener that accepts
-//     connections and never answers, enabled (their failures forgotten)
-//     for the phase only, its inboxes receiving mail at --tenant-mail a
-//     second (--dead-webhooks 0: the same mail, no webhooks — a control).
+//     connections and never answers (made in the first such phase, and
+//     kept), its inboxes receiving mail at --tenant-mail a second during
+//     the phase (--dead-webhooks 0: the same mail, no webhooks — a
+//     control).
 //
 // The phases run in turn, --rounds times, each round taking its share of
 // --requests and --sends, so that the noise of a shared machine falls on
@@ -278,23 +279,18 @@ func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends in
 	if err := st.CreateAPIKey(ctx, tk); err != nil {
 		return nil, err
 	}
-	var hooks []string
-	for i := range dead {
-		w, err := svc.CreateWebhook(ctx, &api.Principal{KeyID: tk.ID, Inboxes: tenantInboxes}, tenantInboxes[i%2],
-			api.CreateWebhookRequest{URL: fmt.Sprintf("http://%s/hook%d", dl.Addr(), i)})
-		if err != nil {
-			return nil, err
+	// The webhooks are made at the start of the first tenant phase and
+	// stay: a dead tenant lives on the server (its endpoints backed off
+	// ever longer), as it would.
+	hooked := false
+	makeHooks := func() error {
+		if hooked {
+			return nil
 		}
-		hooks = append(hooks, w.WebhookID)
-	}
-	setHooks := func(on bool) error {
-		for _, id := range hooks {
-			w, err := st.WebhookByID(ctx, id)
-			if err != nil {
-				return err
-			}
-			w.Enabled, w.DisabledReason = on, "operator"
-			if err := st.UpdateWebhook(ctx, w, store.WebhookLimits{}); err != nil {
+		hooked = true
+		for i := range dead {
+			if _, err := svc.CreateWebhook(ctx, &api.Principal{KeyID: tk.ID, Inboxes: tenantInboxes}, tenantInboxes[i%2],
+				api.CreateWebhookRequest{URL: fmt.Sprintf("http://%s/hook%d", dl.Addr(), i)}); err != nil {
 				return err
 			}
 		}
@@ -302,7 +298,7 @@ func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends in
 	}
 	var mail atomic.Int64
 	startTenant := func() (func() error, error) {
-		if err := setHooks(true); err != nil {
+		if err := makeHooks(); err != nil {
 			return nil, err
 		}
 		mctx, stop := context.WithCancel(ctx)
@@ -330,15 +326,8 @@ func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends in
 		}()
 		return func() error {
 			stop()
-			err := <-done
-			if err == nil {
-				err = setHooks(false)
-			}
-			return err
+			return <-done
 		}, nil
-	}
-	if err := setHooks(false); err != nil {
-		return nil, err
 	}
 
 	// Warm up, then rounds of the three phases in turn: the machine's
