@@ -85,7 +85,10 @@ func newEnv(t testing.TB, relay bool) *env {
 		t.Fatal(err)
 	}
 	th := &fakeThrottle{}
-	srv := httptest.NewServer(api.NewHandler(svc, api.HandlerOptions{Throttle: th, MaxBody: 1 << 20}))
+	// The per-key rate is tested on its own (TestKeyRequestRate); the
+	// benchmarks send as fast as they can.
+	srv := httptest.NewServer(api.NewHandler(svc, api.HandlerOptions{Throttle: th, MaxBody: 1 << 20,
+		Tenants: api.NewTenants(st, api.TenantLimits{RequestsPerSecond: 1e9, Burst: 1e9})}))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, st: st, srv: srv, throttle: th, svc: svc}
 	e.key = e.newKey(nil)

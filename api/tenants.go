@@ -18,8 +18,8 @@ import (
 // RequestsPerSecond, bursts of Burst) and its open websockets. Zero
 // fields take the defaults.
 type TenantLimits struct {
-	RequestsPerSecond float64 // default 100
-	Burst             int     // default 200
+	RequestsPerSecond float64 // default 1,000
+	Burst             int     // default 2,000
 	Websockets        int     // open websockets of one key; default 16
 	// RefusalDelay holds the answer to a request refused for failed
 	// authentication (429: its address locked out, or the global budget
@@ -33,7 +33,7 @@ type TenantLimits struct {
 }
 
 // DefaultTenantLimits are the limits of a zero TenantLimits.
-var DefaultTenantLimits = TenantLimits{RequestsPerSecond: 100, Burst: 200, Websockets: 16, RefusalDelay: time.Second, Tarpit: 1024}
+var DefaultTenantLimits = TenantLimits{RequestsPerSecond: 1000, Burst: 2000, Websockets: 16, RefusalDelay: time.Second, Tarpit: 1024}
 
 // ErrKeyRevoked ends what a key had open (websockets, MCP requests) when
 // the key is revoked or deleted.
