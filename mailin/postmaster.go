@@ -18,6 +18,17 @@ import (
 // 501 (a known limit, until go-smtp accepts it itself). Any doubt about
 // the state (a refused DATA, say) only turns rewriting off for the
 // session; it can never alter a message.
+//
+// The filter also keeps go-smtp's DATA reader framed the way RFC 5321
+// §4.1.1.4 frames it. That reader loses track of line starts on a bare CR
+// (a CR not followed by LF) followed by another CR — "hello\r\r\n.\r\n"
+// — and on a bare CR after a line's leading dot, which it drops: it then
+// misses the CRLF.CRLF that ends the body and waits for more until the read
+// timeout. So each bare CR in a DATA body reaches go-smtp as " \r ": the
+// reader stays in step, and the session, which refuses any bare CR or LF
+// (ErrBareLineEnd, RFC 5321 §2.3.8), still sees it and answers 550 5.6.0 at
+// once. Only a body that is refused anyway is changed. Inside TLS the
+// filter is off (see above): there the reader's own framing applies.
 const postmasterSentinel = "postmaster@postmaster.invalid"
 
 type rcptFilter struct {
@@ -27,6 +38,7 @@ type rcptFilter struct {
 	data    bool   // in a DATA body
 	tail    []byte // last bytes of the body, for CRLF.CRLF
 	bdat    int64  // BDAT bytes still to pass
+	cr      bool   // the body's last byte read was a CR, not handed on yet
 	pending []byte // filtered bytes not yet returned
 	err     error  // read error to return once pending is drained
 }
@@ -53,7 +65,7 @@ func (f *rcptFilter) filter(b []byte) []byte {
 			if i < 0 {
 				i = len(b)
 			}
-			o.add(b[:i])
+			f.body(&o, b[:i])
 			b = b[i:]
 		default:
 			i := bytes.IndexByte(b, '\n')
@@ -136,6 +148,44 @@ func (f *rcptFilter) endOfData(b []byte) int {
 		}
 	}
 	return -1
+}
+
+// bareCR is what go-smtp gets for a bare CR in a DATA body: the CR kept
+// (the session refuses the message for it), spaces on both sides so that
+// neither a CR after it nor a leading dot before it changes the framing.
+var bareCR = []byte(" \r ")
+
+// body hands on DATA body bytes, each bare CR as bareCR. A CR that is the
+// last byte read waits for the next one (the body's end, CRLF.CRLF, never
+// ends in a CR, so another read always follows).
+func (f *rcptFilter) body(o *passOut, seg []byte) {
+	if f.cr && len(seg) > 0 {
+		f.cr = false
+		if seg[0] == '\n' {
+			o.add(bareCR[1:2])
+		} else {
+			o.add(bareCR)
+		}
+	}
+	for len(seg) > 0 {
+		j := bytes.IndexByte(seg, '\r')
+		switch {
+		case j < 0:
+			o.add(seg)
+			return
+		case j+1 == len(seg):
+			o.add(seg[:j])
+			f.cr = true
+			return
+		case seg[j+1] == '\n':
+			o.add(seg[:j+2])
+			seg = seg[j+2:]
+		default:
+			o.add(seg[:j])
+			o.add(bareCR)
+			seg = seg[j+1:]
+		}
+	}
 }
 
 // partial buffers part of a command line, or passes it through when the

@@ -1,6 +1,7 @@
 package mailin
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -254,9 +255,8 @@ func TestSMTPOversizeIsRejectedAndNotStored(t *testing.T) {
 func TestSMTPBareLineEndsRejected(t *testing.T) {
 	ts := startServer(t, SMTPConfig{}, nil)
 	// The classic smuggling sequences (<LF>.<LF>, <CR><LF>.<LF>, <LF>.<CR><LF>)
-	// and a plain bare LF. (A bare CR straight after a leading dot never
-	// reaches the backend: go-smtp's DATA reader drops it, and it cannot end
-	// the message early.)
+	// and a plain bare LF (every other position:
+	// TestSMTPBareLineEndAnsweredAtOnce).
 	for _, body := range []string{"line one\nline two\r\n", "smuggled\n.\nMAIL FROM:<x@y>\r\n",
 		"smuggled\r\n.\nMAIL FROM:<x@y>\r\n", "smuggled\n.\r\nMAIL FROM:<x@y>\r\n", "bare\rCR\r\n"} {
 		c, err := net.Dial("tcp", ts.addr)
@@ -276,6 +276,91 @@ func TestSMTPBareLineEndsRejected(t *testing.T) {
 	}
 	if n := len(ts.all(t)); n != 0 {
 		t.Errorf("%d messages stored, want 0", n)
+	}
+}
+
+// TestSMTPBareLineEndAnsweredAtOnce: a bare CR or LF anywhere in DATA —
+// the first line, a header, the last line, the line before the dot, after
+// a leading dot — is answered 550 5.6.0 as soon as the body ends
+// (CRLF.CRLF), never left to the read timeout, and the session stays in
+// step: the next message in it is stored. Each script goes in one write
+// and one byte at a time.
+func TestSMTPBareLineEndAnsweredAtOnce(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, SMTPConfig{ReadTimeout: time.Minute}, nil)
+	const hdr = "From: a@x.test\r\nSubject: WHICH\r\n\r\n"
+	for _, c := range []struct{ name, data string }{
+		{"first line, bare CR", "From: a@x.test\r\r\nSubject: WHICH\r\n\r\nhello\r\n"},
+		{"first line, bare LF", "From: a@x.test\nSubject: WHICH\r\n\r\nhello\r\n"},
+		{"first byte, bare CR", "\r\r\n" + hdr + "hello\r\n"},
+		{"header, bare CR inside", "From: a@x.test\r\nSubject: WH\rICH\r\n\r\nhello\r\n"},
+		{"header, bare CR at its end", "From: a@x.test\r\nSubject: WHICH\r\r\n\r\nhello\r\n"},
+		{"header, bare LF", "From: a@x.test\r\nSubject: WHICH\n\r\nhello\r\n"},
+		{"last line, bare CR (CR added to CRLF text)", hdr + "hello\r\r\n"},
+		{"last line, two bare CRs", hdr + "hello\r\r\r\n"},
+		{"last line, bare LF", hdr + "hello\n\r\n"},
+		{"before the dot, a lone CR line", hdr + "hello\r\n\r\r\n"},
+		{"before the dot, a lone LF line", hdr + "hello\r\n\n\r\n"},
+		{"leading dot, bare CR", hdr + ".\r\r\n"},
+		{"leading dot, bare CR, text", hdr + ".\rx\r\n"},
+		{"every line", "From: a@x.test\r\r\nSubject: WHICH\r\r\n\r\r\nhello\r\r\n"},
+	} {
+		for _, bytewise := range []bool{false, true} {
+			conn, err := net.Dial("tcp", ts.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.SetDeadline(time.Now().Add(10 * time.Second))
+			r := bufio.NewReader(conn)
+			// reply reads one (possibly multi-line) reply and returns its last line.
+			reply := func() string {
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return "read: " + err.Error()
+					}
+					if len(line) < 4 || line[3] != '-' {
+						return strings.TrimRight(line, "\r\n")
+					}
+				}
+			}
+			write := func(s string) {
+				if !bytewise {
+					conn.Write([]byte(s))
+					return
+				}
+				for i := range len(s) {
+					conn.Write([]byte{s[i]})
+				}
+			}
+			reply() // greeting
+			for _, cmd := range []string{"EHLO c.test", "MAIL FROM:<a@x.test>", "RCPT TO:<b@y.test>", "DATA"} {
+				write(cmd + "\r\n")
+				reply()
+			}
+			write(c.data + ".\r\n")
+			if got := reply(); !strings.HasPrefix(got, "550 5.6.0 ") {
+				t.Errorf("%s (bytewise %v): %q, want 550 5.6.0 at once", c.name, bytewise, got)
+			}
+			write("MAIL FROM:<a@x.test>\r\nRCPT TO:<b@y.test>\r\nDATA\r\n")
+			reply()
+			reply()
+			reply()
+			write(hdr + "clean\r\n.\r\n")
+			if got := reply(); !strings.HasPrefix(got, "250 ") {
+				t.Errorf("%s (bytewise %v): the next message in the session: %q, want 250", c.name, bytewise, got)
+			}
+			write("QUIT\r\n")
+			if got := reply(); !strings.HasPrefix(got, "221 ") {
+				t.Errorf("%s (bytewise %v): QUIT: %q, want 221", c.name, bytewise, got)
+			}
+			conn.Close()
+		}
+	}
+	// Only the clean messages were stored; the first is stored, the
+	// others are redeliveries of the same bytes.
+	if n := len(ts.all(t)); n != 1 {
+		t.Errorf("%d messages stored, want 1 (the clean one)", n)
 	}
 }
 

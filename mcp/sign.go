@@ -68,7 +68,7 @@ func (s *server) registerSign(srv *sdk.Server) {
 			}
 			if s.cfg.AICPKey == nil {
 				return aicpSignOut{}, &ToolError{API: &api.Error{Status: 501, Name: "NotImplementedError",
-					Message: "no AICP key is configured (envelopd mcp --aicp-key FILE)"}}
+					Message: "no AICP key is configured (envelopd mcp --aicp-key FILE, or serve --mcp-aicp-key FILE)"}}
 			}
 			now, err := parseNow(in.Now)
 			if err != nil {
@@ -87,7 +87,7 @@ func (s *server) registerSign(srv *sdk.Server) {
 			}
 			if s.cfg.VacantKey == nil {
 				return vacantSignOut{}, &ToolError{API: &api.Error{Status: 501, Name: "NotImplementedError",
-					Message: "no Vacant key is configured (envelopd mcp --vacant-key FILE)"}}
+					Message: "no Vacant key is configured (envelopd mcp --vacant-key FILE, or serve --mcp-vacant-key FILE)"}}
 			}
 			switch {
 			case !hex64.MatchString(in.To):

@@ -180,7 +180,7 @@ func runCompose(ctx context.Context, e *env) int {
 		if !ok {
 			return 2
 		}
-		ok = checkOutbound(ctx, e, "compose", st, recordSent(raw), f.force)
+		ok = checkOutbound(ctx, e, "compose", true, st, recordSent(raw), f.force)
 		st.Close()
 		if !ok {
 			return 1

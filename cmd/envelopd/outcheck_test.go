@@ -67,13 +67,13 @@ func TestOutboundChecked(t *testing.T) {
 		printed bool
 	}{
 		{"reply short ACCEPT", []string{"reply", offer, "--type", "ACCEPT", "--json", cliData + "accept-short.json", "--db", db},
-			1, []string{"amount_mismatch (amount)", "--force"}, 0, false},
+			1, []string{"amount_mismatch (amount)", "not queued; fix the message, or give --force to send it anyway"}, 0, false},
 		{"reply --print short ACCEPT", []string{"reply", offer, "--print", "--type", "ACCEPT", "--json", cliData + "accept-short.json", "--db", db},
-			1, []string{"amount_mismatch (amount)"}, 0, false},
+			1, []string{"amount_mismatch (amount)", "not printed; fix the message, or give --force to print it anyway"}, 0, false},
 		{"send unknown offer_ref", []string{"send", "--db", db, "--from", "buyer@b.test", "--to", "seller@s.test", "--type", "ACCEPT",
 			"--json", "-", "--note", "x"}, 1, []string{"unknown_ref (offer_ref)", `"ofr_nope"`}, 0, false},
 		{"compose --db short ACCEPT", []string{"compose", "--db", db, "--from", "buyer@b.test", "--to", "seller@s.test", "--type", "ACCEPT",
-			"--json", "-"}, 1, []string{"amount_mismatch (amount)"}, 0, false},
+			"--json", "-"}, 1, []string{"amount_mismatch (amount)", "not printed; fix the message, or give --force to print it anyway"}, 0, false},
 		{"compose without --db", []string{"compose", "--from", "buyer@b.test", "--to", "seller@s.test", "--type", "ACCEPT",
 			"--json", "-"}, 0, nil, 0, true},
 		{"reply matching ACCEPT", []string{"reply", offer, "--type", "ACCEPT", "--json", cliData + "accept.json", "--db", db},

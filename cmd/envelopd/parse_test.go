@@ -132,7 +132,7 @@ func TestParseUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sect, _ := strings.Cut(string(readme), "## `envelopd parse`: the JSON contract\n\n```\n")
+	_, sect, _ := strings.Cut(string(readme), "## `envelopd parse`: the JSON contract\n\n<!-- doc: skip: synopsis -->\n```\n")
 	if syn, _, _ := strings.Cut(sect, "\n"); syn != parseSynopsis {
 		t.Errorf("docs/json.md synopsis %q, usage %q", syn, parseSynopsis)
 	}

@@ -83,7 +83,7 @@ func runReply(ctx context.Context, e *env) int {
 			fmt.Fprintf(e.stderr, "envelopd reply: dkim: %v\n", err)
 			return 2
 		}
-		if !checkOutbound(ctx, e, "reply", st, recordSent(raw), f.force) {
+		if !checkOutbound(ctx, e, "reply", true, st, recordSent(raw), f.force) {
 			return 1
 		}
 		e.stdout.Write(raw)

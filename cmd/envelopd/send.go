@@ -92,7 +92,7 @@ func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draf
 		}
 		defer st.Close()
 	}
-	if out.Copy != nil && !checkOutbound(ctx, e, cmd, st, out.Copy, f.force) {
+	if out.Copy != nil && !checkOutbound(ctx, e, cmd, false, st, out.Copy, f.force) {
 		return 1
 	}
 	id, err := st.Enqueue(ctx, out)
@@ -150,8 +150,8 @@ func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draf
 // rules inbound mail meets, with the thread's stored state (store.Check:
 // ACCEPT↔OFFER amounts, typed refs that exist, duplicate ids). It prints
 // each problem and reports whether to go on: not when there are problems,
-// unless force, which says it sends anyway.
-func checkOutbound(ctx context.Context, e *env, cmd string, st store.DB, in *store.Incoming, force bool) bool {
+// unless force, which says it sends (or, when prints, prints) anyway.
+func checkOutbound(ctx context.Context, e *env, cmd string, prints bool, st store.DB, in *store.Incoming, force bool) bool {
 	oc, err := st.Check(ctx, in)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd %s: check: %v\n", cmd, err)
@@ -163,11 +163,17 @@ func checkOutbound(ctx context.Context, e *env, cmd string, st store.DB, in *sto
 	for _, p := range oc.Errors {
 		fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, p)
 	}
+	// compose and reply --print (prints) only print the message; send and
+	// reply queue it.
+	done, verb := "queued", "send"
+	if prints {
+		done, verb = "printed", "print"
+	}
 	if force {
-		fmt.Fprintf(e.stderr, "envelopd %s: --force: sending anyway despite %d problem(s)\n", cmd, len(oc.Errors))
+		fmt.Fprintf(e.stderr, "envelopd %s: --force: %sing anyway despite %d problem(s)\n", cmd, verb, len(oc.Errors))
 		return true
 	}
-	fmt.Fprintf(e.stderr, "envelopd %s: not queued; fix the message, or give --force to send it anyway\n", cmd)
+	fmt.Fprintf(e.stderr, "envelopd %s: not %s; fix the message, or give --force to %s it anyway\n", cmd, done, verb)
 	return false
 }
 
