@@ -39,6 +39,8 @@ var pgTests = []struct {
 	{"RevokedKeyWebhooks", TestRevokedKeyWebhooks},
 	{"WebhookLimits", TestWebhookLimits},
 	{"WebhookIsolation", TestWebhookIsolation},
+	{"WebhookGiveUp", TestWebhookGiveUp},
+	{"RevokedKeyClosesWebsocket", TestRevokedKeyClosesWebsocket},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens

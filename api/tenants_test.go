@@ -280,3 +280,32 @@ func TestKeyRequestRate(t *testing.T) {
 		t.Errorf("another key: %d", c)
 	}
 }
+
+// TestWebhookGiveUp: an event older than GiveUp is dropped without being
+// posted again (a backlog behind a backed-off endpoint drains at once).
+func TestWebhookGiveUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("a", "shop.test")
+	hits := make(chan struct{}, 10)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits <- struct{}{} }))
+	defer recv.Close()
+	if c := e.do(e.key, "POST", "/v0/inboxes/a@shop.test/webhooks", map[string]any{"url": recv.URL}, nil); c != 200 {
+		t.Fatalf("create: %d", c)
+	}
+	e.receive("old", "a@shop.test")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, err := e.runOnce(ctx, &api.WebhookSender{Service: e.svc, GiveUp: time.Nanosecond}); n != 1 || err != nil {
+		t.Fatalf("run: %d %v", n, err)
+	}
+	ds, err := e.st.WebhookDeliveries(ctx)
+	if err != nil || len(ds) != 1 || ds[0].State != "dropped" {
+		t.Errorf("deliveries: %+v %v", ds, err)
+	}
+	select {
+	case <-hits:
+		t.Error("an event past GiveUp was posted")
+	default:
+	}
+}

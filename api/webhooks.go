@@ -618,6 +618,18 @@ func (ws *WebhookSender) RunOnce(ctx context.Context, st WebhookStore) (int, err
 
 func (ws *WebhookSender) deliverOne(ctx context.Context, st WebhookStore, client *http.Client, d store.WebhookDelivery) {
 	lg := ws.Service.cfg.Logger
+	giveUp := ws.GiveUp
+	if giveUp <= 0 {
+		giveUp = 72 * time.Hour
+	}
+	// An event too old is dropped before it is posted: a backlog that
+	// waited behind an endpoint's backoff drains at once, without
+	// hitting the endpoint again.
+	if time.Since(d.Event.CreatedAt) > giveUp {
+		lg.Warn("api: webhook delivery given up", "webhook", d.Webhook.ID, "event", d.Event.ID, "attempts", d.Attempts)
+		_ = st.WebhookDeliveryDrop(ctx, d.Webhook.ID, d.Event.ID, "given up: older than "+giveUp.String())
+		return
+	}
 	err := ws.post(ctx, client, d)
 	if err == nil {
 		if err := st.WebhookDeliveryDone(ctx, d.Webhook.ID, d.Event.ID); err != nil {
@@ -625,14 +637,8 @@ func (ws *WebhookSender) deliverOne(ctx context.Context, st WebhookStore, client
 		}
 		return
 	}
-	giveUp := ws.GiveUp
-	if giveUp <= 0 {
-		giveUp = 72 * time.Hour
-	}
-	if time.Since(d.Event.CreatedAt) > giveUp {
-		lg.Warn("api: webhook delivery given up", "webhook", d.Webhook.ID, "event", d.Event.ID, "attempts", d.Attempts, "err", err)
-		_ = st.WebhookDeliveryDrop(ctx, d.Webhook.ID, d.Event.ID, err.Error())
-		return
+	if ctx.Err() != nil {
+		return // shutting down: not the endpoint's failure (retried after the lease)
 	}
 	// The endpoint's consecutive failures set the backoff of all its
 	// deliveries (WebhookDeliveryRetry backs the webhook off).
