@@ -40,6 +40,7 @@ var pgTests = []struct {
 	{"WebhookLimits", TestWebhookLimits},
 	{"WebhookIsolation", TestWebhookIsolation},
 	{"WebhookGiveUp", TestWebhookGiveUp},
+	{"RevokedKeyDownloadURL", TestRevokedKeyDownloadURL},
 	{"RevokedKeyClosesWebsocket", TestRevokedKeyClosesWebsocket},
 }
 

@@ -399,7 +399,7 @@ func (s *Service) GetRaw(ctx context.Context, p *Principal, inbox, ref string) (
 		return nil, RawMessage{}, err
 	}
 	exp := s.cfg.Now().Add(downloadTTL).Truncate(time.Second)
-	tok := signDownload(s.dlKey, download{Kind: "raw", Row: im.ID, Expires: exp})
+	tok := signDownload(s.dlKey, download{Kind: "raw", Row: im.ID, Expires: exp, Key: p.KeyID})
 	return &im.Message, RawMessage{MessageID: wireMessageID(&im.Message), Size: len(im.Raw),
 		DownloadURL: "/v0/download/" + tok, ExpiresAt: exp.UTC()}, nil
 }
@@ -430,17 +430,28 @@ func (s *Service) GetAttachment(ctx context.Context, p *Principal, inbox, ref, a
 	}
 	a := c.attachments[n]
 	exp := s.cfg.Now().Add(downloadTTL).Truncate(time.Second).UTC()
-	tok := signDownload(s.dlKey, download{Kind: "att", Row: row, Part: n, Expires: exp})
+	tok := signDownload(s.dlKey, download{Kind: "att", Row: row, Part: n, Expires: exp, Key: p.KeyID})
 	return Attachment{AttachmentID: attID, Filename: a.filename, Size: len(a.data), ContentType: a.ctype,
 		ContentDisposition: a.disposition, ContentID: a.cid, DownloadURL: "/v0/download/" + tok, ExpiresAt: &exp}, a.data, nil
 }
 
 // Download serves a download token: the exact stored bytes of a message,
-// or an attachment's decoded content, and its content type.
+// or an attachment's decoded content, and its content type. The token is
+// refused once the key it was made for is revoked.
 func (s *Service) Download(ctx context.Context, tok string) ([]byte, string, string, error) {
 	d, ok := parseDownload(s.dlKey, tok, s.cfg.Now())
 	if !ok {
 		return nil, "", "", notFound("download link not found or expired")
+	}
+	// A URL made for a key works as long as the key does.
+	if ks, isKS := s.cfg.Store.(KeyStore); isKS && d.Key != "" {
+		k, err := ks.APIKeyByID(ctx, d.Key)
+		if errors.Is(err, store.ErrNotFound) || err == nil && k.RevokedAt != nil {
+			return nil, "", "", notFound("download link not found or expired")
+		}
+		if err != nil {
+			return nil, "", "", err
+		}
 	}
 	m, err := s.cfg.Store.Message(ctx, d.Row)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -307,5 +308,49 @@ func TestWebhookGiveUp(t *testing.T) {
 	case <-hits:
 		t.Error("an event past GiveUp was posted")
 	default:
+	}
+}
+
+// TestRevokedKeyDownloadURL: a download URL works as long as the key it
+// was made for: revoking the key ends it (it would otherwise last an
+// hour).
+func TestRevokedKeyDownloadURL(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("a", "shop.test")
+	e.receive("download me", "a@shop.test")
+	key := e.newKey(nil)
+	var l struct {
+		Messages []struct {
+			MessageID string `json:"message_id"`
+		} `json:"messages"`
+	}
+	e.do(key, "GET", "/v0/inboxes/a@shop.test/messages", nil, &l)
+	if len(l.Messages) != 1 {
+		t.Fatalf("messages: %+v", l)
+	}
+	var raw struct {
+		DownloadURL string `json:"download_url"`
+	}
+	if c := e.do(key, "GET", "/v0/inboxes/a@shop.test/messages/"+url.PathEscape(l.Messages[0].MessageID)+"/raw", nil, &raw); c != 200 {
+		t.Fatalf("raw: %d", c)
+	}
+	get := func() int {
+		resp, err := http.Get(raw.DownloadURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := get(); c != 200 {
+		t.Fatalf("download: %d", c)
+	}
+	id, _, _ := api.ParseKey(key)
+	if err := e.st.RevokeAPIKey(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if c := get(); c != 404 {
+		t.Errorf("download after revocation: %d, want 404", c)
 	}
 }
