@@ -115,9 +115,10 @@ func TestWebhookLimits(t *testing.T) {
 	}
 }
 
-// TestWebhookIsolation: nine webhooks whose endpoint accepts and never
-// answers do not delay another inbox's delivery: it is made while the
-// nine are still hanging.
+// TestWebhookIsolation: nine webhooks of one tenant whose endpoint
+// accepts and never answers do not delay another inbox's delivery: it is
+// made while they are still hanging, and they hold only the tenant's
+// share of the sender's slots (PerOwner, here 4).
 func TestWebhookIsolation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
@@ -170,15 +171,15 @@ func TestWebhookIsolation(t *testing.T) {
 	done := make(chan error, 1)
 	// The hanging endpoints would hold their deliveries for a minute.
 	go func() {
-		done <- (&api.WebhookSender{Service: e.svc, Client: &http.Client{Timeout: time.Minute}}).Run(ctx)
+		done <- (&api.WebhookSender{Service: e.svc, Client: &http.Client{Timeout: time.Minute}, PerOwner: 4}).Run(ctx)
 	}()
 	defer func() { cancel(); <-done }()
 	timeout := time.After(20 * time.Second)
-	for range 9 {
+	for range 4 {
 		select {
 		case <-accepted:
 		case <-timeout:
-			t.Fatal("the hanging endpoint was not tried by all nine webhooks")
+			t.Fatal("the hanging endpoint was not tried by four webhooks")
 		}
 	}
 	select {
@@ -186,11 +187,11 @@ func TestWebhookIsolation(t *testing.T) {
 	case <-timeout:
 		t.Fatal("the other inbox's delivery was not made while the hanging endpoint held its deliveries")
 	}
-	// One delivery in flight per endpoint: the second and third events
-	// of the hanging webhooks wait their turn.
+	// Four in flight for the tenant, one per endpoint: its other
+	// webhooks and events wait their turn.
 	select {
 	case <-accepted:
-		t.Error("a hanging webhook got a second delivery in flight")
+		t.Error("the tenant got more than its share of deliveries in flight")
 	default:
 	}
 }

@@ -46,7 +46,7 @@ type WebhookStore interface {
 	Webhooks(ctx context.Context, cursorAt int64, cursorID string, limit int) ([]store.Webhook, error)
 	UpdateWebhook(ctx context.Context, w store.Webhook, l store.WebhookLimits) error
 	DeleteWebhook(ctx context.Context, id string) error
-	ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.WebhookDelivery, error)
+	ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit, perOwner int, busy map[string]int) ([]store.WebhookDelivery, error)
 	WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error
 	WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error
 	WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error
@@ -479,7 +479,8 @@ func SvixSignature(secret, id, timestamp string, body []byte) (string, error) {
 
 // WebhookSender delivers webhook events from the durable log. Endpoints
 // are isolated from each other: each webhook has at most one delivery
-// in flight (on every node: the store leases the webhook), deliveries
+// in flight (on every node: the store leases the webhook), one tenant's
+// webhooks at most PerOwner (on this node), deliveries
 // are claimed one per webhook, oldest event first (a webhook with a
 // backlog does not pass before the others), an endpoint that fails is
 // backed off as a whole (its circuit open: none of its deliveries is
@@ -497,8 +498,10 @@ type WebhookSender struct {
 	// event is retried before its delivery is dropped (default 72 h; the
 	// event stays in the log).
 	MinBackoff, MaxBackoff, GiveUp time.Duration
-	// Slots bounds the deliveries in flight at once (default 64).
-	Slots int
+	// Slots bounds the deliveries in flight at once (default 64);
+	// PerOwner those of the webhooks of one API key (one tenant; default
+	// 8), so that a tenant's many slow endpoints leave the others slots.
+	Slots, PerOwner int
 }
 
 // webhookLease is how long a claimed delivery (and its webhook) stays
@@ -549,21 +552,27 @@ func (ws *WebhookSender) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	done := make(chan struct{}, slots)
+	perOwner := ws.PerOwner
+	if perOwner <= 0 {
+		perOwner = 8
+	}
+	done := make(chan string, slots) // the owner of each delivery ended
 	inflight := 0
+	busy := map[string]int{} // deliveries in flight per owner
 	t := time.NewTimer(poll)
 	defer t.Stop()
 	for {
 		if free := slots - inflight; free > 0 && ctx.Err() == nil {
-			ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), webhookLease, free)
+			ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), webhookLease, free, perOwner, busy)
 			if err != nil && ctx.Err() == nil {
 				ws.Service.cfg.Logger.Warn("api: webhook deliveries", "err", err)
 			}
 			for _, d := range ds {
 				inflight++
+				busy[d.Webhook.KeyID]++
 				go func() {
 					ws.deliverOne(ctx, st, client, d)
-					done <- struct{}{}
+					done <- d.Webhook.KeyID
 				}()
 			}
 		}
@@ -580,8 +589,11 @@ func (ws *WebhookSender) Run(ctx context.Context) error {
 				<-done
 			}
 			return ctx.Err()
-		case <-done:
+		case owner := <-done:
 			inflight--
+			if busy[owner]--; busy[owner] <= 0 {
+				delete(busy, owner)
+			}
 		case <-wake:
 		case <-t.C:
 		}
@@ -599,7 +611,7 @@ func (ws *WebhookSender) client() *http.Client {
 // once) and returns how many it tried.
 func (ws *WebhookSender) RunOnce(ctx context.Context, st WebhookStore) (int, error) {
 	client := ws.client()
-	ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), webhookLease, 64)
+	ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), webhookLease, 64, 0, nil)
 	if err != nil || len(ds) == 0 {
 		return 0, err
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -556,7 +557,12 @@ func (s *core) fanOutWebhooks(ctx context.Context) error {
 // a crash mid-delivery retries after the lease: at-least-once).
 // WebhookDeliveryDone, Retry or Drop end the lease. Events are fanned out
 // to their webhooks first (fanOutWebhooks).
-func (s *core) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookDelivery, error) {
+//
+// perOwner > 0 bounds the deliveries in flight per owner (the API key
+// that made the webhook): an owner with busy[owner] in flight already
+// gets at most perOwner - busy[owner] more, so that one tenant's many
+// webhooks cannot take every slot of the sender.
+func (s *core) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit, perOwner int, busy map[string]int) ([]WebhookDelivery, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -575,9 +581,16 @@ func (s *core) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease 
 	err = s.write(ctx, func(tx Tx) error {
 		out = nil
 		slices.SortFunc(cand, func(a, b WebhookDelivery) int { return cmp.Compare(a.Event.ID, b.Event.ID) })
+		taken := maps.Clone(busy)
+		if taken == nil {
+			taken = map[string]int{}
+		}
 		for _, d := range cand {
 			if len(out) == limit {
 				break
+			}
+			if perOwner > 0 && taken[d.Webhook.KeyID] >= perOwner {
+				continue
 			}
 			// The webhook's lease: another node may have taken it.
 			res, err := tx.Exec(`UPDATE api_webhooks SET next_at = ? WHERE id = ? AND enabled AND next_at <= ?`, until, d.Webhook.ID, at)
@@ -613,6 +626,7 @@ func (s *core) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease 
 			}
 			_ = json.Unmarshal([]byte(rcpts), &d.Event.Recipients)
 			d.Event.CreatedAt = time.Unix(0, created).UTC()
+			taken[d.Webhook.KeyID]++
 			out = append(out, d)
 		}
 		return nil
@@ -626,7 +640,7 @@ func (s *core) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease 
 // webhookCandidates reads, for every enabled webhook not backed off nor
 // in flight at at, its oldest pending delivery due.
 func (s *core) webhookCandidates(ctx context.Context, at int64) ([]WebhookDelivery, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT w.id, (SELECT min(d.event_id) FROM api_webhook_deliveries d
+	rows, err := s.r.QueryContext(ctx, `SELECT w.id, w.key_id, (SELECT min(d.event_id) FROM api_webhook_deliveries d
 			WHERE d.webhook_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= ?) AS ev
 		FROM api_webhooks w WHERE w.enabled AND w.next_at <= ?`, at, at)
 	if err != nil {
@@ -637,7 +651,7 @@ func (s *core) webhookCandidates(ctx context.Context, at int64) ([]WebhookDelive
 	for rows.Next() {
 		var d WebhookDelivery
 		var ev sql.NullInt64
-		if err := rows.Scan(&d.Webhook.ID, &ev); err != nil {
+		if err := rows.Scan(&d.Webhook.ID, &d.Webhook.KeyID, &ev); err != nil {
 			return nil, fmt.Errorf("store: claim webhook deliveries: %w", err)
 		}
 		if ev.Valid {

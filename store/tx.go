@@ -265,7 +265,7 @@ type APIStore interface {
 	Webhooks(ctx context.Context, cursorAt int64, cursorID string, limit int) ([]Webhook, error)
 	UpdateWebhook(ctx context.Context, w Webhook, l WebhookLimits) error
 	DeleteWebhook(ctx context.Context, id string) error
-	ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookDelivery, error)
+	ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit, perOwner int, busy map[string]int) ([]WebhookDelivery, error)
 	WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error
 	WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error
 	WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error

@@ -75,7 +75,7 @@ func testWebhooks(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Fatal(err)
 		}
 	}
-	ds, err := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 100)
+	ds, err := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 100, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,14 +91,14 @@ func testWebhooks(t *testing.T, open func(t *testing.T) store.Store) {
 	for _, d := range ds {
 		first[d.Webhook.ID] = d.Event.ID
 	}
-	if again, _ := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 100); len(again) != 0 {
+	if again, _ := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 100, 0, nil); len(again) != 0 {
 		t.Errorf("claimed while every webhook is in flight: %d", len(again))
 	}
 	// wh_a1 fails: backed off, its second delivery waits; wh_a2 succeeds
 	// and goes on with its second event.
 	must(s.WebhookDeliveryRetry(ctx, "wh_a1", first["wh_a1"], time.Now().Add(time.Hour), "HTTP 503"))
 	must(s.WebhookDeliveryDone(ctx, "wh_a2", first["wh_a2"]))
-	ds, err = s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 100)
+	ds, err = s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 100, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func testWebhooks(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Fatal(err)
 	}
 	must(s.WebhookDeliveryDone(ctx, "wh_k2", first["wh_k2"]))
-	if ds, _ := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 100); len(ds) != 0 {
+	if ds, _ := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 100, 0, nil); len(ds) != 0 {
 		t.Errorf("claimed after the revocation: %+v", ds)
 	}
 	st, err := s.WebhookDeliveries(ctx)
@@ -132,5 +132,47 @@ func testWebhooks(t *testing.T, open func(t *testing.T) store.Store) {
 		if d.WebhookID == "wh_k2" && d.State == "pending" {
 			t.Errorf("an event fanned out to a disabled webhook: %+v", d)
 		}
+	}
+}
+
+// testWebhookOwners: a claim gives one owner (API key) at most perOwner
+// deliveries in flight, counting those the caller has in flight already.
+func testWebhookOwners(t *testing.T, open func(t *testing.T) store.Store) {
+	ctx := context.Background()
+	s, ok := open(t).(store.APIStore)
+	if !ok {
+		t.Skip("no HTTP API state")
+	}
+	defer s.(store.Store).Close()
+	now := time.Now()
+	for i, owner := range []string{"k1", "k1", "k1", "k2"} {
+		if _, _, err := s.CreateWebhook(ctx, store.Webhook{ID: fmt.Sprintf("wh_%d", i), URL: "http://127.0.0.1:9/", Secret: "whsec_AAAA",
+			Enabled: true, KeyID: owner, CreatedAt: now, UpdatedAt: now}, store.WebhookLimits{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := msg("own@x.test", "s@y.test", "ord_own", nil)
+	if _, err := s.(store.Store).Ingest(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	owners := func(ds []store.WebhookDelivery) map[string]int {
+		m := map[string]int{}
+		for _, d := range ds {
+			m[d.Webhook.KeyID]++
+		}
+		return m
+	}
+	// k1 has one in flight already: one more; k2 one.
+	ds, err := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 100, 2, map[string]int{"k1": 1})
+	if got := owners(ds); err != nil || len(ds) != 2 || got["k1"] != 1 || got["k2"] != 1 {
+		t.Fatalf("claim with k1 busy: %v %v, want one each", got, err)
+	}
+	ds, err = s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 100, 2, map[string]int{"k1": 2, "k2": 1})
+	if err != nil || len(ds) != 0 {
+		t.Errorf("claim with k1 at its share: %v %v", owners(ds), err)
+	}
+	ds, err = s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 100, 0, nil)
+	if got := owners(ds); err != nil || len(ds) != 2 || got["k1"] != 2 {
+		t.Errorf("claim without a share: %v %v, want k1's other two", got, err)
 	}
 }
