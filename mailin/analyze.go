@@ -9,6 +9,7 @@ import (
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/protocols/tunnel"
+	"github.com/envelopd/envelopd/senderauth"
 )
 
 // AnalyzeOptions configures the stateless stages.
@@ -24,6 +25,10 @@ type AnalyzeOptions struct {
 	// Limits bound the analysis of one message (zero fields: the
 	// defaults, parse.Default*).
 	Limits parse.Limits
+	// Sender, when set, computes the sender verdict (SPF, DMARC, ARC);
+	// SPF is the transaction's SPF outcome (nil: not received over SMTP).
+	Sender *senderauth.Checker
+	SPF    *senderauth.SPF
 }
 
 // Analysis is what the stateless stages found in one raw message.
@@ -39,6 +44,8 @@ type Analysis struct {
 	// Withhold, when not "", says why the mail's body must not be stored
 	// (a tunnelled document that must never be persisted).
 	Withhold string
+	// Sender is the sender verdict; nil when it was not computed.
+	Sender *senderauth.Verdict
 
 	// resultJSON is Result's JSON as Analyze left it (Incoming stores it
 	// rather than marshalling the result again); nil: marshal Result.
@@ -52,6 +59,13 @@ func Analyze(ctx context.Context, raw []byte, opts AnalyzeOptions) *Analysis {
 	a := &Analysis{Result: parse.Parse(raw, parse.Options{Lenient: opts.Lenient, Limits: opts.Limits}), DKIM: []dkim.Result{}}
 	if opts.Verifier != nil {
 		a.DKIM = VerifyDKIM(ctx, opts.Verifier, raw, a.Result)
+	}
+	if opts.Sender != nil {
+		r := a.Result
+		a.Sender = opts.Sender.Verdict(ctx, senderauth.Input{From: r.From, SPF: opts.SPF, DKIM: a.DKIM, Raw: raw, Sample: r.MessageID})
+		if a.Sender.AuthenticatedBy == "arc" {
+			forgiveForwardedDKIM(r, a.Sender.ARC.TrustedSealer)
+		}
 	}
 	st := InspectAttachmentsWithin(a.Result, tunnel.Options{AICPKeys: opts.AICPKeys, Now: opts.Now}, opts.Limits)
 	a.Claims, a.Links, a.Checks, a.Sets, a.Withhold = st.Claims, st.Links, st.Checks, st.Sets, st.Withhold
@@ -81,6 +95,22 @@ func VerifyDKIM(ctx context.Context, v *dkim.Verifier, raw []byte, r *parse.Resu
 		r.Errors = append(r.Errors, protocols.New(protocols.CodeDKIMFailed, "", "%s", dkimFailure(res)))
 	}
 	return res
+}
+
+// forgiveForwardedDKIM turns dkim_failed into a warning: a trusted ARC
+// sealer vouches that the From domain's signature passed when the mail
+// reached it (RFC 8617 §7.2), so the failure is the forwarding's doing.
+func forgiveForwardedDKIM(r *parse.Result, sealer string) {
+	kept := r.Errors[:0]
+	for _, e := range r.Errors {
+		if e.Code == protocols.CodeDKIMFailed {
+			e.Message += " (forwarded: the trusted ARC sealer " + sealer + " vouches for the From domain)"
+			r.Warnings = append(r.Warnings, e)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	r.Errors = kept
 }
 
 // InspectAttachments runs the tunnelled-protocol validators over r's JSON

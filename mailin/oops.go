@@ -11,6 +11,7 @@ import (
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -41,14 +42,14 @@ func (p *Pipeline) oopsFunc(a *Analysis, meta Meta, now time.Time, automated boo
 		}
 		plan := &store.OOPSPlan{Code: prob.Code, To: to}
 		from := p.oopsFrom(meta, r)
-		switch how := senderVerified(a.DKIM, to, meta.User); {
+		switch how := senderVerified(a.Sender, a.DKIM, to, meta.User); {
 		case automated:
 			plan.Suppressed, plan.Detail = store.OOPSAutomated, "the message is automated (RFC 3834: Auto-Submitted, List-*, Precedence, multipart/report or an empty MAIL FROM)"
 		case meta.NoOOPS != "":
 			plan.Suppressed, plan.Detail = meta.NoOOPS, "another copy of this mail was answered"
 		case how == "":
 			plan.Suppressed = store.OOPSSenderUnverified
-			plan.Detail = "the sender is not verified: no passing DKIM signature aligned with the From domain, no authenticated submission"
+			plan.Detail = "the sender is not authenticated: no DMARC pass, no passing DKIM signature aligned with the From domain, no trusted ARC chain, no authenticated submission"
 			if to == "" {
 				plan.Detail = "the message has no From address to answer"
 			}
@@ -177,36 +178,31 @@ func (p *Pipeline) recompose(m *store.Message, o store.OwedOOPS) (*store.Outgoin
 
 // senderVerified says how the From address from is verified, or "" when it
 // is not (issue 17): "auth" when the authenticated submission user is that
-// address; "dkim" when a DKIM signature passed whose d= is aligned with
-// from's domain. Alignment is the part of DMARC relaxed alignment (RFC
-// 7489 §3.1.1) that needs no public-suffix list: the domains are equal,
-// or one is a subdomain of the other (d= of at least two labels). Two
-// sibling subdomains of one organisational domain are not taken as
-// aligned: the check errs towards sending no OOPS.
-func senderVerified(results []dkim.Result, from, user string) string {
+// address; otherwise how the sender verdict v authenticated from's domain
+// ("dmarc", "dkim" or "arc", senderauth.Verdict.AuthenticatedBy). Without
+// a verdict (no sender checks configured) a passing DKIM signature whose
+// d= is aligned with from's domain (RFC 7489 §3.1.1 relaxed alignment, by
+// the public-suffix list) verifies it as "dkim".
+func senderVerified(v *senderauth.Verdict, results []dkim.Result, from, user string) string {
 	if from == "" {
 		return ""
 	}
 	if user != "" && strings.EqualFold(user, from) {
 		return "auth"
 	}
-	fd := domainOf(from)
-	if fd == "" {
+	if v != nil {
+		if v.Authenticated(from) {
+			return v.AuthenticatedBy
+		}
 		return ""
 	}
+	fd := domainOf(from)
 	for _, r := range results {
-		if r.Result == dkim.Pass && aligned(strings.ToLower(strings.TrimSuffix(r.Domain, ".")), fd) {
+		if r.Result == dkim.Pass && senderauth.IsAligned(r.Domain, fd, "r") {
 			return "dkim"
 		}
 	}
 	return ""
-}
-
-func aligned(d, from string) bool {
-	if d == "" || !strings.Contains(d, ".") {
-		return false
-	}
-	return d == from || strings.HasSuffix(from, "."+d) || strings.HasSuffix(d, "."+from) && strings.Contains(from, ".")
 }
 
 // oopsFrom is the address a courtesy OOPS is sent from: the first envelope

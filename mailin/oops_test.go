@@ -220,17 +220,28 @@ func relayServer(t *testing.T) (*testServer, *Relay, *oopsRecorder, *dkimKit) {
 	rec := &oopsRecorder{}
 	p := &Pipeline{Store: st, Verifier: kit.v, OOPS: rec.compose, OOPSDomains: []string{"agents.test"}}
 	r := &Relay{Domains: []string{"agents.test"}, Pipeline: p, Store: st}
-	srv, err := NewSMTPServer(SMTPConfig{Addr: "127.0.0.1:0", Router: r}, p)
+	srv := startRelaySMTP(t, r)
+	return &testServer{addr: srv.Addr().String(), store: st, srv: srv, p: p}, r, rec, kit
+}
+
+// startRelaySMTP serves r on 127.0.0.1:0 (the MX port of relay mode);
+// the server and r's store close when the test ends.
+func startRelaySMTP(t *testing.T, r *Relay) *SMTPServer {
+	t.Helper()
+	srv, err := NewSMTPServer(SMTPConfig{Addr: "127.0.0.1:0", Router: r}, r.Pipeline)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve()
 	t.Cleanup(func() {
 		srv.Close()
-		st.Close()
+		r.Store.(interface{ Close() error }).Close()
 	})
-	return &testServer{addr: srv.Addr().String(), store: st, srv: srv, p: p}, r, rec, kit
+	return srv
 }
+
+// serveRelay is startRelaySMTP's address.
+func serveRelay(t *testing.T, r *Relay) string { return startRelaySMTP(t, r).Addr().String() }
 
 // TestRelayOOPSFanOut: one unauthenticated mail to 20 local recipients
 // (measured: 20 signed OOPS queued, 20 mailboxes created) creates no

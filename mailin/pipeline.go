@@ -16,6 +16,7 @@ import (
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/protocols/canonjson"
 	"github.com/envelopd/envelopd/protocols/envelopay"
+	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -32,6 +33,9 @@ type Meta struct {
 	// NoOOPS, when not "", is why this copy gets no courtesy OOPS
 	// whatever its errors (store.OOPSOnePerMail in relay mode).
 	NoOOPS string
+	// SPF is the SMTP transaction's SPF outcome (nil: not received over
+	// SMTP, or sender authentication off).
+	SPF *senderauth.SPF
 }
 
 // OOPSComposer builds a courtesy OOPS in reply to the parsed message r
@@ -72,9 +76,18 @@ type Pipeline struct {
 	OOPSLimits store.OOPSLimits
 	// AuthServID names this host in Authentication-Results headers.
 	AuthServID string
-	Now        func() time.Time
-	Logger     *slog.Logger
-	Metrics    Metrics // nil records nothing; mailin/metrics has the Prometheus one
+	// Sender, when set, computes each message's sender verdict (SPF,
+	// DMARC, ARC and authenticated_as); nil: DKIM alone.
+	Sender *senderauth.Checker
+	// DMARCEnforce applies the From domain's DMARC policy to mail that
+	// fails DMARC: p=reject → 550 5.7.1 over SMTP (polled mail, which
+	// cannot be refused, is quarantined), p=quarantine → quarantined;
+	// a DMARC temperror where the policy may reject → 451 4.7.1. Off:
+	// the result is recorded only.
+	DMARCEnforce bool
+	Now          func() time.Time
+	Logger       *slog.Logger
+	Metrics      Metrics // nil records nothing; mailin/metrics has the Prometheus one
 }
 
 // Handler is what an agent embedding envelopd implements: Pipeline calls
@@ -105,6 +118,10 @@ var ErrStore = errors.New("mailin: store failed")
 func (p *Pipeline) Ingest(ctx context.Context, raw []byte, meta Meta) (store.Outcome, error) {
 	start := time.Now()
 	a, in := p.Prepare(ctx, raw, meta)
+	if err := p.enforceDMARC(a, in, meta); err != nil {
+		p.log().Info("refused by DMARC policy", "err", err, "message_id", in.MessageID, "source", meta.Source, "remote", meta.Remote)
+		return store.Outcome{}, err
+	}
 	out, err := p.Store.Ingest(ctx, in)
 	if err != nil {
 		p.log().Error("store failed", "err", err, "message_id", in.MessageID, "source", meta.Source)
@@ -139,7 +156,8 @@ func (p *Pipeline) Prepare(ctx context.Context, raw []byte, meta Meta) (*Analysi
 	if p.Keys != nil {
 		keys = p.Keys(ctx)
 	}
-	a := Analyze(ctx, raw, AnalyzeOptions{Verifier: p.Verifier, Lenient: p.Lenient, AICPKeys: keys, Now: now, Limits: p.Limits})
+	a := Analyze(ctx, raw, AnalyzeOptions{Verifier: p.Verifier, Lenient: p.Lenient, AICPKeys: keys, Now: now, Limits: p.Limits,
+		Sender: p.Sender, SPF: meta.SPF})
 	if a.Withhold != "" {
 		raw = Withheld(raw, a.Withhold)
 	}
@@ -147,7 +165,10 @@ func (p *Pipeline) Prepare(ctx context.Context, raw []byte, meta Meta) (*Analysi
 	in.Mailbox = meta.Mailbox
 	in.ReceivedAt = now.UTC()
 	in.Handoff = p.Handoff
-	if p.Verifier != nil {
+	switch {
+	case a.Sender != nil:
+		in.AuthResults = senderauth.AuthResults(p.AuthServID, a.DKIM, a.Sender)
+	case p.Verifier != nil:
 		in.AuthResults = dkim.AuthResults(p.AuthServID, a.DKIM)
 	}
 	if p.OOPS != nil {
@@ -205,6 +226,12 @@ func Incoming(a *Analysis, raw []byte, dir string) *store.Incoming {
 	} else if b, err := r.MarshalJSON(); err == nil {
 		in.Result = b
 	}
+	if a.Sender != nil {
+		// MarshalJSON itself: json.Marshal would compact its output again.
+		if b, err := a.Sender.MarshalJSON(); err == nil {
+			in.Result = withKey(in.Result, senderauth.ResultKey, b)
+		}
+	}
 	if b, err := json.Marshal(a.DKIM); err == nil {
 		in.DKIM = b
 	}
@@ -241,6 +268,26 @@ func Incoming(a *Analysis, raw []byte, dir string) *store.Incoming {
 		}
 	}
 	return in
+}
+
+// withKey returns the JSON object obj with "key": val added at its end
+// (obj must not have key already; Analyze's result never has "sender").
+// It copies obj: Analyze's buffer may be shared.
+func withKey(obj []byte, key string, val []byte) []byte {
+	obj = bytes.TrimRight(obj, " \r\n\t")
+	if len(obj) < 2 || obj[len(obj)-1] != '}' {
+		return obj
+	}
+	out := make([]byte, 0, len(obj)+len(key)+len(val)+4)
+	out = append(out, obj[:len(obj)-1]...)
+	if len(bytes.TrimSpace(obj[1:len(obj)-1])) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, '"')
+	out = append(out, key...)
+	out = append(out, '"', ':')
+	out = append(out, val...)
+	return append(out, '}')
 }
 
 // Withheld is what is stored instead of a mail that must not be persisted:

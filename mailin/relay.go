@@ -16,6 +16,7 @@ import (
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -41,6 +42,12 @@ type Relay struct {
 	// Signers are the DKIM signers per local domain (LocalSigners); nil
 	// or a missing domain signs nothing.
 	Signers map[string][]dkim.Signer
+	// ARCSealers, when set, ARC-seal (RFC 8617 §5.1) the mail the relay
+	// queues for other domains, with the From domain's sealer
+	// (LocalARCSigners; --arc-seal); AuthServID names the relay in the
+	// seal's ARC-Authentication-Results.
+	ARCSealers map[string][]dkim.Signer
+	AuthServID string
 	// Smarthost says whether mail for other domains may be queued (a
 	// queue worker delivers it through a smarthost).
 	Smarthost bool
@@ -230,7 +237,7 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 	// record one_per_mail instead.
 	oopsDone := false
 	for _, rc := range local {
-		m := Meta{Source: "smtp", MailFrom: meta.MailFrom, Rcpts: []string{rc}, Mailbox: rc, Remote: meta.Remote, User: user}
+		m := Meta{Source: "smtp", MailFrom: meta.MailFrom, Rcpts: []string{rc}, Mailbox: rc, Remote: meta.Remote, User: user, SPF: meta.SPF}
 		if oopsDone {
 			m.NoOOPS = store.OOPSOnePerMail
 		}
@@ -243,6 +250,12 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 	if len(remote) > 0 {
 		// Rcpt let these through only for an authenticated user with a
 		// smarthost.
+		if s := r.ARCSealers[domainOf(user)]; len(s) > 0 {
+			var err error
+			if raw, err = r.seal(ctx, raw, user, s[0]); err != nil {
+				return "", &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Cannot ARC-seal: " + err.Error()}
+			}
+		}
 		a := Analyze(ctx, raw, AnalyzeOptions{})
 		_, err := r.Store.Enqueue(ctx, &store.Outgoing{
 			From: meta.MailFrom, Recipients: remote, Raw: raw,
@@ -256,6 +269,31 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 	return fmt.Sprintf("OK delivered to %d local mailbox(es), %d recipient(s) queued", len(local), len(remote)), nil
 }
 
+// seal ARC-seals raw, submitted by the authenticated user, for its way
+// out: the ARC-Authentication-Results say the submission was
+// authenticated (RFC 8601 §2.7.4 auth) and carry the relay's own DKIM
+// signature when it signed; an earlier chain is verified with the
+// pipeline's resolver.
+func (r *Relay) seal(ctx context.Context, raw []byte, user string, s dkim.Signer) ([]byte, error) {
+	id := r.AuthServID
+	if id == "" {
+		id = "localhost"
+	}
+	ar := id + "; auth=pass smtp.auth=" + user
+	if sig := r.Signers[domainOf(user)]; len(sig) > 0 {
+		ar += "; dkim=pass header.d=" + sig[0].Domain + " header.s=" + sig[0].Selector
+	}
+	var res senderauth.Resolver = senderauth.TXTTable{Table: dkim.NewStaticResolver()}
+	if r.Pipeline != nil && r.Pipeline.Sender != nil {
+		res = r.Pipeline.Sender.Resolver
+	}
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	return senderauth.SealARC(ctx, res, raw, ar, s, now)
+}
+
 // checkLocalAuthor refuses mail that names a local address as its author
 // without proof (issue 17 §4): only the relay itself can vouch for a
 // local author, either because the mail came through submission with AUTH
@@ -263,7 +301,9 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 // carries a passing DKIM signature aligned with the author's domain
 // (RFC 7489 §3.1.1 relaxed alignment, each local domain taken as its own
 // organizational domain: d= is the domain or a subdomain of it; the
-// relay's own keys are the only ones that verify for it). Every From
+// relay's own keys are the only ones that verify for it), or because the
+// domain passes DMARC (an aligned SPF or DKIM pass; relayed mail from an
+// SPF-authorised host of the domain). Every From
 // address counts, so a second From field or address cannot hide a local
 // one. The refusal is 550 5.7.1 at DATA, before any 250, so nothing
 // accepted is lost and no courtesy OOPS can be owed to a forged local
@@ -285,7 +325,7 @@ func (r *Relay) checkLocalAuthor(ctx context.Context, raw []byte, meta Meta) err
 		results, _ = r.Pipeline.Verifier.Verify(ctx, raw)
 	}
 	for _, d := range domains {
-		if !alignedPass(results, d) {
+		if !alignedPass(results, d) && !r.dmarcPass(ctx, d, meta, results) {
 			if r.Logger != nil {
 				r.Logger.Info("relay: unauthenticated mail from a local address refused",
 					"from_domain", d, "remote", meta.Remote, "mail_from", meta.MailFrom)
@@ -294,6 +334,17 @@ func (r *Relay) checkLocalAuthor(ctx context.Context, raw []byte, meta Meta) err
 		}
 	}
 	return nil
+}
+
+// dmarcPass reports whether the local From domain d passes DMARC (RFC
+// 7489: an aligned SPF or DKIM pass under d's published policy), which
+// proves the author as well as the relay's own signature does.
+func (r *Relay) dmarcPass(ctx context.Context, d string, meta Meta, results []dkim.Result) bool {
+	p := r.Pipeline
+	if p == nil || p.Sender == nil {
+		return false
+	}
+	return senderauth.CheckDMARC(ctx, p.Sender.Resolver, d, meta.SPF, results, "").Result == senderauth.Pass
 }
 
 // alignedPass reports whether some result passes for domain or one of

@@ -106,12 +106,30 @@ const LocalSelector = "envelopd"
 // DKIM private keys (PEM) are kept under, one per domain handle.
 const LocalKeyProtocol = "dkim-local"
 
+// LocalARCSelector and LocalARCKeyProtocol are LocalSelector and
+// LocalKeyProtocol for the RSA keys the relay ARC-seals with (--arc-seal).
+const (
+	LocalARCSelector    = "envelopd-arc"
+	LocalARCKeyProtocol = "arc-local"
+)
+
 // LocalSigners returns an Ed25519 signer per local domain, generating and
 // storing a key on first use (so the same key signs across restarts), and
 // adds each public key to res as the record LocalSelector._domainkey.DOMAIN,
 // the relay's own key table (RFC 6376 §3.6.2.1 names).
 func LocalSigners(ctx context.Context, st store.Store, domains []string, res *dkim.StaticResolver) (map[string][]dkim.Signer, error) {
-	keys, err := st.Keys(ctx, LocalKeyProtocol)
+	return localKeys(ctx, st, domains, res, LocalKeyProtocol, LocalSelector, "ed25519")
+}
+
+// LocalARCSigners is LocalSigners for ARC sealing: RSA-2048 keys (ARC
+// verifiers check rsa-sha256; dkimpy's refuses ed25519-sha256 seals),
+// stored under LocalARCKeyProtocol, published as LocalARCSelector.
+func LocalARCSigners(ctx context.Context, st store.Store, domains []string, res *dkim.StaticResolver) (map[string][]dkim.Signer, error) {
+	return localKeys(ctx, st, domains, res, LocalARCKeyProtocol, LocalARCSelector, "rsa")
+}
+
+func localKeys(ctx context.Context, st store.Store, domains []string, res *dkim.StaticResolver, protocol, selector, algo string) (map[string][]dkim.Signer, error) {
+	keys, err := st.Keys(ctx, protocol)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +141,7 @@ func LocalSigners(ctx context.Context, st store.Store, domains []string, res *dk
 		}
 		pemKey, ok := keys[d]
 		if !ok {
-			k, err := dkim.GenerateKey("ed25519")
+			k, err := dkim.GenerateKey(algo)
 			if err != nil {
 				return nil, err
 			}
@@ -137,10 +155,10 @@ func LocalSigners(ctx context.Context, st store.Store, domains []string, res *dk
 			}); ok {
 				// Several nodes starting at once each make a key; the
 				// first stored wins and every node uses it.
-				if pemKey, err = p.PutKeyIfAbsent(ctx, LocalKeyProtocol, d, pemKey); err != nil {
+				if pemKey, err = p.PutKeyIfAbsent(ctx, protocol, d, pemKey); err != nil {
 					return nil, err
 				}
-			} else if err := st.PutKey(ctx, LocalKeyProtocol, d, pemKey); err != nil {
+			} else if err := st.PutKey(ctx, protocol, d, pemKey); err != nil {
 				return nil, err
 			}
 		}
@@ -148,13 +166,13 @@ func LocalSigners(ctx context.Context, st store.Store, domains []string, res *dk
 		if err != nil {
 			return nil, fmt.Errorf("mailin: stored DKIM key of %s: %w", d, err)
 		}
-		rec, err := dkim.TXTRecord(d, LocalSelector, k.Public())
+		rec, err := dkim.TXTRecord(d, selector, k.Public())
 		if err != nil {
 			return nil, err
 		}
 		name, value, _ := strings.Cut(rec, " ")
 		res.Add(name, value)
-		out[d] = []dkim.Signer{{Domain: d, Selector: LocalSelector, Key: k}}
+		out[d] = []dkim.Signer{{Domain: d, Selector: selector, Key: k}}
 	}
 	return out, nil
 }

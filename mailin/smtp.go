@@ -18,6 +18,7 @@ import (
 
 	"github.com/envelopd/envelopd/authguard"
 	"github.com/envelopd/envelopd/connlimit"
+	"github.com/envelopd/envelopd/senderauth"
 )
 
 // SMTPConfig configures the SMTP front end. Every limit has a finite
@@ -482,8 +483,9 @@ func (ss *session) Data(r io.Reader) error {
 	if buf.Cap() <= 1<<20 {
 		raw = bytes.Clone(raw) // buf goes back to the pool
 	}
+	spf := ss.checkSPF()
 	if r := ss.s.cfg.Router; r != nil {
-		msg, err := r.Deliver(ss.s.ctx, raw, Meta{Source: "smtp", MailFrom: ss.from, Rcpts: ss.rcpts, Remote: ss.remote}, ss.user)
+		msg, err := r.Deliver(ss.s.ctx, raw, Meta{Source: "smtp", MailFrom: ss.from, Rcpts: ss.rcpts, Remote: ss.remote, SPF: spf}, ss.user)
 		var reply *smtp.SMTPError
 		if errors.As(err, &reply) {
 			return reply
@@ -494,7 +496,11 @@ func (ss *session) Data(r io.Reader) error {
 		}
 		return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: msg}
 	}
-	out, err := ss.s.p.Ingest(ss.s.ctx, raw, Meta{Source: "smtp", MailFrom: ss.from, Rcpts: ss.rcpts, Remote: ss.remote, User: ss.user})
+	out, err := ss.s.p.Ingest(ss.s.ctx, raw, Meta{Source: "smtp", MailFrom: ss.from, Rcpts: ss.rcpts, Remote: ss.remote, User: ss.user, SPF: spf})
+	var reply *smtp.SMTPError
+	if errors.As(err, &reply) {
+		return reply // --dmarc-enforce
+	}
 	if err != nil {
 		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary local error, message not stored; try again later"}
 	}
@@ -503,6 +509,26 @@ func (ss *session) Data(r io.Reader) error {
 		msg = fmt.Sprintf("OK already stored as %d", out.ID)
 	}
 	return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: msg}
+}
+
+// checkSPF evaluates SPF for the transaction (RFC 7208 §2.3, §2.4): the
+// client's IP, its HELO/EHLO name and MAIL FROM. nil when the pipeline
+// has no sender checks; none for an authenticated submission, which SPF
+// does not describe.
+func (ss *session) checkSPF() *senderauth.SPF {
+	p := ss.s.p
+	if p == nil || p.Sender == nil {
+		return nil
+	}
+	if ss.authed {
+		return &senderauth.SPF{Result: senderauth.None, HELO: senderauth.None, Reason: "authenticated submission (AUTH)"}
+	}
+	var ip net.IP
+	if ta, ok := ss.c.Conn().RemoteAddr().(*net.TCPAddr); ok {
+		ip = ta.IP
+	}
+	r := senderauth.CheckSPF(ss.s.ctx, p.Sender.Resolver, ip, ss.c.Hostname(), ss.from)
+	return &r
 }
 
 func (ss *session) Reset() {

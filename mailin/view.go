@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -12,7 +13,10 @@ import (
 // inbox --json, thread): the `envelopd parse` object with the store's final
 // word on it — errors and warnings including the stateful ones, valid,
 // the courtesy OOPS sent (oops) and its decision (oops_decision), plus id,
-// received_at, status, thread_id, mailbox, direction and dkim.
+// received_at, status, thread_id, mailbox, direction and dkim, and the
+// sender verdict (senderauth.Verdict): spf (the RFC 7208 result word),
+// spf_detail, dmarc, arc, authenticated_as and authenticated_by — null
+// when the message was stored without sender checks.
 func View(m *store.Message) ([]byte, error) {
 	obj := map[string]json.RawMessage{}
 	if len(m.Result) > 0 {
@@ -54,6 +58,19 @@ func View(m *store.Message) ([]byte, error) {
 		obj["dkim"] = m.DKIM
 	} else {
 		set("dkim", []any{})
+	}
+	delete(obj, senderauth.ResultKey)
+	null := json.RawMessage("null")
+	obj["spf"], obj["spf_detail"], obj["dmarc"], obj["arc"], obj["authenticated_as"], obj["authenticated_by"] = null, null, null, null, null, null
+	if v := senderauth.FromResult(m.Result); v != nil {
+		set("spf", v.SPF.Result)
+		set("spf_detail", v.SPF)
+		set("dmarc", v.DMARC)
+		set("arc", v.ARC)
+		if v.AuthenticatedAs != "" {
+			set("authenticated_as", v.AuthenticatedAs)
+			set("authenticated_by", v.AuthenticatedBy)
+		}
 	}
 	return json.Marshal(obj)
 }

@@ -9,14 +9,14 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// TestMigrateWebhookFanOut: migration 17 moves the webhook fan-out out of
+// TestMigrateWebhookFanOut: migration 18 moves the webhook fan-out out of
 // the event's transaction. Webhooks made before it are matched through
 // the new index exactly as their lists say; an event fanned out by the
 // old trigger is not fanned out again; a webhook of a key revoked before
 // it is disabled.
 func TestMigrateWebhookFanOut(t *testing.T) {
 	ctx := context.Background()
-	path := oldDatabase(t, 16,
+	path := oldDatabase(t, 17,
 		`INSERT INTO api_keys (id, hash, inboxes, name, created_at, revoked_at) VALUES ('k_live', x'00', '[]', '', 0, NULL), ('k_gone', x'00', '[]', '', 0, 1)`,
 		`INSERT INTO api_webhooks (id, url, event_types, inbox_ids, secret, key_id, created_at, updated_at) VALUES
 			('wh_b', 'http://127.0.0.1:9/', '["message.received"]', '["b@y.test"]', 'whsec_AAAA', 'k_live', 1, 1),
@@ -36,11 +36,11 @@ func TestMigrateWebhookFanOut(t *testing.T) {
 }
 
 // TestPostgresMigrateWebhookFanOut is TestMigrateWebhookFanOut on
-// Postgres (migration 17 there).
+// Postgres (migration 18 there).
 func TestPostgresMigrateWebhookFanOut(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.Schema(t)
-	db, err := store.PostgresMigrateTo(ctx, dsn, 16)
+	db, err := store.PostgresMigrateTo(ctx, dsn, 17)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestPostgresMigrateWebhookFanOut(t *testing.T) {
 }
 
 // checkMigratedWebhooks checks the webhooks of the migration tests after
-// migration 17: the revoked key's webhook disabled; after one more
+// migration 18: the revoked key's webhook disabled; after one more
 // message, its events fanned out through the new index. Old event:
 // wh_all, wh_gone (by the old trigger); new events (received for b@ and
 // c@): wh_b once, wh_all twice, nothing for wh_gone. On Postgres the new

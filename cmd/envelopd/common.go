@@ -15,7 +15,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/store"
 )
@@ -77,19 +76,6 @@ func openExistingStore(ctx context.Context, e *env, cmd, path string) (store.DB,
 		return nil, false
 	}
 	return openStore(ctx, e, path)
-}
-
-// dkimVerifier returns a verifier over the static key file, or real DNS
-// when path is empty.
-func dkimVerifier(path string) (*dkim.Verifier, error) {
-	if path == "" {
-		return &dkim.Verifier{Resolver: dkim.NewDNSResolver(defaultDNSTimeout, defaultDNSTTL)}, nil
-	}
-	r, err := dkim.LoadStaticResolver(path)
-	if err != nil {
-		return nil, err
-	}
-	return &dkim.Verifier{Resolver: r}, nil
 }
 
 // readUsers reads a password file: one "user:password" per line, #

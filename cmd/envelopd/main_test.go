@@ -4,11 +4,25 @@ import (
 	"os"
 	"testing"
 
+	"github.com/envelopd/envelopd/authdns/dnstest"
 	"github.com/envelopd/envelopd/internal/pgtest"
 )
 
 // TestMain stops the throwaway Postgres pgtest may start (ENVELOPD_INTEROP=1).
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// serve and poll check SPF, DMARC and ARC through DNS: unless the caller
+// names a server, the tests point them (ENVELOPD_DNS, --dns's default) at
+// an in-process one with an empty zone, so that no test asks the
+// machine's resolver.
+func TestMain(m *testing.M) {
+	if os.Getenv("ENVELOPD_DNS") == "" {
+		s, err := dnstest.Start()
+		if err != nil {
+			panic(err)
+		}
+		os.Setenv("ENVELOPD_DNS", s.Addr())
+	}
+	os.Exit(pgtest.Main(m))
+}
 
 // TestDBNames: a Postgres URL is logged with its password masked and
 // handed to exec agents without it; a file path is unchanged.

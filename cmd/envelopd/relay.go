@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,11 +24,14 @@ type relayFlags struct {
 	on                  bool
 	domains             multiFlag
 	submission, imap    string
+	imaps               string
 	smarthost           string
 	signLocal           bool
+	arcSeal             bool
 	dkimTXTOut          string
 	submissionListening string
 	imapListening       string
+	imapsListening      string
 	// Set by setup for the HTTP API: the relay (its local signers) and
 	// the queue worker's wake channel.
 	srv  *mailin.Relay
@@ -39,8 +43,10 @@ func (r *relayFlags) register(fs *flag.FlagSet) {
 	fs.Var(&r.domains, "domain", "local domain of relay mode (repeatable)")
 	fs.StringVar(&r.submission, "submission", "", "relay mode: submission listen address (AUTH required, e.g. 127.0.0.1:5587)")
 	fs.StringVar(&r.imap, "imap", "", "relay mode: serve the mailboxes over IMAP on this address (e.g. 127.0.0.1:1143)")
+	fs.StringVar(&r.imaps, "imaps", "", "relay mode: serve the mailboxes over IMAP with implicit TLS (RFC 8314 §3.2) on this address (e.g. :993); certificate from --acme or --tls-cert")
 	fs.StringVar(&r.smarthost, "smarthost", "", "relay mode: deliver mail for other domains through this smarthost (smtp://USER@HOST:587, password via --password-file)")
 	fs.BoolVar(&r.signLocal, "sign-local", false, "relay mode: DKIM-sign mail submitted by local users with a per-domain key generated on first start")
+	fs.BoolVar(&r.arcSeal, "arc-seal", false, "relay mode: ARC-seal (RFC 8617) the mail queued for other domains, with a per-domain RSA key generated on first start (selector envelopd-arc)")
 	fs.StringVar(&r.dkimTXTOut, "dkim-txt-out", "", "relay mode with --sign-local: write the local domains' DKIM key records to this file (--dkim-txt format), for verifiers in other processes")
 }
 
@@ -50,8 +56,8 @@ func (r *relayFlags) register(fs *flag.FlagSet) {
 // the servers it started.
 func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg *mailin.SMTPConfig) (func(), error) {
 	if !r.on {
-		if len(r.domains) > 0 || r.submission != "" || r.imap != "" || r.smarthost != "" || r.signLocal {
-			return nil, errors.New("--domain, --submission, --imap, --smarthost and --sign-local need --relay")
+		if len(r.domains) > 0 || r.submission != "" || r.imap != "" || r.imaps != "" || r.smarthost != "" || r.signLocal || r.arcSeal {
+			return nil, errors.New("--domain, --submission, --imap, --imaps, --smarthost, --sign-local and --arc-seal need --relay")
 		}
 		return func() {}, nil
 	}
@@ -72,8 +78,24 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 		if signers, err = mailin.LocalSigners(ctx, rt.store, r.domains, local); err != nil {
 			return nil, fmt.Errorf("local DKIM keys: %w", err)
 		}
+	}
+	var sealers map[string][]dkim.Signer
+	if r.arcSeal {
+		var err error
+		if sealers, err = mailin.LocalARCSigners(ctx, rt.store, r.domains, local); err != nil {
+			return nil, fmt.Errorf("local ARC keys: %w", err)
+		}
+	}
+	if r.signLocal {
 		if r.dkimTXTOut != "" {
-			if err := writeKeyTable(r.dkimTXTOut, signers); err != nil {
+			all := map[string][]dkim.Signer{}
+			for d, s := range signers {
+				all[d] = append(all[d], s...)
+			}
+			for d, s := range sealers {
+				all[d] = append(all[d], s...)
+			}
+			if err := writeKeyTable(r.dkimTXTOut, all); err != nil {
 				return nil, err
 			}
 		}
@@ -85,6 +107,7 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 	}
 	wake := make(chan struct{}, 1)
 	relay := &mailin.Relay{Domains: r.domains, Pipeline: p, Store: rt.store, Signers: signers,
+		ARCSealers: sealers, AuthServID: f.hostname,
 		Smarthost: r.smarthost != "", Wake: wake, Logger: rt.log}
 	r.srv, r.wake = relay, wake
 	if p.OOPS != nil && r.signLocal {
@@ -133,21 +156,37 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 			srv.Shutdown(sctx)
 		})
 	}
-	if r.imap != "" {
-		ln, err := net.Listen("tcp", r.imap)
+	for _, l := range []struct {
+		addr string
+		tls  bool
+	}{{r.imap, false}, {r.imaps, true}} {
+		if l.addr == "" {
+			continue
+		}
+		if l.tls && cfg.TLS == nil {
+			stop()
+			return nil, errors.New("--imaps needs a certificate: --acme or --tls-cert/--tls-key")
+		}
+		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
 			stop()
 			return nil, fmt.Errorf("imap: %w", err)
+		}
+		if l.tls {
+			// The STARTTLS certificate (an ACME one is swapped in place).
+			ln = tls.NewListener(ln, cfg.TLS.Clone())
+			r.imapsListening = ln.Addr().String()
+		} else {
+			r.imapListening = ln.Addr().String()
 		}
 		iv := imapview.New(imapview.Options{Store: rt.store, Authenticate: relay.Authenticate, Hostname: p.AuthServID, Logger: rt.log,
 			Guard: cfg.Auth, MaxConnections: cfg.MaxConnections, MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
 			MaxIdleCommands: cfg.MaxIdleCommands})
 		go iv.Serve(ln)
-		r.imapListening = ln.Addr().String()
 		stops = append(stops, func() { iv.Close() })
 	}
 	rt.log.Info("relay mode", "domains", strings.Join(r.domains, ","), "submission", r.submissionListening,
-		"imap", r.imapListening, "smarthost", r.smarthost != "", "sign_local", r.signLocal)
+		"imap", r.imapListening, "imaps", r.imapsListening, "smarthost", r.smarthost != "", "sign_local", r.signLocal)
 	return stop, nil
 }
 

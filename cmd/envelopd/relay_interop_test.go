@@ -197,7 +197,12 @@ func TestInteropRelaySwaksImaplib(t *testing.T) {
 	}
 	// BODY[] is the view's verdict fields followed by exactly the stored
 	// bytes (DKIM-signed by the relay); INBOX has the accepted ORDER.
-	wantHead := "Authentication-Results: mx.agents.test;\r\n\tdkim=pass header.a=ed25519-sha256 header.d=agents.test header.s=envelopd\r\n" +
+	// Authentication-Results is the sender verdict's: SPF does not apply
+	// to an authenticated submission, DKIM passes, no DMARC record.
+	wantHead := "Authentication-Results: mx.agents.test;\r\n\tspf=none reason=\"authenticated submission (AUTH)\";\r\n" +
+		"\tdkim=pass header.a=ed25519-sha256 header.d=agents.test header.s=envelopd;\r\n" +
+		"\tdmarc=none reason=\"no DMARC record for agents.test or its organizational domain\" header.from=agents.test;\r\n" +
+		"\tarc=none\r\n" +
 		"X-Envelopd-Status: accepted\r\n"
 	if string(b) != wantHead+string(got.Raw) {
 		t.Errorf("FETCH BODY[] returned %d bytes, want the verdict fields and the %d stored bytes:\n%.300s", len(b), len(got.Raw), b)

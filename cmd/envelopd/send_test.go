@@ -234,6 +234,9 @@ func TestSendCommandErrors(t *testing.T) {
 		{"negative submit timeout", []string{"serve", "--db", db, "--smtp", "127.0.0.1:0", "--submit-timeout", "-1s"}, 2, "--submit-timeout must not be negative"},
 		{"oops-from off the signing domains", []string{"serve", "--db", db, "--smtp", "127.0.0.1:0", "--oops-from", "x@elsewhere.test"}, 2, "--oops-from x@elsewhere.test is not at a signing domain"},
 		{"negative oops limit", []string{"serve", "--db", db, "--smtp", "127.0.0.1:0", "--oops-rate-per-hour", "-1"}, 2, "must not be negative"},
+		{"bad --dns", []string{"serve", "--db", db, "--smtp", "127.0.0.1:0", "--dns", "host:port"}, 2, "--dns: authdns: bad server address"},
+		{"arc-trust without sender auth", []string{"serve", "--db", db, "--smtp", "127.0.0.1:0", "--sender-auth=false", "--arc-trust", "list.test"}, 2, "need --sender-auth"},
+		{"arc-seal without relay", []string{"serve", "--db", db, "--smtp", "127.0.0.1:0", "--arc-seal"}, 2, "--arc-seal need --relay"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errs := runCmd(t, "", tc.args...)

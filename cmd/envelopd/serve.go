@@ -21,11 +21,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/envelopd/envelopd/authdns"
 	"github.com/envelopd/envelopd/authguard"
+	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/mailin/metrics"
 	"github.com/envelopd/envelopd/parse"
+	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -52,6 +55,11 @@ type ingestFlags struct {
 	oopsPerHour, oopsPerThread int
 	oopsFrom                   string
 	limits                     parse.Limits
+	// Sender authentication (SPF, DMARC, ARC).
+	senderAuth   bool
+	dns          string
+	dmarcEnforce bool
+	arcTrust     multiFlag
 }
 
 func (f *ingestFlags) register(fs *flag.FlagSet) {
@@ -71,8 +79,50 @@ func (f *ingestFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.debug, "debug", false, "log every message")
 	fs.Var(&f.execEnv, "exec-env", "pass this variable of envelopd's environment to --exec (repeatable); the command otherwise gets only PATH, HOME, USER, LOGNAME, LANG, LANGUAGE, LC_*, TZ, TMPDIR and envelopd's ENVELOPD_DB, ENVELOPD_MESSAGE_ID, ENVELOPD_EVENT_ID, ENVELOPD_ATTEMPT")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file whose first line is the --webhook-secret (mode 0600 or stricter)")
+	fs.BoolVar(&f.senderAuth, "sender-auth", true, "check SPF, DMARC and ARC on every inbound mail and record the sender verdict (authenticated_as)")
+	fs.StringVar(&f.dns, "dns", os.Getenv("ENVELOPD_DNS"), "DNS server (host[:port]) for SPF, DMARC, ARC and DKIM lookups (default $ENVELOPD_DNS, else /etc/resolv.conf's first nameserver; with --dkim-txt and no --dns, the key file's TXT records only)")
+	fs.BoolVar(&f.dmarcEnforce, "dmarc-enforce", false, "apply the From domain's DMARC policy: p=reject → 550 5.7.1 (polled mail: quarantined), p=quarantine → quarantined, a DNS temperror where it may reject → 451 4.7.1; off: recorded only")
+	fs.Var(&f.arcTrust, "arc-trust", "trust this ARC sealer (AS d= domain; repeatable): its passing chain stands in for DKIM broken by forwarding")
 	f.out.register(fs)
 	registerLimits(fs, &f.limits)
+}
+
+// senderChecks builds the one resolver of sender authentication and the
+// DKIM verifier over it (or over --dkim-txt): nil checker when
+// --sender-auth=false.
+func (f *ingestFlags) senderChecks() (*senderauth.Checker, *dkim.Verifier, error) {
+	var static *dkim.StaticResolver
+	if f.dkimTXT != "" {
+		var err error
+		if static, err = dkim.LoadStaticResolver(f.dkimTXT); err != nil {
+			return nil, nil, err
+		}
+	}
+	var res senderauth.Resolver
+	if f.dns == "" && static != nil {
+		res = senderauth.TXTTable{Table: static} // offline: the key file only
+	} else {
+		c, err := authdns.New(authdns.Config{Server: f.dns, Timeout: defaultDNSTimeout})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--dns: %w", err)
+		}
+		res = c
+	}
+	verifier := &dkim.Verifier{Resolver: res}
+	if static != nil {
+		verifier = &dkim.Verifier{Resolver: static}
+	}
+	if !f.senderAuth {
+		if len(f.arcTrust) > 0 || f.dmarcEnforce {
+			return nil, nil, errors.New("--arc-trust and --dmarc-enforce need --sender-auth")
+		}
+		return nil, verifier, nil
+	}
+	var trust []string
+	for _, d := range f.arcTrust {
+		trust = append(trust, strings.ToLower(strings.TrimSuffix(strings.TrimSpace(d), ".")))
+	}
+	return &senderauth.Checker{Resolver: res, TrustedSealers: trust}, verifier, nil
 }
 
 // prepareSecrets reads the --webhook-secret-file and builds the --exec
@@ -167,7 +217,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		log.Info("store closed", "commits", stats.Commits, "writes", stats.Writes)
 		st.Close()
 	})
-	verifier, err := dkimVerifier(f.dkimTXT)
+	checker, verifier, err := f.senderChecks()
 	if err != nil {
 		rt.close()
 		return nil, err
@@ -189,9 +239,11 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		Limits:     f.limits,
 		Keys:       aicpKeySource(st),
 		AuthServID: f.hostname,
+		Sender:     checker,
 		Logger:     log,
 		Metrics:    metrics.NewMetrics(reg),
 	}
+	p.DMARCEnforce = f.dmarcEnforce
 	rt.pipeline = p
 	if ow, ok := st.(mailin.OwedOOPSStore); ok {
 		// Courtesy OOPS whose ingest died before queueing them (any
@@ -304,6 +356,8 @@ func runServe(ctx context.Context, e *env) int {
 	relay.register(fs)
 	var httpAPI httpFlags
 	httpAPI.register(fs)
+	var acmeF acmeFlags
+	acmeF.register(fs)
 	if err := fs.Parse(e.args); err != nil {
 		return 2
 	}
@@ -351,6 +405,23 @@ func runServe(ctx context.Context, e *env) int {
 		return 2
 	}
 	defer rt.close()
+	recordHostname(ctx, rt, f.hostname) // domain.go
+	acm, err := acmeF.manager(rt, httpAPI.https != "", httpAPI.addr != "")
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
+		return 2
+	}
+	if acm != nil {
+		if cfg.TLS != nil {
+			fmt.Fprintln(e.stderr, "envelopd serve: give --acme or --tls-cert/--tls-key, not both")
+			return 2
+		}
+		// STARTTLS (SMTP, relay submission) with the ACME certificate,
+		// swapped in place on renewal.
+		cfg.TLS = &tls.Config{GetCertificate: acm.GetCertificate, MinVersion: tls.VersionTLS12}
+	}
+	httpAPI.acme = acm
+	httpAPI.tls = cfg.TLS
 	cfg.Logger = rt.log
 	cfg.Auth = abuse.guard(rt)
 	// Failed API keys count toward the same per-IP throttle (issue 19).

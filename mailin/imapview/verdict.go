@@ -14,11 +14,13 @@ import (
 // message it serves (issue 17 §4), so that an agent reading IMAP sees
 // what envelopd found without a second API:
 //
-//	Authentication-Results: <authserv-id>; dkim=pass header.a=… header.d=… header.s=…
+//	Authentication-Results: <authserv-id>; spf=pass smtp.mailfrom=…; dkim=pass header.a=… header.d=… header.s=…;
+//	 dmarc=pass header.from=… policy.dmarc=…; arc=none
 //	X-Envelopd-Status: duplicate; errors=duplicate_proof
 //
 // Authentication-Results follows RFC 8601 with authserv-id = host (serve
-// --hostname): one dkim result per signature, "dkim=none" for a message
+// --hostname): the sender verdict's spf, dkim, dmarc and arc results when
+// sender checks ran; otherwise one dkim result per signature, "dkim=none" for a message
 // without signatures, and "none" (no method applied, §2.2) when DKIM was
 // not verified (sent copies, or serve without a verifier).
 // X-Envelopd-Status is envelopd's own field: the stored status (accepted,
@@ -40,6 +42,14 @@ func verdictHeader(host string, m store.FolderMessage) []byte {
 	switch {
 	case m.AuthResults == "":
 		ar = []string{"none"}
+	case strings.Contains(m.AuthResults, "; spf="):
+		// The sender verdict's field (senderauth.AuthResults: spf, dkim,
+		// dmarc, arc), stored at ingest: its results under this host's
+		// id, each reduced to printable ASCII like the rest.
+		_, rest, _ := strings.Cut(m.AuthResults, "; ")
+		for _, part := range strings.Split(rest, "; ") {
+			ar = append(ar, clean(part, 900))
+		}
 	case len(m.DKIM) == 0 || json.Unmarshal(m.DKIM, &rs) != nil || len(rs) == 0:
 		ar = []string{"dkim=none"}
 	default:

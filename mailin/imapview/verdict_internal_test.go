@@ -8,6 +8,7 @@ import (
 
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -145,4 +146,26 @@ func FuzzVerdictHeader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestVerdictHeaderSenderVerdict: with sender checks, the view presents
+// the stored spf, dkim, dmarc and arc results under its own id, and no
+// stored text can add a line.
+func TestVerdictHeaderSenderVerdict(t *testing.T) {
+	t.Parallel()
+	v := &senderauth.Verdict{SPF: senderauth.SPF{Result: "pass", Domain: "shop.test"},
+		DMARC: senderauth.DMARC{Result: "pass", Domain: "shop.test", Policy: "reject"}, ARC: senderauth.ARC{Result: "none"}}
+	ar := senderauth.AuthResults("mx.test", []dkim.Result{{Domain: "shop.test", Selector: "s", Algorithm: "rsa-sha256", Result: "pass"}}, v)
+	got := string(verdictHeader("mx.test", store.FolderMessage{Status: "accepted", AuthResults: ar}))
+	want := "Authentication-Results: mx.test; spf=pass smtp.mailfrom=shop.test;\r\n" +
+		"\tdkim=pass header.a=rsa-sha256 header.d=shop.test header.s=s;\r\n" +
+		"\tdmarc=pass header.from=shop.test policy.dmarc=reject; arc=none\r\nX-Envelopd-Status: accepted\r\n"
+	if got != want {
+		t.Fatalf("\n got %q\nwant %q", got, want)
+	}
+	v.SPF.Reason = "x\r\nX-Envelopd-Status: accepted"
+	got = string(verdictHeader("mx.test", store.FolderMessage{Status: "quarantined", AuthResults: senderauth.AuthResults("mx.test", nil, v)}))
+	if n := strings.Count(got, "\r\n") - strings.Count(got, "\r\n\t"); n != 2 {
+		t.Fatalf("stored text added a field: %q", got)
+	}
 }

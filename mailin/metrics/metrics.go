@@ -31,6 +31,10 @@ type Metrics struct {
 	OOPSSuppressed *prometheus.CounterVec
 	// InFlightBusy counts DATA refused 451 4.3.2 by the in-flight budget.
 	InFlightBusy prometheus.Counter
+	// SenderAuth counts stored messages' sender checks by check (spf,
+	// dmarc, arc, authenticated) and result word ("yes"/"no" for
+	// authenticated).
+	SenderAuth *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -62,6 +66,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "envelopd_smtp_in_flight_busy_total", Help: "DATA refused with 451 4.3.2: the in-flight byte budget stayed full.",
 	})
 	reg.MustRegister(m.InFlightBusy)
+	m.SenderAuth = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "envelopd_sender_auth_total", Help: "Sender checks of stored messages by check (spf, dmarc, arc, authenticated) and result.",
+	}, []string{"check", "result"})
+	reg.MustRegister(m.SenderAuth)
 	return m
 }
 
@@ -85,6 +93,16 @@ func (m *Metrics) Observe(in *store.Incoming, a *mailin.Analysis, out store.Outc
 	}
 	for _, e := range out.Errors {
 		m.Errors.WithLabelValues(string(e.Code)).Inc()
+	}
+	if v := a.Sender; v != nil && m.SenderAuth != nil {
+		m.SenderAuth.WithLabelValues("spf", v.SPF.Result).Inc()
+		m.SenderAuth.WithLabelValues("dmarc", v.DMARC.Result).Inc()
+		m.SenderAuth.WithLabelValues("arc", v.ARC.Result).Inc()
+		auth := "no"
+		if v.AuthenticatedAs != "" {
+			auth = "yes"
+		}
+		m.SenderAuth.WithLabelValues("authenticated", auth).Inc()
 	}
 	if out.OOPS != nil && !out.OOPS.Sent && !out.OOPS.Pending {
 		m.OOPSSuppressed.WithLabelValues(out.OOPS.Reason).Inc()

@@ -9,8 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/parse"
+	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -84,5 +86,30 @@ func TestMetricsOOPSSuppressedAndBusy(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.InFlightBusy); got != 1 {
 		t.Errorf("in_flight_busy = %v, want 1", got)
+	}
+}
+
+// TestMetricsSenderAuth: the sender checks of each stored message are
+// counted by check and result.
+func TestMetricsSenderAuth(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "envelopd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	m := NewMetrics(prometheus.NewRegistry())
+	table := dkim.NewStaticResolver()
+	table.Add("_dmarc.client.test", "v=DMARC1; p=reject")
+	p := &mailin.Pipeline{Store: st, Metrics: m, Sender: &senderauth.Checker{Resolver: senderauth.TXTTable{Table: table}}}
+	raw := []byte("From: a@client.test\r\nTo: b@server.test\r\nSubject: hi\r\nMessage-ID: <m1@client.test>\r\n\r\nhi\r\n")
+	spf := &senderauth.SPF{Result: "pass", Domain: "client.test"}
+	if _, err := p.Ingest(ctx, raw, mailin.Meta{Source: "smtp", MailFrom: "a@client.test", SPF: spf}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ check, result string }{{"spf", "pass"}, {"dmarc", "pass"}, {"arc", "none"}, {"authenticated", "yes"}} {
+		if got := testutil.ToFloat64(m.SenderAuth.WithLabelValues(c.check, c.result)); got != 1 {
+			t.Errorf("%s=%s counted %v, want 1", c.check, c.result, got)
+		}
 	}
 }

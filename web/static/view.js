@@ -51,6 +51,7 @@ export function amount(ep) {
 }
 
 // verdictBadges are the badges of a message: status, DKIM per signature,
+// the sender verdict (authenticated_as, or "unauthenticated"),
 // error and warning codes, tunnelled protocols and their verdicts.
 export function verdictBadges(m) {
   const ep = m.envelopay || {};
@@ -64,6 +65,18 @@ export function verdictBadges(m) {
     const ok = s.result === "pass";
     out.push(badge("DKIM " + (s.domain || "?") + " " + s.result, ok ? "dkim-pass" : "dkim-fail",
       "d=" + s.domain + " s=" + s.selector + " a=" + s.algorithm + (s.error ? ": " + s.error : "")));
+  }
+  // The sender verdict: who the message is authenticated as, or why not.
+  if (ep.direction !== "out" && ep.dmarc) {
+    if (ep.authenticated_as) {
+      out.push(badge("from " + ep.authenticated_as + " (" + ep.authenticated_by + ")", "auth-pass",
+        "authenticated as " + ep.authenticated_as + " by " + ep.authenticated_by +
+        "; SPF " + ep.spf + ", DMARC " + ep.dmarc.result + ", ARC " + (ep.arc ? ep.arc.result : "none")));
+    } else {
+      out.push(badge("unauthenticated", "auth-fail",
+        "SPF " + ep.spf + ", DMARC " + ep.dmarc.result + (ep.dmarc.policy ? " (p=" + ep.dmarc.policy + ")" : "") +
+        ", ARC " + (ep.arc ? ep.arc.result : "none") + (ep.dmarc.reason ? ": " + ep.dmarc.reason : "")));
+    }
   }
   for (const p of ep.errors || []) out.push(badge(p.code, "err", (p.field ? p.field + ": " : "") + p.message));
   for (const p of ep.warnings || []) out.push(badge(p.code, "warn", (p.field ? p.field + ": " : "") + p.message));
