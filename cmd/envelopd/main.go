@@ -58,6 +58,7 @@ func commands() map[string]command {
 		"aicp":     {"AICP helpers (aicp sign)", runAICP},
 		"domain":   {"managed domains: the DNS records envelopd needs, checked (domain add DOMAIN, list, check, zone, delete)", runDomain},
 		"apikey":   {"HTTP API keys (apikey create [--inbox ADDR]..., apikey list, apikey revoke ID)", runAPIKey},
+		"webhook":  {"HTTP API webhooks (webhook list [--json], webhook disable ID, webhook delete ID)", runWebhook},
 		"vacant":   {"Vacant helpers (vacant sign)", runVacant},
 		"mcp":      {"MCP server over stdio for model-driven agents (tools over the API's service)", runMCP},
 		"version":  {"print the version, VCS revision and Go version (--json)", runVersion},
