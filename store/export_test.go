@@ -34,6 +34,6 @@ func PGMigrateTo(ctx context.Context, dsn string, v int) (*sql.DB, error) {
 	return db, nil
 }
 
-// SetProofBatch sets how many old proofs migration 17 reads at once and
+// SetProofBatch sets how many old proofs migration 18 reads at once and
 // returns the previous value.
 func SetProofBatch(n int64) int64 { return proofBatch.Swap(n) }

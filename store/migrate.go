@@ -526,7 +526,30 @@ CREATE TRIGGER api_events_rcpt_before BEFORE UPDATE OF state ON queue_rcpts
 	UPDATE event_sync SET id = (SELECT max(id) FROM messages) WHERE id < (SELECT max(id) FROM messages);
 END;
 `,
-	// 17: payments (payments.go): one row per received message with a
+	// 17: managed domains (domains.go): each domain's settings and last
+	// check; the update that first makes a domain verified writes its
+	// domain.verified event (inbox '', message_id 0, detail the domain),
+	// after bringing event_sync forward as the other event triggers do.
+	`
+CREATE TABLE domains (
+	name        TEXT PRIMARY KEY,                   -- lower case A-labels, no trailing dot
+	config      TEXT NOT NULL,                      -- JSON (package domain)
+	status      TEXT NOT NULL CHECK (status IN ('pending', 'verified', 'invalid')),
+	checks      TEXT NOT NULL DEFAULT '',           -- JSON of the last check
+	client_id   TEXT UNIQUE,
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL,
+	checked_at  INTEGER NOT NULL DEFAULT 0,
+	verified_at INTEGER NOT NULL DEFAULT 0
+);
+CREATE TRIGGER domains_verified AFTER UPDATE OF status ON domains
+	WHEN new.status = 'verified' AND old.status != 'verified' BEGIN
+	UPDATE event_sync SET id = (SELECT max(id) FROM messages) WHERE id < (SELECT max(id) FROM messages);
+	INSERT INTO api_events (type, inbox, message_id, detail, created_at)
+	VALUES ('domain.verified', '', 0, new.name, new.updated_at);
+END;
+`,
+	// 18: payments (payments.go): one row per received message with a
 	// payment proof, checked on the chain after commit by a claimed,
 	// leased worker (payments_due), and the events payment.verified /
 	// payment.rejected, written by a trigger when one settles (after
@@ -582,11 +605,46 @@ CREATE TRIGGER payments_event AFTER UPDATE OF state ON payments
 	ORDER BY b;
 END;
 `,
+	// 19: webhooks cost the writer of mail nothing and one tenant's
+	// webhooks cannot slow another's. The fan-out leaves the event's
+	// transaction (the api_events_fanout trigger walked every webhook's
+	// JSON lists in every send's transaction): the webhook sender makes
+	// the deliveries of the events after api_webhook_fanout's id, in
+	// short writes of its own, matching each event through
+	// api_webhook_subs, an index of (event type, inbox) pairs ('' for
+	// every type / every inbox), filled here from the webhooks' lists.
+	// A webhook's endpoint is backed off as a whole after a failure
+	// (failures, next_at: its circuit; next_at is also the lease of the
+	// one delivery in flight to it); disabled_reason says why a webhook
+	// is disabled, and the webhooks of keys already revoked are.
+	`
+DROP TRIGGER api_events_fanout;
+ALTER TABLE api_webhooks ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE api_webhooks ADD COLUMN next_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE api_webhooks ADD COLUMN disabled_reason TEXT NOT NULL DEFAULT '';
+CREATE TABLE api_webhook_subs (
+	event_type TEXT NOT NULL,
+	inbox      TEXT NOT NULL,
+	webhook_id TEXT NOT NULL REFERENCES api_webhooks (id) ON DELETE CASCADE,
+	PRIMARY KEY (event_type, inbox, webhook_id)
+) WITHOUT ROWID;
+CREATE INDEX api_webhook_subs_webhook ON api_webhook_subs (webhook_id);
+CREATE INDEX api_webhook_deliveries_webhook ON api_webhook_deliveries (webhook_id, state, event_id);
+INSERT OR IGNORE INTO api_webhook_subs (event_type, inbox, webhook_id)
+	SELECT coalesce(t.value, ''), coalesce(b.value, ''), w.id FROM api_webhooks w
+	LEFT JOIN json_each(CASE WHEN json_valid(w.event_types) THEN w.event_types ELSE '[]' END) t
+	LEFT JOIN json_each(CASE WHEN json_valid(w.inbox_ids) THEN w.inbox_ids ELSE '[]' END) b
+	WHERE true;
+CREATE TABLE api_webhook_fanout (id INTEGER NOT NULL);
+INSERT INTO api_webhook_fanout (id) SELECT coalesce(max(id), 0) FROM api_events;
+UPDATE api_webhooks SET enabled = 0, disabled_reason = 'key_revoked'
+	WHERE enabled AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL);
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 17
+const SchemaVersion = 19
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -15,7 +15,7 @@ import (
 // it in the same transaction, on both backends (bind rewrites the
 // SQLite-style placeholders of a statement; args adapts its arguments).
 var migrationSteps = map[int]func(ctx context.Context, tx *sql.Tx, bind func(string) string, args func([]any) []any) error{
-	17: reidentifyProofs,
+	18: reidentifyProofs,
 }
 
 // runStep runs the Go step of migration version, if it has one.
@@ -26,7 +26,7 @@ func runStep(ctx context.Context, tx *sql.Tx, version int, bind func(string) str
 	return nil
 }
 
-// oldProof is a proofs row with what migration 17 needs of its message.
+// oldProof is a proofs row with what migration 18 needs of its message.
 type oldProof struct {
 	dir, mailbox, fp string
 	id               int64
@@ -35,7 +35,7 @@ type oldProof struct {
 	received         int64
 }
 
-// reidentifyProofs (migration 17) gives every stored proof its identity
+// reidentifyProofs (migration 18) gives every stored proof its identity
 // by transaction (package payments/proof) instead of by text. The rows
 // are taken in message order and written again; a row whose new key an
 // earlier message already holds is not rewritten: it is recorded in
@@ -78,7 +78,7 @@ func reidentifyProofs(ctx context.Context, tx *sql.Tx, bind func(string) string,
 	return nil
 }
 
-// proofBatch is how many old proofs migration 17 reads at once (tests
+// proofBatch is how many old proofs migration 18 reads at once (tests
 // make it small to cross batches).
 var proofBatch = func() *atomic.Int64 {
 	var n atomic.Int64
@@ -104,7 +104,7 @@ func (m migTx) queryRow(q string, a ...any) *sql.Row {
 }
 
 // oldProofBatch reads up to n set-aside proofs of messages after the id
-// after, in message order, with what migration 17 needs of their messages.
+// after, in message order, with what migration 18 needs of their messages.
 func (m migTx) oldProofBatch(after int64, n int) ([]oldProof, error) {
 	rows, err := m.tx.QueryContext(m.ctx, m.bind(`SELECT p.direction, p.mailbox, p.fingerprint, p.message_id, m.type, m.sender, m.result, m.received_at
 		FROM proofs_old p JOIN messages m ON m.id = p.message_id WHERE p.message_id > ? ORDER BY p.message_id LIMIT ?`), m.args([]any{after, n})...)

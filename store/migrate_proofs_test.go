@@ -12,7 +12,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// TestMigrateProofIdentity: migration 17 identifies the proofs of a
+// TestMigrateProofIdentity: migration 18 identifies the proofs of a
 // database written when proofs were compared as text. The five ways of
 // writing one transaction were five accepted payments then: the earliest
 // keeps the proof, the four others are kept as stored (accepted, not
@@ -40,7 +40,7 @@ func TestMigrateProofIdentity(t *testing.T) {
 }
 
 // TestPostgresMigrateProofIdentity is TestMigrateProofIdentity on
-// Postgres (its migration 17 runs the same Go step).
+// Postgres (its migration 18 runs the same Go step).
 func TestPostgresMigrateProofIdentity(t *testing.T) {
 	pgtest.Server(t)
 	defer store.SetProofBatch(store.SetProofBatch(3))

@@ -49,7 +49,7 @@ var PaymentStates = []string{PaymentUnverified, PaymentPending, PaymentVerified,
 	PaymentFailed, PaymentNotFound, PaymentDuplicate}
 
 // Payment events in the event log (written by a trigger when a payment
-// settles: migration 17).
+// settles: migration 18).
 const (
 	EventPaymentVerified = "payment.verified"
 	EventPaymentRejected = "payment.rejected" // mismatch, failed or not_found
@@ -120,7 +120,7 @@ type PaymentFilter struct {
 }
 
 // ProofCollision is an old message whose proof, identified anew by
-// migration 17, names the transaction an earlier accepted message holds:
+// migration 18, names the transaction an earlier accepted message holds:
 // it is kept as stored (not rewritten) and reported here and in the
 // server's log at start.
 type ProofCollision struct {
@@ -160,7 +160,7 @@ type Payments interface {
 	// PaymentsFor returns the payments of the given message ids (those
 	// without one are absent), for the readers that show messages.
 	PaymentsFor(ctx context.Context, ids []int64) (map[int64]*Payment, error)
-	// ProofCollisions lists what migration 17 found (ProofCollision).
+	// ProofCollisions lists what migration 18 found (ProofCollision).
 	ProofCollisions(ctx context.Context) ([]ProofCollision, error)
 	// OwePaymentOOPS decides the courtesy OOPS for the rejected payment
 	// of message id by the rules of the ingest's (OOPSPlan: the caller's

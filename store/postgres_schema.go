@@ -438,10 +438,36 @@ INSERT INTO message_tags (tag, message_id)
 	// transaction (SyncInboxes adds them); Postgres keeps its trigger,
 	// which numbers events by transaction id. Versions only.
 	{16, `SELECT 1;`},
-	// 17: payments and proof identity (SQLite migration 17; its Go step
+	// 17: managed domains (SQLite migration 17); the update that first
+	// makes a domain verified writes its domain.verified event, numbered
+	// like the other events, and wakes the websockets of every node.
+	{17, `
+CREATE TABLE domains (
+	name        text COLLATE "C" PRIMARY KEY,
+	config      text NOT NULL,
+	status      text NOT NULL CHECK (status IN ('pending', 'verified', 'invalid')),
+	checks      text NOT NULL DEFAULT '',
+	client_id   text UNIQUE,
+	created_at  bigint NOT NULL,
+	updated_at  bigint NOT NULL,
+	checked_at  bigint NOT NULL DEFAULT 0,
+	verified_at bigint NOT NULL DEFAULT 0
+);
+CREATE FUNCTION envelopd_domain_verified() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+	INSERT INTO api_events (id, type, inbox, message_id, detail, created_at)
+	VALUES (envelopd_api_event_id(), 'domain.verified', '', 0, NEW.name, NEW.updated_at);
+	PERFORM pg_notify('envelopd_messages.' || current_schema(), '');
+	RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER domains_verified AFTER UPDATE OF status ON domains FOR EACH ROW
+	WHEN (NEW.status = 'verified' AND OLD.status <> 'verified') EXECUTE FUNCTION envelopd_domain_verified();
+`},
+	// 18: payments and proof identity (SQLite migration 18; its Go step
 	// runs here too). The settle trigger numbers its events as the
 	// other event triggers do and wakes the websockets of every node.
-	{17, `
+	{18, `
 CREATE TABLE payments (
 	message_id    bigint PRIMARY KEY,              -- messages.id
 	mailbox       text NOT NULL,
@@ -493,5 +519,32 @@ $fn$;
 CREATE TRIGGER payments_event AFTER UPDATE OF state ON payments FOR EACH ROW
 	WHEN (NEW.state IN ('verified', 'mismatch', 'failed', 'not_found') AND OLD.state <> NEW.state)
 	EXECUTE FUNCTION envelopd_payments_event();
+`},
+	// 19: the webhooks' fan-out leaves the event's transaction, through
+	// an index of (event type, inbox) pairs; endpoints backed off as a
+	// whole; disabled_reason (SQLite migration 19).
+	{19, `
+DROP TRIGGER api_events_fanout ON api_events;
+DROP FUNCTION envelopd_api_events_fanout();
+ALTER TABLE api_webhooks ADD COLUMN failures integer NOT NULL DEFAULT 0,
+	ADD COLUMN next_at bigint NOT NULL DEFAULT 0,
+	ADD COLUMN disabled_reason text NOT NULL DEFAULT '';
+CREATE TABLE api_webhook_subs (
+	event_type text NOT NULL,
+	inbox      text NOT NULL,
+	webhook_id text COLLATE "C" NOT NULL REFERENCES api_webhooks (id) ON DELETE CASCADE,
+	PRIMARY KEY (event_type, inbox, webhook_id)
+);
+CREATE INDEX api_webhook_subs_webhook ON api_webhook_subs (webhook_id);
+CREATE INDEX api_webhook_deliveries_webhook ON api_webhook_deliveries (webhook_id, state, event_id);
+INSERT INTO api_webhook_subs (event_type, inbox, webhook_id)
+	SELECT coalesce(t, ''), coalesce(b, ''), w.id FROM api_webhooks w
+	LEFT JOIN LATERAL jsonb_array_elements_text(replace(w.event_types, '\u0000', '\uFFFD')::jsonb) AS t ON true
+	LEFT JOIN LATERAL jsonb_array_elements_text(replace(w.inbox_ids, '\u0000', '\uFFFD')::jsonb) AS b ON true
+	ON CONFLICT DO NOTHING;
+CREATE TABLE api_webhook_fanout (id bigint NOT NULL);
+INSERT INTO api_webhook_fanout (id) SELECT coalesce(max(id), 0) FROM api_events;
+UPDATE api_webhooks SET enabled = false, disabled_reason = 'key_revoked'
+	WHERE enabled AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL);
 `},
 }

@@ -185,7 +185,7 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 	// Hand-offs to a command, held for value-bearing mail until its
 	// payment is verified (no rail: never): the page's hold/release acts
 	// on them.
-	srv := startAPIServerArgs(t, db, []string{"--exec", "true", "--handoff-verified"}, func(db string) {
+	srv := startAPIServerArgs(t, db, []string{"--relay", "--domain", "shop.test", "--domain", "buyer.test", "--sign-local", "--exec", "true", "--handoff-verified"}, func(db string) {
 		start := time.Now()
 		fillShop(t, db, bulk)
 		t.Logf("stored %d messages in shop@shop.test in %v", bulk, time.Since(start).Round(time.Millisecond))

@@ -261,7 +261,7 @@ function append(list, msgs, top) {
     if (id && S.ids.has(id)) {
       // Shown already: its verdicts may have moved (a payment verified).
       const old = list.querySelector('li[data-id="' + id + '"]');
-      if (old && top) { const n = row(m, false); if (n.textContent !== old.textContent || n.innerHTML !== old.innerHTML) old.replaceWith(n); }
+      if (old && top) { const n = row(m, old.classList.contains("fresh")); if (!n.isEqualNode(old)) old.replaceWith(n); }
       continue;
     }
     if (id) S.ids.add(id);
