@@ -33,15 +33,21 @@ func testHandoffHold(t *testing.T, open func(t *testing.T) store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paid, err := s.Ingest(ctx, msg("hold2@a.test", "a@a.test", "pay_h2", func(in *store.Incoming) {
-		in.Handoff = []string{"exec"}
-		in.ProofFingerprint = "fp-hold"
-		in.Proof = &store.ProofFacts{Chain: "base", Tx: "0xab01", Token: "USDC", Amount: "5", Check: true}
-		in.HandoffVerified = true
-	}))
-	if err != nil {
-		t.Fatal(err)
+	// paidMsg is a PAY whose hand-off waits for its payment (tx).
+	paidMsg := func(mid, eid, tx string) store.Outcome {
+		t.Helper()
+		out, err := s.Ingest(ctx, msg(mid, "a@a.test", eid, func(in *store.Incoming) {
+			in.Handoff = []string{"exec"}
+			in.ProofFingerprint = "fp-" + tx
+			in.Proof = &store.ProofFacts{Chain: "base", Tx: tx, Token: "USDC", Amount: "5", Check: true}
+			in.HandoffVerified = true
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
+	paid := paidMsg("hold2@a.test", "pay_h2", "0xab01")
 	heldBy := func(id int64) []string {
 		t.Helper()
 		hs, err := s.Handoffs(ctx, store.HandoffFilter{State: "all", MessageID: id})
@@ -127,15 +133,7 @@ func testHandoffHold(t *testing.T, open func(t *testing.T) store.Store) {
 
 	// Held while waiting for the payment, released before it is checked:
 	// it waits for the payment again.
-	p2, err := s.Ingest(ctx, msg("hold4@a.test", "a@a.test", "pay_h4", func(in *store.Incoming) {
-		in.Handoff = []string{"exec"}
-		in.ProofFingerprint = "fp-hold-4"
-		in.Proof = &store.ProofFacts{Chain: "base", Tx: "0x04", Token: "USDC", Amount: "5", Check: true}
-		in.HandoffVerified = true
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p2 := paidMsg("hold4@a.test", "pay_h4", "0x04")
 	if _, err := s.HandoffHold(ctx, p2.ID); err != nil {
 		t.Fatal(err)
 	}
