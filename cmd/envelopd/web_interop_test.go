@@ -646,6 +646,7 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 	if refused := text(offerStep + " .outcome"); !strings.Contains(refused, "ValidationError") || !strings.Contains(refused, "force: true") {
 		t.Errorf("refused reply: %q", refused)
 	}
+	run("show the refusal", chromedp.Evaluate[chromedp.Void](`document.querySelector(`+strconv.Quote(offerStep+" .outcome")+`).scrollIntoView({block: "end"})`))
 	shot(ctx, "web-actions.png")
 	run("forced", chromedp.Click(css(offerStep+` [data-action="force"]`)),
 		poll(`document.querySelector(`+strconv.Quote(offerStep+" .outcome")+`)?.textContent.includes("Sent FULFILL (forced: invalid, sent anyway)")`))
