@@ -16,6 +16,7 @@ import (
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/envelopd/envelopd/internal/evmfake"
 	"github.com/envelopd/envelopd/internal/pgtest"
 )
 
@@ -60,7 +61,12 @@ func chromiumOptions(t *testing.T, w, h int) []chromedp.ExecAllocatorOption {
 }
 
 func testWebLive(t *testing.T, db string) {
-	srv := startAPIServerDB(t, db)
+	// A rail on base (an in-process node answering one USDC transfer),
+	// down at first: a PAY's payment waits, pending, until it is up.
+	node := evmfake.Start(t, "usdc-transfer.json")
+	node.SetDown(true)
+	srv := startAPIServerArgs(t, db, []string{"--relay", "--domain", "shop.test", "--domain", "buyer.test", "--sign-local",
+		"--rail", "base=" + node.URL, "--wallet", "base=0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "--confirmations", "base=3"})
 	c := webClient{t, srv}
 	const SHOP, BOB = "shop@shop.test", "bob@buyer.test"
 	c.do("POST", "/v0/inboxes", map[string]string{"username": "shop", "domain": "shop.test", "display_name": "Shop"}, nil)
@@ -189,6 +195,22 @@ func testWebLive(t *testing.T, db string) {
 	release = make(chan struct{})
 	relMu.Unlock()
 	run("the mail that arrived during the load is shown", poll(inList("arrives while the list loads"), chromedp.WithPollingTimeout(10*time.Second)))
+
+	// A payment's state as it lands: pending while the node is down,
+	// verified once it is up — in the open list, with no navigation.
+	const tx = "0x2e8fb1fc86185752427960708abce56e55c7511c82adcf4dd9dbfe30ccffdd34"
+	c.do("POST", "/v0/inboxes/"+BOB+"/messages/send", map[string]any{"to": SHOP, "text": mustJSON(map[string]any{"v": "0.2.0", "type": "pay", "id": "pay_live",
+		"note": "paid live", "amount": "30000000", "token": "USDC", "chain": "base", "proof": map[string]any{"tx": tx}})}, nil)
+	payRow := `[...document.querySelectorAll("#list li")].find((e) => e.textContent.includes("paid live"))`
+	run("payment pending", poll(payRow+`?.querySelector(".badge.pay-pending")`, chromedp.WithPollingTimeout(30*time.Second)))
+	node.SetDown(false)
+	run("payment verified, live", poll(payRow+`?.querySelector(".badge.pay-verified")`, chromedp.WithPollingTimeout(60*time.Second)))
+	if got := browserValue(t, ctx, "verified badge", chromedp.Steps(), chromedp.Evaluate[[]string](`(() => {
+		const b = `+payRow+`.querySelector(".badge.pay-verified");
+		return [b.textContent, b.querySelector("[data-href]")?.dataset.href || "", `+payRow+`.querySelector(".money").textContent];
+	})()`)); got[0] != "Paid: the chain shows the money payment verified tx ↗" || got[1] != "https://basescan.org/tx/"+tx || got[2] != "30 USDC on base" {
+		t.Errorf("verified payment in the list: %q", got)
+	}
 
 	// 200 navigations, mail at random moments.
 	n := webNavigations()
