@@ -1,6 +1,9 @@
 package mailin
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Replies are coalesced (RFC 2920 §3.2, "Server support of
 // pipelining"): go-smtp flushes every reply with its own write, so a
@@ -59,6 +62,27 @@ func (c *smtpConn) flushLocked() error {
 		return err
 	}
 	return nil
+}
+
+// SetWriteDeadline flushes the held replies first when t is not in the
+// future: a deadline of now means "write nothing more" (crypto/tls's
+// Close sends its close_notify alert and then sets one), so what was
+// written before it — the 221 of a QUIT inside STARTTLS — must go out
+// before it takes effect. A future deadline (go-smtp sets one before
+// every reply) keeps the replies held.
+func (c *smtpConn) SetWriteDeadline(t time.Time) error {
+	if !t.IsZero() && !t.After(time.Now()) {
+		c.flush()
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline is SetWriteDeadline for both directions.
+func (c *smtpConn) SetDeadline(t time.Time) error {
+	if !t.IsZero() && !t.After(time.Now()) {
+		c.flush()
+	}
+	return c.Conn.SetDeadline(t)
 }
 
 // Close sends the held replies (a final "221" or "421") and closes.

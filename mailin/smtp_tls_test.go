@@ -239,3 +239,23 @@ func TestSMTPDroppedMidDataStoresNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestSMTPQUITAfterSTARTTLS: inside TLS, QUIT is answered 221 before the
+// connection closes (crypto/tls's Close sets a write deadline of now after
+// its close_notify; the held reply must be written before it).
+func TestSMTPQUITAfterSTARTTLS(t *testing.T) {
+	t.Parallel()
+	_, addr, cfg := tlsAuthServer(t, "127.0.0.1:0")
+	for i := range 20 {
+		c, err := smtp.DialStartTLS(addr, cfg)
+		if err != nil {
+			t.Fatalf("STARTTLS: %v", err)
+		}
+		if err := c.Noop(); err != nil {
+			t.Fatalf("NOOP: %v", err)
+		}
+		if err := c.Quit(); err != nil {
+			t.Fatalf("round %d: QUIT inside TLS: %v (want 221)", i, err)
+		}
+	}
+}

@@ -119,6 +119,16 @@ type Runner struct {
 	global   window
 	senders  map[string]*window
 	negative map[string]time.Time // chain NUL tx → not before
+	down     map[string]circuit   // chain → its rail's node is not answering
+}
+
+// circuit is a rail whose node did not answer (unreachable, an HTTP
+// error status, the wrong chain): until then its payments are not
+// claimed at all, so a node that is down costs one call per backoff, not
+// one per waiting payment. fails is how many calls in a row failed.
+type circuit struct {
+	until time.Time
+	fails int
 }
 
 // New returns a runner over st.
@@ -139,7 +149,8 @@ func New(st Store, cfg Config) *Runner {
 		chains = append(chains, c)
 	}
 	slices.Sort(chains)
-	return &Runner{st: st, cfg: cfg, chains: chains, senders: map[string]*window{}, negative: map[string]time.Time{}}
+	return &Runner{st: st, cfg: cfg, chains: chains, senders: map[string]*window{}, negative: map[string]time.Time{},
+		down: map[string]circuit{}}
 }
 
 // Serves reports whether a rail serves chain: mailin.Pipeline's
@@ -192,7 +203,11 @@ func (r *Runner) runOnce(ctx context.Context) (claimed, given, limit int, err er
 	if limit == 0 {
 		return 0, 0, 0, nil
 	}
-	ps, err := r.st.ClaimPayments(ctx, now, r.cfg.Lease, limit, r.chains)
+	chains := r.upChains(now)
+	if len(chains) == 0 {
+		return 0, 0, 0, nil
+	}
+	ps, err := r.st.ClaimPayments(ctx, now, r.cfg.Lease, limit, chains)
 	if err != nil {
 		return 0, 0, limit, err
 	}
@@ -274,8 +289,12 @@ func (r *Runner) check(ctx context.Context, p store.Payment) bool {
 			return true // stopping: the lease ends and another try comes
 		}
 		retry("the rail failed: "+err.Error(), now.Add(r.backoff(p.Attempts)))
+		if nodeDown(err) {
+			r.trip(p.Chain, now, log)
+		}
 		return true
 	}
+	r.mend(p.Chain)
 	s := store.Settlement{State: string(res.State), Reason: res.Reason, Token: res.Token, Paid: res.Paid, To: res.To,
 		From: res.From, Block: res.Block, Confirmations: res.Confirmations, Warnings: res.Warnings}
 	switch res.State {
@@ -299,6 +318,51 @@ func (r *Runner) check(ctx context.Context, p store.Payment) bool {
 	}
 	settle(s)
 	return true
+}
+
+// nodeDown reports whether err says the rail's node as a whole is not
+// answering, rather than something about one transaction (a malformed or
+// oversized answer, a JSON-RPC error for that hash).
+func nodeDown(err error) bool {
+	return errors.Is(err, rail.ErrUnreachable) || errors.Is(err, rail.ErrHTTPStatus) || errors.Is(err, rail.ErrChainID)
+}
+
+// upChains is the chains whose rails are not backed off at now.
+func (r *Runner) upChains(now time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.down) == 0 {
+		return r.chains
+	}
+	up := make([]string, 0, len(r.chains))
+	for _, c := range r.chains {
+		if d, ok := r.down[c]; !ok || !now.Before(d.until) {
+			up = append(up, c)
+		}
+	}
+	return up
+}
+
+// trip backs chain's rail off after a failed call: MinBackoff doubled per
+// failure in a row, at most MaxBackoff.
+func (r *Runner) trip(chain string, now time.Time, log *slog.Logger) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.down[chain]
+	if now.Before(d.until) {
+		return // calls of one batch failing together count once
+	}
+	d.fails++
+	d.until = now.Add(r.backoff(d.fails))
+	r.down[chain] = d
+	log.Warn("payments: the rail's node is not answering; its checks wait", "until", d.until, "failures", d.fails)
+}
+
+// mend closes chain's circuit after an answer from its node.
+func (r *Runner) mend(chain string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.down, chain)
 }
 
 // release puts a claimed payment back for later without counting the try.

@@ -352,3 +352,91 @@ func TestRunnerGlobalBudget(t *testing.T) {
 		t.Errorf("%d rail calls after a minute, want 4", n)
 	}
 }
+
+// TestRunnerRailDown: a node that does not answer backs its rail off as a
+// whole — the payments waiting on it are not claimed again until the
+// backoff ends, so a dead node costs one call per backoff — while an
+// error about one transaction (a malformed answer) backs off only that
+// payment.
+func TestRunnerRailDown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Config{MinBackoff: 5 * time.Second, MaxBackoff: time.Minute})
+	var ids []int64
+	for n := 1; n <= 4; n++ {
+		ids = append(ids, e.pay(fmt.Sprintf("p%d@x.test", n), n, ""))
+		e.rail.errs[tx(n)] = fmt.Errorf("%w: connection refused", rail.ErrUnreachable)
+	}
+	calls := func() int {
+		e.rail.mu.Lock()
+		defer e.rail.mu.Unlock()
+		return len(e.rail.calls)
+	}
+	claim := func() int {
+		t.Helper()
+		n, err := e.r.RunOnce(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := claim(); n != 4 || calls() != 4 {
+		t.Fatalf("first run: claimed %d, %d rail calls; want 4 and 4", n, calls())
+	}
+	// Every payment is due again after its own 5 s, and the rail is
+	// backed off for 5 s: nothing is claimed before then.
+	e.now = e.now.Add(4 * time.Second)
+	if n := claim(); n != 0 || calls() != 4 {
+		t.Fatalf("rail down: claimed %d, %d rail calls; want none", n, calls())
+	}
+	// Second failure in a row: 10 s.
+	e.now = e.now.Add(time.Second)
+	if n := claim(); n != 4 || calls() != 8 {
+		t.Fatalf("after the backoff: claimed %d, %d rail calls; want 4 and 8", n, calls())
+	}
+	e.now = e.now.Add(9 * time.Second)
+	if n := claim(); n != 0 {
+		t.Fatalf("second backoff (10 s): claimed %d", n)
+	}
+	// The node answers again: every payment is checked at the next try
+	// and the circuit closes.
+	e.rail.mu.Lock()
+	for n := 1; n <= 4; n++ {
+		delete(e.rail.errs, tx(n))
+		e.rail.results[tx(n)] = rail.Result{State: rail.Verified, Paid: "1000", To: ourWallet}
+	}
+	e.rail.mu.Unlock()
+	e.now = e.now.Add(10 * time.Second)
+	if n := claim(); n != 4 {
+		t.Fatalf("node back: claimed %d, want 4", n)
+	}
+	for _, id := range ids {
+		if p := e.payment(id); p.State != store.PaymentVerified {
+			t.Errorf("payment %d: %s %q, want verified", id, p.State, p.Reason)
+		}
+	}
+	// An error about one transaction leaves the rail up for the others.
+	bad, good := e.pay("q@x.test", 10, ""), e.pay("r@x.test", 11, "")
+	e.rail.mu.Lock()
+	e.rail.errs[tx(10)] = fmt.Errorf("%w: not JSON", rail.ErrMalformed)
+	e.rail.mu.Unlock()
+	e.now = e.now.Add(time.Second)
+	if n := claim(); n != 2 {
+		t.Fatalf("claimed %d, want 2", n)
+	}
+	late := e.pay("s@x.test", 12, "")
+	e.rail.mu.Lock()
+	e.rail.results[tx(12)] = rail.Result{State: rail.Verified, Paid: "1000", To: ourWallet}
+	e.rail.mu.Unlock()
+	if n := claim(); n != 1 {
+		t.Fatalf("after a malformed answer: claimed %d, want the new payment (the rail stays up)", n)
+	}
+	if p := e.payment(late); p.State != store.PaymentVerified {
+		t.Errorf("payment after a malformed answer: %s %q", p.State, p.Reason)
+	}
+	if p := e.payment(bad); p.State != store.PaymentPending || !strings.Contains(p.Reason, "rail_malformed_response") {
+		t.Errorf("malformed: %s %q", p.State, p.Reason)
+	}
+	if p := e.payment(good); p.State != store.PaymentPending || p.Reason != "not on the chain yet" {
+		t.Errorf("the other payment of that batch: %s %q, want pending, not on the chain yet", p.State, p.Reason)
+	}
+}

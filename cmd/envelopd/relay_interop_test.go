@@ -214,7 +214,7 @@ func TestInteropRelaySwaksImaplib(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantHead = strings.Replace(wantHead, "accepted", "duplicate; errors=duplicate_proof", 1)
+	wantHead = strings.Replace(wantHead, "accepted", "duplicate; errors=duplicate_proof; payment=duplicate", 1)
 	if string(q) != wantHead+string(dup.Raw) {
 		t.Errorf("Quarantine BODY[]: %d bytes, want the verdict fields and the %d stored bytes:\n%.300s", len(q), len(dup.Raw), q)
 	}
