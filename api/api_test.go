@@ -34,15 +34,16 @@ type fakeThrottle struct {
 	refuse bool
 }
 
-func (f *fakeThrottle) Allow(ip string) (time.Duration, bool) {
+func (f *fakeThrottle) Allow(ip string, keyed bool) (time.Duration, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return 30 * time.Second, !f.refuse
 }
-func (f *fakeThrottle) Fail(ip, account string) {
+func (f *fakeThrottle) Fail(ip, account string) (time.Duration, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fails = append(f.fails, ip+"/"+account)
+	return 0, false
 }
 func (f *fakeThrottle) Succeed(string, string) {}
 
@@ -84,7 +85,10 @@ func newEnv(t testing.TB, relay bool) *env {
 		t.Fatal(err)
 	}
 	th := &fakeThrottle{}
-	srv := httptest.NewServer(api.NewHandler(svc, api.HandlerOptions{Throttle: th, MaxBody: 1 << 20}))
+	// The per-key rate is tested on its own (TestKeyRequestRate); the
+	// benchmarks send as fast as they can.
+	srv := httptest.NewServer(api.NewHandler(svc, api.HandlerOptions{Throttle: th, MaxBody: 1 << 20,
+		Tenants: api.NewTenants(st, api.TenantLimits{RequestsPerSecond: 1e9, Burst: 1e9})}))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, st: st, srv: srv, throttle: th, svc: svc}
 	e.key = e.newKey(nil)

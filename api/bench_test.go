@@ -65,10 +65,30 @@ func BenchmarkAPI(b *testing.B) {
 }
 
 // BenchmarkSend: POST …/messages/send from 10 concurrent clients (each
-// message composed, DKIM-signed, checked, stored and queued durably).
+// message composed, DKIM-signed, checked, stored and queued durably);
+// /webhooks: the same with another tenant's webhooks at their limits
+// (32, each with 16 event types), which a send must not pay for: the
+// fan-out is not in its transaction.
 func BenchmarkSend(b *testing.B) {
+	b.Run("plain", func(b *testing.B) { benchSend(b, 0) })
+	b.Run("webhooks", func(b *testing.B) { benchSend(b, 32) })
+}
+
+func benchSend(b *testing.B, hooks int) {
 	e := newEnv(b, false)
 	e.createInbox("shop", "shop.test")
+	types := make([]string, 16)
+	for i := range types {
+		types[i] = fmt.Sprintf("message.x%d", i)
+	}
+	types[0] = "message.sent"
+	tenant := e.newKey(nil)
+	for range hooks {
+		if code := e.do(tenant, "POST", "/v0/webhooks", map[string]any{"url": "http://127.0.0.1:9/", "event_types": types}, nil); code != 200 {
+			b.Fatalf("webhook: %d", code)
+		}
+	}
+	b.ResetTimer()
 	b.SetParallelism(5) // × GOMAXPROCS clients
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0

@@ -74,7 +74,8 @@ func asError(err error) *Error {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("not found")
 	case errors.Is(err, store.ErrConflict):
-		return &Error{Status: http.StatusConflict, Name: "AlreadyExistsError", Message: err.Error()}
+		// The store's text may name rows the caller cannot see.
+		return &Error{Status: http.StatusConflict, Name: "AlreadyExistsError", Message: "already exists"}
 	case errors.Is(err, store.ErrBadInput):
 		return validation(err.Error(), nil)
 	case errors.Is(err, ErrBadKey):

@@ -144,11 +144,33 @@ type Subscription struct {
 }
 
 // checkSubscription validates event types and inbox ids.
+// A subscription's lists are bounded before anything else is done with
+// them (a webhook's are bounded further by store.WebhookLimits): every
+// event is matched against them.
+const (
+	maxSubscriptionTypes   = 64
+	maxEventTypeLen        = 64
+	maxSubscriptionInboxes = 100
+)
+
 func checkSubscription(sub *Subscription) error {
+	if len(sub.EventTypes) > maxSubscriptionTypes {
+		return badField("event_types", "at most %d event types", maxSubscriptionTypes)
+	}
+	var types []string
 	for _, t := range sub.EventTypes {
-		if !slices.Contains(store.EventTypes, t) && !strings.HasPrefix(t, "message.") && t != "domain.verified" {
-			return badField("event_types", "unknown event type %q", t)
+		if len(t) > maxEventTypeLen || !slices.Contains(store.EventTypes, t) && !strings.HasPrefix(t, "message.") && t != "domain.verified" {
+			return badField("event_types", "unknown event type %.64q", t)
 		}
+		if !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	if sub.EventTypes != nil {
+		sub.EventTypes = types
+	}
+	if len(sub.InboxIDs) > maxSubscriptionInboxes {
+		return badField("inbox_ids", "at most %d inbox ids", maxSubscriptionInboxes)
 	}
 	for i, b := range sub.InboxIDs {
 		sub.InboxIDs[i] = strings.ToLower(strings.TrimSpace(b))

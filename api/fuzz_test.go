@@ -35,7 +35,7 @@ func FuzzParseList(f *testing.F) {
 func FuzzTokens(f *testing.F) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	f.Add(EncodeCursor(Cursor{ID: 7}))
-	f.Add(signDownload(key, download{Kind: "raw", Row: 3, Expires: time.Unix(4000000000, 0)}))
+	f.Add(signDownload(key, download{Kind: "raw", Row: 3, Expires: time.Unix(4000000000, 0), Key: "0123456789ab"}))
 	f.Add("ek_0123456789ab_" + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
 	f.Fuzz(func(t *testing.T, s string) {
 		if c, err := DecodeCursor(s); err == nil {

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // DefaultMaxBody is the default bound on a request body (attachments
@@ -24,6 +23,7 @@ type Handler struct {
 	svc      *Service
 	keys     KeyStore
 	throttle AuthThrottle
+	tenants  *Tenants
 	maxBody  int64
 	log      *slog.Logger
 	mux      *http.ServeMux
@@ -33,8 +33,12 @@ type Handler struct {
 type HandlerOptions struct {
 	Keys     KeyStore     // default: the service's store
 	Throttle AuthThrottle // default: NoThrottle
-	MaxBody  int64        // default: DefaultMaxBody
-	Logger   *slog.Logger
+	// Tenants is the per-key state (request rate, websockets, the
+	// revocation watch), shared with the other front ends that take API
+	// keys (MCP); default: NewTenants(Keys, TenantLimits{}).
+	Tenants *Tenants
+	MaxBody int64 // default: DefaultMaxBody
+	Logger  *slog.Logger
 }
 
 // authed is a handler given the authenticated principal.
@@ -42,9 +46,12 @@ type authed func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int
 
 // NewHandler returns the HTTP handler of svc.
 func NewHandler(svc *Service, o HandlerOptions) *Handler {
-	h := &Handler{svc: svc, keys: o.Keys, throttle: o.Throttle, maxBody: o.MaxBody, log: o.Logger, mux: http.NewServeMux()}
+	h := &Handler{svc: svc, keys: o.Keys, throttle: o.Throttle, tenants: o.Tenants, maxBody: o.MaxBody, log: o.Logger, mux: http.NewServeMux()}
 	if h.keys == nil {
 		h.keys = svc.cfg.Store
+	}
+	if h.tenants == nil {
+		h.tenants = NewTenants(h.keys, TenantLimits{})
 	}
 	if h.throttle == nil {
 		h.throttle = NoThrottle{}
@@ -181,32 +188,27 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(buf.Bytes())
 }
 
-// authenticate checks key (per-IP throttled: failures count as failed
-// SMTP/IMAP logins do); on failure it answers 401 or 429 and returns nil.
+// authenticate checks key (Authenticate) and takes the request from the
+// key's bucket (Tenants.Allow); on failure it answers 401 or 429 and
+// returns nil.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key string) *Principal {
-	ip := clientIP(r)
-	if after, ok := h.throttle.Allow(ip); !ok {
-		secs := int(after.Round(time.Second) / time.Second)
-		if secs < 1 {
-			secs = 1
+	p, e := Authenticate(r.Context(), h.keys, h.throttle, h.log, clientIP(r), key)
+	if e != nil && e.Status == http.StatusTooManyRequests {
+		h.tenants.Refused(r.Context())
+	}
+	if e == nil {
+		e = h.tenants.Allow(p.KeyID)
+		if e != nil {
+			p = nil
 		}
-		writeError(w, &Error{Status: http.StatusTooManyRequests, Name: "RateLimitError",
-			Message: "too many failed authentication attempts", RetryAfter: secs})
+	}
+	if e != nil {
+		if e.Status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
+		}
+		writeError(w, e)
 		return nil
 	}
-	p, err := CheckKey(r.Context(), h.keys, key)
-	if err != nil {
-		id, _, _ := ParseKey(key)
-		if errors.Is(err, ErrBadKey) {
-			h.throttle.Fail(ip, id)
-		} else {
-			h.log.Error("api: key check", "err", err)
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
-		writeError(w, asError(err))
-		return nil
-	}
-	h.throttle.Succeed(ip, p.KeyID)
 	return p
 }
 

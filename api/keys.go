@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -130,19 +132,51 @@ func CheckKey(ctx context.Context, ks KeyStore, key string) (*Principal, error) 
 	return p, nil
 }
 
-// AuthThrottle counts failed key attempts (issue 19: they count toward
-// the same per-IP throttling as failed SMTP/IMAP authentication). Allow
-// is asked before a key is checked; a refusal answers 429 with
-// Retry-After. account is the key id presented ("" when malformed).
+// AuthThrottle counts failed key attempts (they count toward the same
+// per-IP lockout as failed SMTP/IMAP authentication; authguard.KeyThrottle
+// is the real one). Allow is asked before a key is checked (keyed: the
+// request presents a well-formed key); Fail after a wrong one, refused
+// true turning the 401 into a 429; Succeed after a valid one. A refusal
+// answers 429 with Retry-After.
 type AuthThrottle interface {
-	Allow(ip string) (retryAfter time.Duration, ok bool)
-	Fail(ip, account string)
+	Allow(ip string, keyed bool) (retryAfter time.Duration, ok bool)
+	Fail(ip, account string) (retryAfter time.Duration, refused bool)
 	Succeed(ip, account string)
 }
 
 // NoThrottle is the AuthThrottle that never refuses.
 type NoThrottle struct{}
 
-func (NoThrottle) Allow(string) (time.Duration, bool) { return 0, true }
-func (NoThrottle) Fail(string, string)                {}
-func (NoThrottle) Succeed(string, string)             {}
+func (NoThrottle) Allow(string, bool) (time.Duration, bool)  { return 0, true }
+func (NoThrottle) Fail(string, string) (time.Duration, bool) { return 0, false }
+func (NoThrottle) Succeed(string, string)                    {}
+
+// Authenticate checks the key a request from ip presents, through th:
+// the principal, or the error to answer (401 UnauthorizedError, 429
+// RateLimitError with RetryAfter, or a 500 when the store failed, logged
+// on lg). Every front end that takes API keys (the API, its websocket,
+// MCP over HTTP) authenticates through it.
+func Authenticate(ctx context.Context, ks KeyStore, th AuthThrottle, lg *slog.Logger, ip, key string) (*Principal, *Error) {
+	id, _, keyed := ParseKey(key)
+	if after, ok := th.Allow(ip, keyed); !ok {
+		return nil, rateLimited(after)
+	}
+	p, err := CheckKey(ctx, ks, key)
+	if err == nil {
+		th.Succeed(ip, p.KeyID)
+		return p, nil
+	}
+	if !errors.Is(err, ErrBadKey) {
+		lg.Error("api: key check", "err", err)
+		return nil, asError(err)
+	}
+	if after, refused := th.Fail(ip, id); refused {
+		return nil, rateLimited(after)
+	}
+	return nil, asError(err)
+}
+
+func rateLimited(after time.Duration) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Name: "RateLimitError",
+		Message: "too many failed authentication attempts", RetryAfter: max(1, int((after+time.Second-1)/time.Second))}
+}

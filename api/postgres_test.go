@@ -32,6 +32,16 @@ var pgTests = []struct {
 	{"WebhookDelivery", TestWebhookDelivery},
 	{"WebhookNoLinkLocal", TestWebhookNoLinkLocal},
 	{"ListFilters", TestListFilters},
+	{"StrangersDoNotSlowValidKeys", TestStrangersDoNotSlowValidKeys},
+	{"ConcurrentGuessesCounted", TestConcurrentGuessesCounted},
+	{"NoExistenceLeakThroughClientID", TestNoExistenceLeakThroughClientID},
+	{"StructuralHeadersRefused", TestStructuralHeadersRefused},
+	{"RevokedKeyWebhooks", TestRevokedKeyWebhooks},
+	{"WebhookLimits", TestWebhookLimits},
+	{"WebhookIsolation", TestWebhookIsolation},
+	{"WebhookGiveUp", TestWebhookGiveUp},
+	{"RevokedKeyDownloadURL", TestRevokedKeyDownloadURL},
+	{"RevokedKeyClosesWebsocket", TestRevokedKeyClosesWebsocket},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens

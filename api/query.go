@@ -165,10 +165,13 @@ type download struct {
 	Row     int64
 	Part    int
 	Expires time.Time
+	// Key is the id of the API key the URL was made for: the URL stops
+	// working when the key is revoked.
+	Key string
 }
 
 func signDownload(key []byte, d download) string {
-	payload := fmt.Sprintf("%s:%d:%d:%d", d.Kind, d.Row, d.Part, d.Expires.Unix())
+	payload := fmt.Sprintf("%s:%d:%d:%d:%s", d.Kind, d.Row, d.Part, d.Expires.Unix(), d.Key)
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(payload))
 	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
@@ -195,7 +198,7 @@ func parseDownload(key []byte, tok string, now time.Time) (download, bool) {
 		return d, false
 	}
 	parts := strings.Split(string(payload), ":")
-	if len(parts) != 4 || (parts[0] != "raw" && parts[0] != "att") {
+	if len(parts) != 5 || (parts[0] != "raw" && parts[0] != "att") {
 		return d, false
 	}
 	row, err1 := strconv.ParseInt(parts[1], 10, 64)
@@ -204,7 +207,7 @@ func parseDownload(key []byte, tok string, now time.Time) (download, bool) {
 	if err1 != nil || err2 != nil || err3 != nil || row <= 0 || part < 0 {
 		return d, false
 	}
-	d = download{Kind: parts[0], Row: row, Part: part, Expires: time.Unix(exp, 0)}
+	d = download{Kind: parts[0], Row: row, Part: part, Expires: time.Unix(exp, 0), Key: parts[4]}
 	if !now.Before(d.Expires) {
 		return d, false
 	}

@@ -68,8 +68,11 @@ type Config struct {
 	// EventLog is what the websocket and webhooks follow (default: Store,
 	// when it keeps one).
 	EventLog EventLog
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// WebhookLimits bound each tenant's webhooks (zero fields: the
+	// store's defaults, store.DefaultWebhookLimits).
+	WebhookLimits store.WebhookLimits
+	Logger        *slog.Logger
+	Now           func() time.Time
 }
 
 // Service is the query/command layer of the HTTP API over the store: one
@@ -232,8 +235,17 @@ func (s *Service) CreateInbox(ctx context.Context, p *Principal, req CreateInbox
 	s.sync(ctx)
 	b, created, err := s.cfg.Store.CreateInbox(ctx, addr, req.DisplayName, req.ClientID, s.cfg.Relay)
 	if err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return Inbox{}, false, &Error{Status: http.StatusConflict, Name: "AlreadyExistsError", Message: err.Error()}
+		// A client_id naming an inbox p may not see is answered as
+		// that inbox would be: 404, naming nothing.
+		var taken *store.ClientIDTaken
+		switch {
+		case errors.As(err, &taken) && !p.Allowed(taken.Address):
+			return Inbox{}, false, notFound("client_id %q not found", req.ClientID)
+		case errors.As(err, &taken):
+			return Inbox{}, false, &Error{Status: http.StatusConflict, Name: "AlreadyExistsError",
+				Message: fmt.Sprintf("client_id %q names inbox %s", req.ClientID, taken.Address)}
+		case errors.Is(err, store.ErrConflict):
+			return Inbox{}, false, &Error{Status: http.StatusConflict, Name: "AlreadyExistsError", Message: fmt.Sprintf("inbox %s exists", addr)}
 		}
 		return Inbox{}, false, err
 	}
@@ -387,7 +399,7 @@ func (s *Service) GetRaw(ctx context.Context, p *Principal, inbox, ref string) (
 		return nil, RawMessage{}, err
 	}
 	exp := s.cfg.Now().Add(downloadTTL).Truncate(time.Second)
-	tok := signDownload(s.dlKey, download{Kind: "raw", Row: im.ID, Expires: exp})
+	tok := signDownload(s.dlKey, download{Kind: "raw", Row: im.ID, Expires: exp, Key: p.KeyID})
 	return &im.Message, RawMessage{MessageID: wireMessageID(&im.Message), Size: len(im.Raw),
 		DownloadURL: "/v0/download/" + tok, ExpiresAt: exp.UTC()}, nil
 }
@@ -418,17 +430,28 @@ func (s *Service) GetAttachment(ctx context.Context, p *Principal, inbox, ref, a
 	}
 	a := c.attachments[n]
 	exp := s.cfg.Now().Add(downloadTTL).Truncate(time.Second).UTC()
-	tok := signDownload(s.dlKey, download{Kind: "att", Row: row, Part: n, Expires: exp})
+	tok := signDownload(s.dlKey, download{Kind: "att", Row: row, Part: n, Expires: exp, Key: p.KeyID})
 	return Attachment{AttachmentID: attID, Filename: a.filename, Size: len(a.data), ContentType: a.ctype,
 		ContentDisposition: a.disposition, ContentID: a.cid, DownloadURL: "/v0/download/" + tok, ExpiresAt: &exp}, a.data, nil
 }
 
 // Download serves a download token: the exact stored bytes of a message,
-// or an attachment's decoded content, and its content type.
+// or an attachment's decoded content, and its content type. The token is
+// refused once the key it was made for is revoked.
 func (s *Service) Download(ctx context.Context, tok string) ([]byte, string, string, error) {
 	d, ok := parseDownload(s.dlKey, tok, s.cfg.Now())
 	if !ok {
 		return nil, "", "", notFound("download link not found or expired")
+	}
+	// A URL made for a key works as long as the key does.
+	if ks, isKS := s.cfg.Store.(KeyStore); isKS && d.Key != "" {
+		k, err := ks.APIKeyByID(ctx, d.Key)
+		if errors.Is(err, store.ErrNotFound) || err == nil && k.RevokedAt != nil {
+			return nil, "", "", notFound("download link not found or expired")
+		}
+		if err != nil {
+			return nil, "", "", err
+		}
 	}
 	m, err := s.cfg.Store.Message(ctx, d.Row)
 	if err != nil {

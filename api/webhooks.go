@@ -41,32 +41,35 @@ import (
 
 // WebhookStore is what webhooks need of the store (store.DB: SQLite or Postgres).
 type WebhookStore interface {
-	CreateWebhook(ctx context.Context, w store.Webhook) (store.Webhook, bool, error)
+	CreateWebhook(ctx context.Context, w store.Webhook, l store.WebhookLimits) (store.Webhook, bool, error)
 	WebhookByID(ctx context.Context, id string) (store.Webhook, error)
 	Webhooks(ctx context.Context, cursorAt int64, cursorID string, limit int) ([]store.Webhook, error)
-	UpdateWebhook(ctx context.Context, w store.Webhook) error
+	UpdateWebhook(ctx context.Context, w store.Webhook, l store.WebhookLimits) error
 	DeleteWebhook(ctx context.Context, id string) error
-	ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.WebhookDelivery, error)
+	ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit, perOwner int, busy map[string]int) ([]store.WebhookDelivery, error)
 	WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error
 	WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error
 	WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error
 }
 
-// maxWebhookInboxes is AgentMail's limit ("Maximum 10 per webhook").
-const maxWebhookInboxes = 10
-
 // WebhookObject is the SDK's Webhook.
 type WebhookObject struct {
-	WebhookID  string    `json:"webhook_id"`
-	URL        string    `json:"url"`
-	EventTypes []string  `json:"event_types,omitempty"`
-	PodIDs     []string  `json:"pod_ids,omitempty"`
-	InboxIDs   []string  `json:"inbox_ids,omitempty"`
-	Secret     string    `json:"secret,omitempty"` // only in the create answer
-	Enabled    bool      `json:"enabled"`
-	UpdatedAt  time.Time `json:"updated_at"`
-	CreatedAt  time.Time `json:"created_at"`
-	ClientID   string    `json:"client_id,omitempty"`
+	WebhookID  string   `json:"webhook_id"`
+	URL        string   `json:"url"`
+	EventTypes []string `json:"event_types,omitempty"`
+	PodIDs     []string `json:"pod_ids,omitempty"`
+	InboxIDs   []string `json:"inbox_ids,omitempty"`
+	Secret     string   `json:"secret,omitempty"` // only in the create answer
+	Enabled    bool     `json:"enabled"`
+	// State is "enabled", "failing" (its endpoint backed off after
+	// failures) or "disabled"; DisabledReason "key_revoked" or
+	// "operator". KeyID is the API key that made it (its owner).
+	State          string    `json:"state"`
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	KeyID          string    `json:"key_id,omitempty"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	CreatedAt      time.Time `json:"created_at"`
+	ClientID       string    `json:"client_id,omitempty"`
 }
 
 // ListWebhooks is {count, limit, next_page_token, webhooks}.
@@ -98,7 +101,8 @@ type UpdateWebhookRequest struct {
 
 func webhookObject(w store.Webhook) WebhookObject {
 	return WebhookObject{WebhookID: w.ID, URL: w.URL, EventTypes: w.EventTypes, InboxIDs: w.InboxIDs,
-		Enabled: w.Enabled, UpdatedAt: w.UpdatedAt, CreatedAt: w.CreatedAt, ClientID: w.ClientID}
+		Enabled: w.Enabled, State: w.State(), DisabledReason: w.DisabledReason, KeyID: w.KeyID,
+		UpdatedAt: w.UpdatedAt, CreatedAt: w.CreatedAt, ClientID: w.ClientID}
 }
 
 func (s *Service) webhooks() (WebhookStore, error) {
@@ -137,6 +141,30 @@ func checkWebhookURL(u string) error {
 	return nil
 }
 
+// webhookLimits are the effective limits (the configured ones, the
+// store's defaults for zero fields).
+func (s *Service) webhookLimits() store.WebhookLimits { return s.cfg.WebhookLimits.WithDefaults() }
+
+// checkWebhookLists bounds a webhook's lists before anything is looked
+// up (the store checks again, with the counts, in its transaction):
+// event types (each at most EventTypeLen bytes, duplicates removed by
+// checkSubscription) and inbox ids.
+func (s *Service) checkWebhookLists(types, inboxes []string) error {
+	l := s.webhookLimits()
+	if len(types) > l.EventTypes {
+		return badField("event_types", "at most %d event types per webhook", l.EventTypes)
+	}
+	for _, t := range types {
+		if len(t) > l.EventTypeLen {
+			return badField("event_types", "an event type is at most %d bytes", l.EventTypeLen)
+		}
+	}
+	if len(inboxes) > l.Inboxes {
+		return badField("inbox_ids", "at most %d inbox_ids per webhook", l.Inboxes)
+	}
+	return nil
+}
+
 // NewWebhookSecret returns a Svix-style secret: whsec_ and the base64 of
 // 24 random bytes (the signing key).
 func NewWebhookSecret() (string, error) {
@@ -159,9 +187,6 @@ func (s *Service) checkInboxIDs(ctx context.Context, p *Principal, ids []string)
 		if !slices.Contains(out, b) {
 			out = append(out, b)
 		}
-	}
-	if len(out) > maxWebhookInboxes {
-		return nil, badField("inbox_ids", "at most %d inboxes per webhook", maxWebhookInboxes)
 	}
 	return out, nil
 }
@@ -190,6 +215,9 @@ func (s *Service) CreateWebhook(ctx context.Context, p *Principal, inbox string,
 	if err := checkSubscription(&sub); err != nil {
 		return WebhookObject{}, err
 	}
+	if err := s.checkWebhookLists(sub.EventTypes, sub.InboxIDs); err != nil {
+		return WebhookObject{}, err
+	}
 	if sub.InboxIDs, err = s.checkInboxIDs(ctx, p, sub.InboxIDs); err != nil {
 		return WebhookObject{}, err
 	}
@@ -207,12 +235,13 @@ func (s *Service) CreateWebhook(ctx context.Context, p *Principal, inbox string,
 	now := s.cfg.Now().UTC()
 	w := store.Webhook{ID: "wh_" + hex.EncodeToString(idb[:]), URL: req.URL, EventTypes: sub.EventTypes, InboxIDs: sub.InboxIDs,
 		Secret: secret, Enabled: true, ClientID: req.ClientID, KeyID: p.KeyID, CreatedAt: now, UpdatedAt: now}
-	got, created, err := ws.CreateWebhook(ctx, w)
+	got, created, err := ws.CreateWebhook(ctx, w, s.cfg.WebhookLimits)
 	if err != nil {
 		return WebhookObject{}, err
 	}
 	if !created && !p.seesWebhook(got, inbox) {
-		return WebhookObject{}, &Error{Status: http.StatusConflict, Name: "AlreadyExistsError", Message: "client_id already used"}
+		// Answered as for any webhook p may not see (no existence leak).
+		return WebhookObject{}, notFound("client_id %q not found", req.ClientID)
 	}
 	o := webhookObject(got)
 	if created {
@@ -308,6 +337,9 @@ func (s *Service) UpdateWebhook(ctx context.Context, p *Principal, inbox, id str
 	if err := checkSubscription(&sub); err != nil {
 		return WebhookObject{}, err
 	}
+	if err := s.checkWebhookLists(sub.EventTypes, req.AddInboxIDs); err != nil {
+		return WebhookObject{}, err
+	}
 	if len(sub.EventTypes) > 0 {
 		w.EventTypes = sub.EventTypes
 	}
@@ -324,14 +356,14 @@ func (s *Service) UpdateWebhook(ctx context.Context, p *Principal, inbox, id str
 		b = strings.ToLower(strings.TrimSpace(b))
 		w.InboxIDs = slices.DeleteFunc(w.InboxIDs, func(x string) bool { return x == b })
 	}
-	if len(w.InboxIDs) > maxWebhookInboxes {
-		return WebhookObject{}, badField("add_inbox_ids", "at most %d inboxes per webhook", maxWebhookInboxes)
+	if l := s.webhookLimits(); len(w.InboxIDs) > l.Inboxes {
+		return WebhookObject{}, badField("add_inbox_ids", "at most %d inbox_ids per webhook", l.Inboxes)
 	}
 	if p.Inboxes != nil && len(w.InboxIDs) == 0 {
 		return WebhookObject{}, badField("remove_inbox_ids", "a scoped key's webhook keeps at least one inbox")
 	}
 	w.UpdatedAt = s.cfg.Now().UTC()
-	if err := ws.UpdateWebhook(ctx, w); err != nil {
+	if err := ws.UpdateWebhook(ctx, w, s.cfg.WebhookLimits); err != nil {
 		return WebhookObject{}, err
 	}
 	return webhookObject(w), nil
@@ -396,13 +428,22 @@ func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, p *Princ
 
 // Delivery.
 
-// defaultWebhookClient posts with a 30 s timeout and never connects to
+// Webhook delivery timeouts: an endpoint that does not answer is given
+// up on quickly (and then backed off as a whole), so that it holds a
+// delivery slot for seconds, not for the 30 s of an ordinary client.
+const (
+	webhookDialTimeout   = 3 * time.Second
+	webhookHeaderTimeout = 5 * time.Second  // from the request written to the answer's header
+	webhookTimeout       = 10 * time.Second // the whole exchange
+)
+
+// defaultWebhookClient posts within webhookTimeout and never connects to
 // link-local (169.254/16, fe80::/10: cloud metadata services), multicast
 // or unspecified addresses, whatever name the URL gives. Loopback and
 // private addresses are allowed: a self-hosted agent lives there.
-var defaultWebhookClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+var defaultWebhookClient = &http.Client{Timeout: webhookTimeout, Transport: &http.Transport{
 	Proxy: nil,
-	DialContext: (&net.Dialer{Timeout: 10 * time.Second, Control: func(network, address string, _ syscall.RawConn) error {
+	DialContext: (&net.Dialer{Timeout: webhookDialTimeout, Control: func(network, address string, _ syscall.RawConn) error {
 		host, _, err := net.SplitHostPort(address)
 		if err != nil {
 			return err
@@ -413,9 +454,10 @@ var defaultWebhookClient = &http.Client{Timeout: 30 * time.Second, Transport: &h
 		}
 		return nil
 	}}).DialContext,
-	TLSHandshakeTimeout: 10 * time.Second,
-	MaxIdleConnsPerHost: 4,
-	IdleConnTimeout:     90 * time.Second,
+	TLSHandshakeTimeout:   webhookDialTimeout,
+	ResponseHeaderTimeout: webhookHeaderTimeout,
+	MaxIdleConnsPerHost:   2,
+	IdleConnTimeout:       90 * time.Second,
 }}
 
 // SvixSignature is "v1," and the base64 of HMAC-SHA256(key, id + "." +
@@ -435,18 +477,36 @@ func SvixSignature(secret, id, timestamp string, body []byte) (string, error) {
 	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil)), nil
 }
 
-// WebhookSender delivers webhook events from the durable log.
+// WebhookSender delivers webhook events from the durable log. Endpoints
+// are isolated from each other: each webhook has at most one delivery
+// in flight (on every node: the store leases the webhook), one tenant's
+// webhooks at most PerOwner (on this node), deliveries
+// are claimed one per webhook, oldest event first (a webhook with a
+// backlog does not pass before the others), an endpoint that fails is
+// backed off as a whole (its circuit open: none of its deliveries is
+// claimed before its backoff ends, so it holds no slot meanwhile), and
+// the sender claims again as soon as any delivery ends, never waiting
+// for a batch: a slow endpoint delays nothing but its own deliveries.
 type WebhookSender struct {
 	Service *Service
-	Client  *http.Client // default: 30 s timeout
+	Client  *http.Client // default: webhookTimeout, short connect and header timeouts
 	// Poll is how often due deliveries are looked for (default 1 s; an
 	// event committed by this process wakes the sender at once).
 	Poll time.Duration
-	// MinBackoff and MaxBackoff bound the retry delay (defaults 1 s, 1 h);
-	// GiveUp is how long an event is retried before its delivery is
-	// dropped (default 72 h; the event stays in the log).
+	// MinBackoff and MaxBackoff bound an endpoint's backoff after
+	// consecutive failures (defaults 1 s, 1 h); GiveUp is how long an
+	// event is retried before its delivery is dropped (default 72 h; the
+	// event stays in the log).
 	MinBackoff, MaxBackoff, GiveUp time.Duration
+	// Slots bounds the deliveries in flight at once (default 64);
+	// PerOwner those of the webhooks of one API key (one tenant; default
+	// 8), so that a tenant's many slow endpoints leave the others slots.
+	Slots, PerOwner int
 }
+
+// webhookLease is how long a claimed delivery (and its webhook) stays
+// taken: past it, another sender retries (at-least-once).
+const webhookLease = 2 * time.Minute
 
 // Run delivers until ctx ends.
 func (ws *WebhookSender) Run(ctx context.Context) error {
@@ -458,55 +518,109 @@ func (ws *WebhookSender) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	log, _ := ws.Service.eventLog()
 	poll := ws.Poll
 	if poll <= 0 {
 		poll = time.Second
 	}
+	slots := ws.Slots
+	if slots <= 0 {
+		slots = 64
+	}
+	client := ws.client()
+	wake := make(chan struct{}, 1)
+	if log, _ := ws.Service.eventLog(); log != nil {
+		go func() {
+			last, _ := log.LastEventID(ctx)
+			for ctx.Err() == nil {
+				if err := log.WaitEvents(ctx, last); err != nil {
+					return
+				}
+				n, err := log.LastEventID(ctx)
+				if err != nil || n == last {
+					// Nothing new to read (a failing store): wait a poll.
+					select {
+					case <-ctx.Done():
+					case <-time.After(poll):
+					}
+					continue
+				}
+				last = n
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	perOwner := ws.PerOwner
+	if perOwner <= 0 {
+		perOwner = 8
+	}
+	done := make(chan string, slots) // the owner of each delivery ended
+	inflight := 0
+	busy := map[string]int{} // deliveries in flight per owner
+	t := time.NewTimer(poll)
+	defer t.Stop()
 	for {
-		last := int64(0)
-		if log != nil {
-			last, _ = log.LastEventID(ctx)
+		if free := slots - inflight; free > 0 && ctx.Err() == nil {
+			ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), webhookLease, free, perOwner, busy)
+			if err != nil && ctx.Err() == nil {
+				ws.Service.cfg.Logger.Warn("api: webhook deliveries", "err", err)
+			}
+			for _, d := range ds {
+				inflight++
+				busy[d.Webhook.KeyID]++
+				go func() {
+					ws.deliverOne(ctx, st, client, d)
+					done <- d.Webhook.KeyID
+				}()
+			}
 		}
-		n, err := ws.RunOnce(ctx, st)
-		if err != nil && ctx.Err() == nil {
-			ws.Service.cfg.Logger.Warn("api: webhook deliveries", "err", err)
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
 		}
-		if n > 0 {
-			continue
-		}
-		wctx, cancel := context.WithTimeout(ctx, poll)
-		if log != nil {
-			_ = log.WaitEvents(wctx, last)
-		} else {
-			<-wctx.Done()
-		}
-		cancel()
-		if ctx.Err() != nil {
+		t.Reset(poll)
+		select {
+		case <-ctx.Done():
+			for ; inflight > 0; inflight-- {
+				<-done
+			}
 			return ctx.Err()
+		case owner := <-done:
+			inflight--
+			if busy[owner]--; busy[owner] <= 0 {
+				delete(busy, owner)
+			}
+		case <-wake:
+		case <-t.C:
 		}
 	}
 }
 
-// RunOnce delivers the deliveries due now (concurrently, a few at a time)
-// and returns how many it tried.
-func (ws *WebhookSender) RunOnce(ctx context.Context, st WebhookStore) (int, error) {
-	client := ws.Client
-	if client == nil {
-		client = defaultWebhookClient
+func (ws *WebhookSender) client() *http.Client {
+	if ws.Client != nil {
+		return ws.Client
 	}
-	ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), 2*time.Minute, 32)
+	return defaultWebhookClient
+}
+
+// RunOnce delivers the deliveries due now (one per webhook, all at
+// once) and returns how many it tried.
+func (ws *WebhookSender) RunOnce(ctx context.Context, st WebhookStore) (int, error) {
+	client := ws.client()
+	ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), webhookLease, 64, 0, nil)
 	if err != nil || len(ds) == 0 {
 		return 0, err
 	}
-	sem := make(chan struct{}, 8)
 	done := make(chan struct{}, len(ds))
 	for _, d := range ds {
-		sem <- struct{}{}
-		go func(d store.WebhookDelivery) {
-			defer func() { <-sem; done <- struct{}{} }()
+		go func() {
+			defer func() { done <- struct{}{} }()
 			ws.deliverOne(ctx, st, client, d)
-		}(d)
+		}()
 	}
 	for range ds {
 		<-done
@@ -516,6 +630,18 @@ func (ws *WebhookSender) RunOnce(ctx context.Context, st WebhookStore) (int, err
 
 func (ws *WebhookSender) deliverOne(ctx context.Context, st WebhookStore, client *http.Client, d store.WebhookDelivery) {
 	lg := ws.Service.cfg.Logger
+	giveUp := ws.GiveUp
+	if giveUp <= 0 {
+		giveUp = 72 * time.Hour
+	}
+	// An event too old is dropped before it is posted: a backlog that
+	// waited behind an endpoint's backoff drains at once, without
+	// hitting the endpoint again.
+	if time.Since(d.Event.CreatedAt) > giveUp {
+		lg.Warn("api: webhook delivery given up", "webhook", d.Webhook.ID, "event", d.Event.ID, "attempts", d.Attempts)
+		_ = st.WebhookDeliveryDrop(ctx, d.Webhook.ID, d.Event.ID, "given up: older than "+giveUp.String())
+		return
+	}
 	err := ws.post(ctx, client, d)
 	if err == nil {
 		if err := st.WebhookDeliveryDone(ctx, d.Webhook.ID, d.Event.ID); err != nil {
@@ -523,17 +649,14 @@ func (ws *WebhookSender) deliverOne(ctx context.Context, st WebhookStore, client
 		}
 		return
 	}
-	giveUp := ws.GiveUp
-	if giveUp <= 0 {
-		giveUp = 72 * time.Hour
+	if ctx.Err() != nil {
+		return // shutting down: not the endpoint's failure (retried after the lease)
 	}
-	if time.Since(d.Event.CreatedAt) > giveUp {
-		lg.Warn("api: webhook delivery given up", "webhook", d.Webhook.ID, "event", d.Event.ID, "attempts", d.Attempts, "err", err)
-		_ = st.WebhookDeliveryDrop(ctx, d.Webhook.ID, d.Event.ID, err.Error())
-		return
-	}
-	next := time.Now().Add(ws.backoff(d.Attempts))
-	lg.Info("api: webhook delivery failed, will retry", "webhook", d.Webhook.ID, "event", d.Event.ID, "attempts", d.Attempts, "next", next, "err", err)
+	// The endpoint's consecutive failures set the backoff of all its
+	// deliveries (WebhookDeliveryRetry backs the webhook off).
+	next := time.Now().Add(ws.backoff(d.Webhook.Failures + 1))
+	lg.Info("api: webhook delivery failed, endpoint backed off", "webhook", d.Webhook.ID, "event", d.Event.ID, "attempts", d.Attempts,
+		"failures", d.Webhook.Failures+1, "next", next, "err", err)
 	if err := st.WebhookDeliveryRetry(ctx, d.Webhook.ID, d.Event.ID, next, err.Error()); err != nil {
 		lg.Warn("api: webhook retry not recorded (retried after the lease)", "err", err)
 	}
@@ -571,6 +694,8 @@ func (ws *WebhookSender) post(ctx context.Context, client *http.Client, d store.
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, webhookTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.Webhook.URL, bytes.NewReader(body))
 	if err != nil {
 		return err

@@ -64,6 +64,12 @@ func (h *Handler) websocket(w http.ResponseWriter, r *http.Request) {
 	if p == nil {
 		return
 	}
+	release, e := h.tenants.OpenSocket(p.KeyID)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	defer release()
 	log, err := h.svc.eventLog()
 	if err != nil {
 		writeError(w, asError(err))
@@ -92,8 +98,25 @@ func (h *Handler) websocket(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.CloseNow()
 	c.SetReadLimit(wsReadLimit)
+	// The key was checked at the upgrade; the watch ends the stream
+	// within a second of its revocation.
+	// (The watch's context is not the connection's: cancelling a read's
+	// context drops the connection without a close frame.)
+	wctx, stop := h.tenants.Watch(r.Context(), p.KeyID)
+	defer stop()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	revoked := func() bool { return errors.Is(context.Cause(wctx), ErrKeyRevoked) }
+	go func() {
+		select {
+		case <-wctx.Done():
+			if revoked() {
+				c.Close(websocket.StatusPolicyViolation, "API key revoked")
+			}
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 
 	send := func(v any) error {
 		b, err := json.Marshal(v)
@@ -174,10 +197,15 @@ func (h *Handler) websocket(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-subscribed:
 	case <-ctx.Done():
-		c.Close(websocket.StatusNormalClosure, "")
+		if !revoked() {
+			c.Close(websocket.StatusNormalClosure, "")
+		}
 		return
 	}
 	_, err = h.svc.Follow(ctx, p, after, current, func(o EventObject) error { return send(o) })
+	if revoked() {
+		return
+	}
 	if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		h.log.Warn("api: websocket", "err", err)
 		send(wsError{Type: "error", Name: "InternalServerError", Message: "event stream failed"})

@@ -187,6 +187,12 @@ type Policy struct {
 	AccountFree     int
 	AccountMaxDelay time.Duration
 	MaxTracked      int // IPs and accounts remembered each; default 100,000
+	// GlobalFailures is the budget of failures without a valid credential
+	// from all clients together in one minute (default 600). Past it,
+	// requests that present no usable credential are refused at once and
+	// single failures are no longer logged one by one (KeyThrottle): a
+	// flood of strangers degrades strangers only.
+	GlobalFailures int
 }
 
 func (p *Policy) defaults() {
@@ -214,6 +220,9 @@ func (p *Policy) defaults() {
 	if p.MaxTracked <= 0 {
 		p.MaxTracked = 100_000
 	}
+	if p.GlobalFailures <= 0 {
+		p.GlobalFailures = 600
+	}
 }
 
 // Throttle counts authentication failures per client IP and per account.
@@ -225,6 +234,10 @@ type Throttle struct {
 	ips      map[string]*record
 	accounts map[string]*record
 	swept    time.Time
+	// global counts failures of every client in the minute from
+	// globalStart (the unauthenticated budget).
+	global      int
+	globalStart time.Time
 }
 
 type record struct {
@@ -294,7 +307,7 @@ func (t *Throttle) Admit(ip, account string) (time.Duration, error) {
 		}
 		d = t.grow(r.fails, t.p.MaxDelay)
 	}
-	if r := t.live(t.accounts, account, now); r != nil && r.fails > t.p.AccountFree {
+	if r := t.live(t.accounts, account, now); account != "" && r != nil && r.fails > t.p.AccountFree {
 		d = max(d, t.grow(r.fails-t.p.AccountFree, t.p.AccountMaxDelay))
 	}
 	return d, nil
@@ -332,7 +345,13 @@ func (t *Throttle) Fail(ip, account string) int {
 		r.fails++
 		return r
 	}
-	bump(t.accounts, account)
+	// An attempt without an account name (a malformed SASL exchange) is
+	// an attacker's: counted against its IP only. A shared "" account
+	// would make every client's attempts wait for a stranger's failures.
+	if account != "" {
+		bump(t.accounts, account)
+	}
+	t.countGlobalLocked(now)
 	r := bump(t.ips, ip)
 	if r.fails >= t.p.LockoutAfter {
 		r.lockedUntil = now.Add(t.p.Lockout)
@@ -340,6 +359,75 @@ func (t *Throttle) Fail(ip, account string) int {
 		return 0
 	}
 	return r.fails
+}
+
+// countGlobalLocked counts a failure in the global budget's minute.
+func (t *Throttle) countGlobalLocked(now time.Time) {
+	if now.Sub(t.globalStart) >= time.Minute || now.Before(t.globalStart) {
+		t.global, t.globalStart = 0, now
+	}
+	t.global++
+}
+
+// Saturated reports whether the failures of all clients together are
+// over the global budget in the current minute, and until when.
+func (t *Throttle) Saturated() (bool, time.Duration) {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if now.Sub(t.globalStart) >= time.Minute || now.Before(t.globalStart) {
+		return false, 0
+	}
+	return t.global >= t.p.GlobalFailures, t.globalStart.Add(time.Minute).Sub(now)
+}
+
+// FailIP records a failure of ip that names no account (an API key: a
+// random key id is not an account a guesser could slow down for its
+// owner). It returns how long ip is locked out after it: 0 when it is
+// not, the rest of the lockout when an earlier failure — one that was
+// still in flight when this attempt was admitted included — locked it
+// (this failure then does not count again), the whole lockout when this
+// failure reached LockoutAfter. It counts in the global budget, and
+// over reports whether the global budget is spent (with this failure
+// the first one over it when first).
+func (t *Throttle) FailIP(ip string) (locked time.Duration, over, first bool) {
+	ip = IPKey(ip)
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sweepLocked(now)
+	t.countGlobalLocked(now)
+	over = t.global >= t.p.GlobalFailures
+	first = t.global == t.p.GlobalFailures
+	r := t.live(t.ips, ip, now)
+	if r != nil && now.Before(r.lockedUntil) {
+		return r.lockedUntil.Sub(now), over, first
+	}
+	if r == nil {
+		r = &record{first: now}
+		t.ips[ip] = r
+	}
+	if r.fails == 0 {
+		r.first = now
+	}
+	r.fails++
+	if r.fails >= t.p.LockoutAfter {
+		r.lockedUntil = now.Add(t.p.Lockout)
+		r.fails = 0
+		return t.p.Lockout, over, first
+	}
+	return 0, over, first
+}
+
+// LockedFor is how much longer ip is locked out (0: it is not).
+func (t *Throttle) LockedFor(ip string) time.Duration {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.ips[IPKey(ip)]; r != nil && now.Before(r.lockedUntil) {
+		return r.lockedUntil.Sub(now)
+	}
+	return 0
 }
 
 // Forgive clears the failures of ip unless it is locked out: the client

@@ -37,10 +37,30 @@ var reservedHeaders = map[string]bool{
 	"date": true, "mime-version": true, "content-type": true, "content-transfer-encoding": true,
 	"dkim-signature": true, "received": true, "return-path": true, "subject": true,
 	"in-reply-to": true, "references": true, "reply-to": true, "authentication-results": true,
+	"received-spf": true, "delivered-to": true, "dkim-filter": true, "domainkey-signature": true,
 }
 
+// reservedPrefixes are families of fields a Mail's Headers may not set:
+// every MIME structure field (RFC 2045 §9: Content-Type, -Disposition
+// (RFC 2183), -ID (RFC 2392), -Description, -Transfer-Encoding,
+// -Language, -Location, …) — one in the top header turns the whole body
+// into something else, an attachment for instance — resent and trace
+// fields (RFC 5322 §3.6.6, §3.6.7) and ARC sets (RFC 8617).
+var reservedPrefixes = []string{"content-", "resent-", "arc-"}
+
 // ReservedHeader reports whether the caller may not set field name.
-func ReservedHeader(name string) bool { return reservedHeaders[strings.ToLower(name)] }
+func ReservedHeader(name string) bool {
+	n := strings.ToLower(name)
+	if reservedHeaders[n] {
+		return true
+	}
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(n, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // ComposeMail composes m: From, To, Cc, Reply-To, Subject, Date,
 // Message-ID, In-Reply-To, References (RFC 5322 §3.6), the extra headers,

@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -24,7 +23,10 @@ const SessionTimeout = 30 * time.Minute
 type HTTPOptions struct {
 	Keys     api.KeyStore     // the API's keys (required)
 	Throttle api.AuthThrottle // failed keys count here, as for the API (default: none)
-	MaxBody  int64            // largest request body (default api.DefaultMaxBody)
+	// Tenants is the per-key state shared with the API (request rate,
+	// the revocation watch); default: api.NewTenants(Keys, {}).
+	Tenants *api.Tenants
+	MaxBody int64 // largest request body (default api.DefaultMaxBody)
 }
 
 // NewHTTPHandler serves cfg's MCP server over streamable HTTP (MCP
@@ -44,6 +46,9 @@ func NewHTTPHandler(cfg Config, o HTTPOptions) http.Handler {
 	if o.MaxBody <= 0 {
 		o.MaxBody = api.DefaultMaxBody
 	}
+	if o.Tenants == nil {
+		o.Tenants = api.NewTenants(o.Keys, api.TenantLimits{})
+	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
 		&sdk.StreamableHTTPOptions{Logger: cfg.Logger, MaxRequestBodyBytes: o.MaxBody, SessionTimeout: SessionTimeout})
 	// The key was checked by the wrapper below (as the API checks it,
@@ -59,34 +64,39 @@ func NewHTTPHandler(cfg Config, o HTTPOptions) http.Handler {
 	}
 	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ip := clientIP(r)
-		if d, ok := o.Throttle.Allow(ip); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))))
-			writeError(w, &api.Error{Status: http.StatusTooManyRequests, Name: "RateLimitError", Message: "too many failed authentication attempts"})
-			return
-		}
 		f := strings.Fields(r.Header.Get("Authorization"))
 		key := ""
 		if len(f) == 2 && strings.EqualFold(f[0], "bearer") {
 			key = f[1]
 		}
-		p, err := api.CheckKey(r.Context(), o.Keys, key)
-		if err != nil {
-			id, _, _ := api.ParseKey(key)
-			if errors.Is(err, api.ErrBadKey) {
-				o.Throttle.Fail(ip, id)
-			} else {
-				cfg.Logger.Error("mcp: key check", "err", err)
+		p, e := api.Authenticate(r.Context(), o.Keys, o.Throttle, cfg.Logger, clientIP(r), key)
+		if e != nil && e.Status == http.StatusTooManyRequests {
+			o.Tenants.Refused(r.Context())
+		}
+		if e == nil {
+			if e = o.Tenants.Allow(p.KeyID); e != nil {
+				p = nil
 			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
-			writeError(w, api.AsError(err))
+		}
+		if e != nil {
+			if e.RetryAfter > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+			}
+			if e.Status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="envelopd"`)
+			}
+			writeError(w, e)
 			return
 		}
-		o.Throttle.Succeed(ip, p.KeyID)
 		// wait_for_message may hold a response for MaxWait: the server's
 		// write deadline is extended for this request only.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(MaxWait + time.Minute))
-		authed.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalCtx{}, p)))
+		// A request that outlives its key (a wait, the event stream) is
+		// ended within a second of the key's revocation; the session's
+		// next request is refused (401).
+		ctx, stop := o.Tenants.Watch(r.Context(), p.KeyID)
+		defer stop()
+		authed.ServeHTTP(w, r.WithContext(context.WithValue(ctx, principalCtx{}, p)))
 	})
 }
 

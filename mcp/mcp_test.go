@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -427,7 +428,7 @@ type throttle struct {
 	fails []string
 }
 
-func (th *throttle) Allow(string) (time.Duration, bool) {
+func (th *throttle) Allow(string, bool) (time.Duration, bool) {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	if len(th.fails) >= 3 {
@@ -435,10 +436,11 @@ func (th *throttle) Allow(string) (time.Duration, bool) {
 	}
 	return 0, true
 }
-func (th *throttle) Fail(ip, account string) {
+func (th *throttle) Fail(ip, account string) (time.Duration, bool) {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	th.fails = append(th.fails, ip+"/"+account)
+	return 0, false
 }
 func (th *throttle) Succeed(string, string) {}
 
@@ -534,6 +536,63 @@ func TestHTTP(t *testing.T) {
 // handler extends the write deadline of its request.
 func TestHTTPWaitOutlastsWriteTimeout(t *testing.T) {
 	f := newFixture(t)
+	key, _ := f.shopKey(t)
+	srv := httptest.NewUnstartedServer(mcp.NewHTTPHandler(f.cfg, mcp.HTTPOptions{Keys: f.relay.Store}))
+	srv.Config.WriteTimeout = time.Second
+	srv.Start()
+	t.Cleanup(srv.Close)
+	cs := dialHTTP(t, srv.URL, key)
+	w := call[api.WaitResult](t, cs, "wait_for_message", map[string]any{"inbox_id": shop, "timeout_seconds": 2})
+	if !w.TimedOut {
+		t.Fatalf("wait: %+v", w)
+	}
+}
+
+// TestHTTPRevokedKeyEndsWait: a wait in flight ends within a second or
+// so of its key's revocation (not at its timeout), and the session's next
+// request is refused.
+func TestHTTPRevokedKeyEndsWait(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	key, k := f.shopKey(t)
+	tenants := api.NewTenants(f.relay.Store, api.TenantLimits{})
+	srv := httptest.NewServer(mcp.NewHTTPHandler(f.cfg, mcp.HTTPOptions{Keys: f.relay.Store, Tenants: tenants}))
+	t.Cleanup(srv.Close)
+	cs := dialHTTP(t, srv.URL, key)
+	done := make(chan error, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "wait_for_message", Arguments: map[string]any{"inbox_id": shop, "timeout_seconds": 300}})
+		if err == nil && !res.IsError {
+			err = fmt.Errorf("the wait was answered: %s", text(res))
+		} else {
+			err = nil
+		}
+		done <- err
+	}()
+	// Revoke once the wait is being watched.
+	for !tenants.Watched(k.ID) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := f.relay.Store.RevokeAPIKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait outlived its key by 30 s")
+	}
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "list_inboxes"}); err == nil {
+		t.Error("a request with the revoked key was answered")
+	}
+}
+
+// shopKey makes an unscoped key and the shop inbox; it returns the key
+// and its stored form.
+func (f *fixture) shopKey(t *testing.T) (string, store.APIKey) {
+	t.Helper()
 	ctx := context.Background()
 	key, k, err := api.NewKey(nil, "", time.Now())
 	if err != nil {
@@ -545,18 +604,18 @@ func TestHTTPWaitOutlastsWriteTimeout(t *testing.T) {
 	if _, _, err := f.svc.CreateInbox(ctx, &api.Principal{}, api.CreateInboxRequest{Username: "shop", Domain: "shop.test"}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(mcp.NewHTTPHandler(f.cfg, mcp.HTTPOptions{Keys: f.relay.Store}))
-	srv.Config.WriteTimeout = time.Second
-	srv.Start()
-	t.Cleanup(srv.Close)
-	tr := &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{key}}}
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, tr, nil)
+	return key, k
+}
+
+// dialHTTP opens an MCP session over streamable HTTP with key; the test
+// closes it.
+func dialHTTP(t *testing.T, url, key string) *sdk.ClientSession {
+	t.Helper()
+	tr := &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{key}}}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), tr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
-	w := call[api.WaitResult](t, cs, "wait_for_message", map[string]any{"inbox_id": shop, "timeout_seconds": 2})
-	if !w.TimedOut {
-		t.Fatalf("wait: %+v", w)
-	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }

@@ -109,7 +109,10 @@ func (s *core) APIKeys(ctx context.Context) ([]APIKey, error) {
 }
 
 // RevokeAPIKey marks the key revoked (ErrNotFound when unknown). The row
-// stays, so a revoked id is never reused.
+// stays, so a revoked id is never reused. The webhooks the key made are
+// disabled in the same transaction (DisabledReason "key_revoked"): no
+// event is fanned out to them, none of their pending deliveries is
+// claimed, from its commit on.
 func (s *core) RevokeAPIKey(ctx context.Context, id string) error {
 	return s.write(ctx, func(tx Tx) error {
 		res, err := tx.Exec(`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, time.Now().UTC().UnixNano(), id)
@@ -119,9 +122,24 @@ func (s *core) RevokeAPIKey(ctx context.Context, id string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("API key %s: %w", id, ErrNotFound)
 		}
+		if _, err := tx.Exec(`UPDATE api_webhooks SET enabled = ?, disabled_reason = 'key_revoked', updated_at = ?
+			WHERE key_id = ? AND enabled`, false, time.Now().UTC().UnixNano(), id); err != nil {
+			return fmt.Errorf("store: revoke API key: %w", err)
+		}
 		return nil
 	})
 }
+
+// ClientIDTaken is the ErrConflict of CreateInbox when the client_id
+// already names another inbox: a front end that must not show that inbox
+// to its caller can tell it from an existing address.
+type ClientIDTaken struct{ ClientID, Address string }
+
+func (e *ClientIDTaken) Error() string {
+	return fmt.Sprintf("client_id %q names inbox %s: %v", e.ClientID, e.Address, ErrConflict)
+}
+
+func (e *ClientIDTaken) Unwrap() error { return ErrConflict }
 
 // Inbox is an inbox of the HTTP API.
 type Inbox struct {
@@ -347,7 +365,7 @@ func (s *core) createInboxTx(tx Tx, out *Inbox, created *bool, address, displayN
 		b, err := scanInbox(tx.QueryRow(`SELECT `+inboxCols+` FROM api_inboxes WHERE client_id = ?`, clientID))
 		if err == nil {
 			if b.Address != address {
-				return false, fmt.Errorf("client_id %q names inbox %s: %w", clientID, b.Address, ErrConflict)
+				return false, &ClientIDTaken{ClientID: clientID, Address: b.Address}
 			}
 			*out = b
 			return false, nil

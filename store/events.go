@@ -2,11 +2,14 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -168,10 +171,145 @@ type Webhook struct {
 	InboxIDs   []string // empty: every inbox
 	Secret     string   // whsec_<base64>
 	Enabled    bool
-	ClientID   string
-	KeyID      string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// DisabledReason says why a webhook is not enabled: "key_revoked"
+	// (RevokeAPIKey disabled it), "operator" (envelopd webhook disable).
+	DisabledReason string
+	ClientID       string
+	KeyID          string // the API key that made it (its owner)
+	// Failures counts the endpoint's consecutive failed deliveries; while
+	// it is above 0 the endpoint is backed off until NextAt (its circuit
+	// is open): none of its deliveries is claimed before.
+	Failures  int
+	NextAt    time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// State is "enabled", "failing" (enabled, its endpoint backed off after
+// failures) or "disabled".
+func (w Webhook) State() string {
+	switch {
+	case !w.Enabled:
+		return "disabled"
+	case w.Failures > 0:
+		return "failing"
+	}
+	return "enabled"
+}
+
+// WebhookLimits bound what one tenant's webhooks may cost: every event
+// is matched against the webhooks through an index of (event type,
+// inbox) pairs (api_webhook_subs), whose rows per webhook these bound,
+// and the webhooks per key and per inbox bound the deliveries one event
+// can fan out to. Zero fields take the defaults (DefaultWebhookLimits).
+type WebhookLimits struct {
+	PerKey       int // webhooks one API key may own; default 32
+	PerInbox     int // webhooks naming one inbox; default 16
+	EventTypes   int // event types of one webhook; default 16
+	EventTypeLen int // bytes of one event type; default 64
+	Inboxes      int // inbox ids of one webhook; default 10
+}
+
+// DefaultWebhookLimits are the limits of a zero WebhookLimits.
+var DefaultWebhookLimits = WebhookLimits{PerKey: 32, PerInbox: 16, EventTypes: 16, EventTypeLen: 64, Inboxes: 10}
+
+// WithDefaults is l with its zero fields set to DefaultWebhookLimits'.
+func (l WebhookLimits) WithDefaults() WebhookLimits {
+	d := DefaultWebhookLimits
+	if l.PerKey > 0 {
+		d.PerKey = l.PerKey
+	}
+	if l.PerInbox > 0 {
+		d.PerInbox = l.PerInbox
+	}
+	if l.EventTypes > 0 {
+		d.EventTypes = l.EventTypes
+	}
+	if l.EventTypeLen > 0 {
+		d.EventTypeLen = l.EventTypeLen
+	}
+	if l.Inboxes > 0 {
+		d.Inboxes = l.Inboxes
+	}
+	return d
+}
+
+// ErrLimit is wrapped by the errors of a create or update over a
+// WebhookLimits bound (also ErrBadInput: the request asked too much).
+var ErrLimit = fmt.Errorf("%w: over a limit", ErrBadInput)
+
+// checkShape checks w's own lists against l.
+func (l WebhookLimits) checkShape(w Webhook) error {
+	if len(w.EventTypes) > l.EventTypes {
+		return fmt.Errorf("%w: at most %d event_types per webhook", ErrLimit, l.EventTypes)
+	}
+	for _, t := range w.EventTypes {
+		if len(t) > l.EventTypeLen || t == "" {
+			return fmt.Errorf("%w: an event type is 1 to %d bytes", ErrLimit, l.EventTypeLen)
+		}
+	}
+	if len(w.InboxIDs) > l.Inboxes {
+		return fmt.Errorf("%w: at most %d inbox_ids per webhook", ErrLimit, l.Inboxes)
+	}
+	for _, b := range w.InboxIDs {
+		if b == "" {
+			return fmt.Errorf("%w: an empty inbox id", ErrBadInput)
+		}
+	}
+	return nil
+}
+
+// checkCounts checks, in tx, that adding w (or changing it: its own row
+// is not counted) keeps its key and each of its inboxes within l.
+func (s *core) checkWebhookCounts(tx Tx, w Webhook, l WebhookLimits) error {
+	if w.KeyID != "" {
+		// Creates by one key are serialised on its row (several nodes).
+		var id string
+		if err := tx.QueryRow(`SELECT id FROM api_keys WHERE id = ?`+s.d.forUpdate, w.KeyID).Scan(&id); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("store: webhook limits: %w", err)
+		}
+		var n int
+		if err := tx.QueryRow(`SELECT count(*) FROM api_webhooks WHERE key_id = ? AND id != ?`, w.KeyID, w.ID).Scan(&n); err != nil {
+			return fmt.Errorf("store: webhook limits: %w", err)
+		}
+		if n >= l.PerKey {
+			return fmt.Errorf("%w: at most %d webhooks per API key", ErrLimit, l.PerKey)
+		}
+	}
+	for _, b := range w.InboxIDs {
+		var n int
+		if err := tx.QueryRow(`SELECT count(DISTINCT webhook_id) FROM api_webhook_subs WHERE inbox = ? AND webhook_id != ?`, b, w.ID).Scan(&n); err != nil {
+			return fmt.Errorf("store: webhook limits: %w", err)
+		}
+		if n >= l.PerInbox {
+			return fmt.Errorf("%w: at most %d webhooks per inbox", ErrLimit, l.PerInbox)
+		}
+	}
+	return nil
+}
+
+// putWebhookSubs writes w's rows of the (event type, inbox) index the
+// fan-out matches events through: one per pair, "" standing for every
+// type or every inbox.
+func putWebhookSubs(tx Tx, w Webhook) error {
+	if _, err := tx.Exec(`DELETE FROM api_webhook_subs WHERE webhook_id = ?`, w.ID); err != nil {
+		return err
+	}
+	types, inboxes := w.EventTypes, w.InboxIDs
+	if len(types) == 0 {
+		types = []string{""}
+	}
+	if len(inboxes) == 0 {
+		inboxes = []string{""}
+	}
+	for _, t := range types {
+		for _, b := range inboxes {
+			if _, err := tx.Exec(`INSERT INTO api_webhook_subs (event_type, inbox, webhook_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, t, b, w.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func jsonList(l []string) string {
@@ -182,24 +320,32 @@ func jsonList(l []string) string {
 	return string(b)
 }
 
-const webhookCols = `id, url, event_types, inbox_ids, secret, enabled, coalesce(client_id, ''), key_id, created_at, updated_at`
+const webhookCols = `id, url, event_types, inbox_ids, secret, enabled, disabled_reason, coalesce(client_id, ''), key_id, failures, next_at, created_at, updated_at`
 
 func scanWebhook(sc scanner) (Webhook, error) {
 	var w Webhook
 	var types, inboxes string
-	var created, updated int64
-	if err := sc.Scan(&w.ID, &w.URL, &types, &inboxes, &w.Secret, &w.Enabled, &w.ClientID, &w.KeyID, &created, &updated); err != nil {
+	var next, created, updated int64
+	if err := sc.Scan(&w.ID, &w.URL, &types, &inboxes, &w.Secret, &w.Enabled, &w.DisabledReason, &w.ClientID, &w.KeyID,
+		&w.Failures, &next, &created, &updated); err != nil {
 		return Webhook{}, err
 	}
 	_ = json.Unmarshal([]byte(types), &w.EventTypes)
 	_ = json.Unmarshal([]byte(inboxes), &w.InboxIDs)
+	if next != 0 {
+		w.NextAt = time.Unix(0, next).UTC()
+	}
 	w.CreatedAt, w.UpdatedAt = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
 	return w, nil
 }
 
-// CreateWebhook stores w. With a ClientID already used, it returns the
-// first webhook and created false.
-func (s *core) CreateWebhook(ctx context.Context, w Webhook) (Webhook, bool, error) {
+// CreateWebhook stores w within l. With a ClientID already used, it
+// returns the first webhook and created false.
+func (s *core) CreateWebhook(ctx context.Context, w Webhook, l WebhookLimits) (Webhook, bool, error) {
+	l = l.WithDefaults()
+	if err := l.checkShape(w); err != nil {
+		return Webhook{}, false, err
+	}
 	created := false
 	var out Webhook
 	err := s.write(ctx, func(tx Tx) error {
@@ -213,15 +359,18 @@ func (s *core) CreateWebhook(ctx context.Context, w Webhook) (Webhook, bool, err
 				return fmt.Errorf("store: create webhook: %w", err)
 			}
 		}
+		if err := s.checkWebhookCounts(tx, w, l); err != nil {
+			return err
+		}
 		var cid any
 		if w.ClientID != "" {
 			cid = w.ClientID
 		}
 		// ON CONFLICT (client_id): a create racing this one with the same
 		// client_id (another node) wins; this one returns its webhook.
-		res, err := tx.Exec(`INSERT INTO api_webhooks (id, url, event_types, inbox_ids, secret, enabled, client_id, key_id, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client_id) DO NOTHING`, w.ID, w.URL, jsonList(w.EventTypes), jsonList(w.InboxIDs), w.Secret, w.Enabled,
-			cid, w.KeyID, w.CreatedAt.UTC().UnixNano(), w.UpdatedAt.UTC().UnixNano())
+		res, err := tx.Exec(`INSERT INTO api_webhooks (id, url, event_types, inbox_ids, secret, enabled, disabled_reason, client_id, key_id, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client_id) DO NOTHING`, w.ID, w.URL, jsonList(w.EventTypes), jsonList(w.InboxIDs), w.Secret, w.Enabled,
+			w.DisabledReason, cid, w.KeyID, w.CreatedAt.UTC().UnixNano(), w.UpdatedAt.UTC().UnixNano())
 		if err != nil {
 			return fmt.Errorf("store: create webhook: %w", err)
 		}
@@ -234,6 +383,9 @@ func (s *core) CreateWebhook(ctx context.Context, w Webhook) (Webhook, bool, err
 			}
 			out = got
 			return nil
+		}
+		if err := putWebhookSubs(tx, w); err != nil {
+			return fmt.Errorf("store: create webhook: %w", err)
 		}
 		out, created = w, true
 		return nil
@@ -283,17 +435,32 @@ func (s *core) Webhooks(ctx context.Context, cursorAt int64, cursorID string, li
 	return out, rows.Err()
 }
 
-// UpdateWebhook replaces a webhook's url, event types, inbox ids and
-// enabled flag.
-func (s *core) UpdateWebhook(ctx context.Context, w Webhook) error {
+// UpdateWebhook replaces a webhook's url, event types, inbox ids,
+// enabled flag and disabled reason, within l. Enabling it again clears
+// its failures.
+func (s *core) UpdateWebhook(ctx context.Context, w Webhook, l WebhookLimits) error {
+	l = l.WithDefaults()
+	if err := l.checkShape(w); err != nil {
+		return err
+	}
+	if w.Enabled {
+		w.DisabledReason = ""
+	}
 	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`UPDATE api_webhooks SET url = ?, event_types = ?, inbox_ids = ?, enabled = ?, updated_at = ? WHERE id = ?`,
-			w.URL, jsonList(w.EventTypes), jsonList(w.InboxIDs), w.Enabled, w.UpdatedAt.UTC().UnixNano(), w.ID)
+		if err := s.checkWebhookCounts(tx, Webhook{ID: w.ID, InboxIDs: w.InboxIDs}, l); err != nil {
+			return err
+		}
+		res, err := tx.Exec(`UPDATE api_webhooks SET url = ?, event_types = ?, inbox_ids = ?, enabled = ?, disabled_reason = ?, updated_at = ?,
+			failures = CASE WHEN enabled THEN failures ELSE 0 END, next_at = CASE WHEN enabled THEN next_at ELSE 0 END WHERE id = ?`,
+			w.URL, jsonList(w.EventTypes), jsonList(w.InboxIDs), w.Enabled, w.DisabledReason, w.UpdatedAt.UTC().UnixNano(), w.ID)
 		if err != nil {
 			return fmt.Errorf("store: update webhook: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("webhook %s: %w", w.ID, ErrNotFound)
+		}
+		if err := putWebhookSubs(tx, w); err != nil {
+			return fmt.Errorf("store: update webhook: %w", err)
 		}
 		return nil
 	})
@@ -302,8 +469,10 @@ func (s *core) UpdateWebhook(ctx context.Context, w Webhook) error {
 // DeleteWebhook removes a webhook and its pending deliveries.
 func (s *core) DeleteWebhook(ctx context.Context, id string) error {
 	return s.write(ctx, func(tx Tx) error {
-		if _, err := tx.Exec(`DELETE FROM api_webhook_deliveries WHERE webhook_id = ?`, id); err != nil {
-			return fmt.Errorf("store: delete webhook: %w", err)
+		for _, q := range []string{`DELETE FROM api_webhook_deliveries WHERE webhook_id = ?`, `DELETE FROM api_webhook_subs WHERE webhook_id = ?`} {
+			if _, err := tx.Exec(q, id); err != nil {
+				return fmt.Errorf("store: delete webhook: %w", err)
+			}
 		}
 		res, err := tx.Exec(`DELETE FROM api_webhooks WHERE id = ?`, id)
 		if err != nil {
@@ -323,89 +492,210 @@ type WebhookDelivery struct {
 	Attempts int
 }
 
-// ClaimWebhookDeliveries is ClaimDeliveries for webhooks: up to limit
-// pending deliveries due at now get attempts+1 and their next attempt
-// pushed to now+lease before they are returned (a crash mid-delivery
-// retries them after the lease: at-least-once), oldest event first.
-func (s *core) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookDelivery, error) {
+// fanOutStep bounds the events one fan-out write covers.
+const fanOutStep = 1000
+
+// fanOutWebhooks makes the deliveries of the events logged since the
+// last fan-out (api_webhook_fanout holds the last event id done), in
+// steps of fanOutStep events, each its own short write: never in the
+// transaction that logs an event, so a tenant's webhooks cost the
+// writer of mail nothing. Events find their webhooks through the
+// (event type, inbox) index, four point lookups an event, not a walk of
+// every webhook's lists. Only events no transaction can still commit
+// below are passed (dialect eventVisible), and a delivery made twice by
+// two nodes is one row (its primary key).
+func (s *core) fanOutWebhooks(ctx context.Context) error {
+	// Most calls find nothing new: a read, not a write, says so.
+	var pending bool
+	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM api_events e WHERE e.id > (SELECT id FROM api_webhook_fanout)`+
+		s.and(s.d.eventVisible)+`)`).Scan(&pending); err != nil {
+		return fmt.Errorf("store: webhook fan-out: %w", err)
+	}
+	if !pending {
+		return nil
+	}
+	for {
+		var from, to int64
+		var n int
+		err := s.write(ctx, func(tx Tx) error {
+			if err := tx.QueryRow(`SELECT id FROM api_webhook_fanout` + s.d.forUpdate).Scan(&from); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(`SELECT coalesce(max(id), ?), count(*) FROM (SELECT e.id FROM api_events e WHERE e.id > ?`+s.and(s.d.eventVisible)+
+				` ORDER BY e.id LIMIT ?) x`, from, from, fanOutStep).Scan(&to, &n); err != nil {
+				return err
+			}
+			if to == from {
+				return nil
+			}
+			if _, err := tx.Exec(`INSERT INTO api_webhook_deliveries (webhook_id, event_id, state, next_attempt_at)
+				SELECT DISTINCT w.id, e.id, 'pending', e.created_at FROM api_events e
+				JOIN api_webhook_subs u ON u.event_type IN (e.type, '') AND u.inbox IN (e.inbox, '')
+				JOIN api_webhooks w ON w.id = u.webhook_id
+				WHERE e.id > ? AND e.id <= ? AND w.enabled
+				ON CONFLICT DO NOTHING`, from, to); err != nil {
+				return err
+			}
+			_, err := tx.Exec(`UPDATE api_webhook_fanout SET id = ?`, to)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("store: webhook fan-out: %w", err)
+		}
+		if n < fanOutStep {
+			return nil
+		}
+	}
+}
+
+// ClaimWebhookDeliveries is ClaimDeliveries for webhooks, fair across
+// endpoints: of every enabled webhook not backed off (NextAt passed) and
+// not in flight, its oldest pending delivery due at now — one per
+// webhook, oldest event first, up to limit. The delivery gets
+// attempts+1 and its next attempt pushed to now+lease, and its webhook
+// is leased as long (one delivery in flight per endpoint, on every node;
+// a crash mid-delivery retries after the lease: at-least-once).
+// WebhookDeliveryDone, Retry or Drop end the lease. Events are fanned out
+// to their webhooks first (fanOutWebhooks).
+//
+// perOwner > 0 bounds the deliveries in flight per owner (the API key
+// that made the webhook): an owner with busy[owner] in flight already
+// gets at most perOwner - busy[owner] more, so that one tenant's many
+// webhooks cannot take every slot of the sender.
+func (s *core) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit, perOwner int, busy map[string]int) ([]WebhookDelivery, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	s.syncEvents(ctx) // the events fan out to the webhooks as they are written
+	s.syncEvents(ctx)
+	if err := s.fanOutWebhooks(ctx); err != nil {
+		return nil, err
+	}
+	at, until := now.UTC().UnixNano(), now.Add(lease).UTC().UnixNano()
+	// The candidates are read first: most calls find none and write
+	// nothing. The writes below take each one again conditionally.
+	cand, err := s.webhookCandidates(ctx, at)
+	if err != nil || len(cand) == 0 {
+		return nil, err
+	}
 	var out []WebhookDelivery
-	err := s.write(ctx, func(tx Tx) error {
+	err = s.write(ctx, func(tx Tx) error {
 		out = nil
-		rows, err := tx.Query(`UPDATE api_webhook_deliveries SET attempts = attempts + 1, next_attempt_at = ?
-			WHERE (webhook_id, event_id) IN (SELECT webhook_id, event_id FROM api_webhook_deliveries
-				WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY event_id LIMIT ?`+s.d.skipLocked+`)
-			RETURNING webhook_id, event_id, attempts`, now.Add(lease).UTC().UnixNano(), now.UTC().UnixNano(), limit)
-		if err != nil {
-			return fmt.Errorf("store: claim webhook deliveries: %w", err)
+		slices.SortFunc(cand, func(a, b WebhookDelivery) int { return cmp.Compare(a.Event.ID, b.Event.ID) })
+		taken := maps.Clone(busy)
+		if taken == nil {
+			taken = map[string]int{}
 		}
-		for rows.Next() {
-			var d WebhookDelivery
-			if err := rows.Scan(&d.Webhook.ID, &d.Event.ID, &d.Attempts); err != nil {
-				rows.Close()
+		for _, d := range cand {
+			if len(out) == limit {
+				break
+			}
+			if perOwner > 0 && taken[d.Webhook.KeyID] >= perOwner {
+				continue
+			}
+			// The webhook's lease: another node may have taken it.
+			res, err := tx.Exec(`UPDATE api_webhooks SET next_at = ? WHERE id = ? AND enabled AND next_at <= ?`, until, d.Webhook.ID, at)
+			if err != nil {
 				return fmt.Errorf("store: claim webhook deliveries: %w", err)
 			}
-			out = append(out, d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("store: claim webhook deliveries: %w", err)
-		}
-		for i := range out {
-			d := &out[i]
+			if n, _ := res.RowsAffected(); n == 0 {
+				continue
+			}
+			err = tx.QueryRow(`UPDATE api_webhook_deliveries SET attempts = attempts + 1, next_attempt_at = ?
+				WHERE webhook_id = ? AND event_id = ? AND state = 'pending' RETURNING attempts`, until, d.Webhook.ID, d.Event.ID).Scan(&d.Attempts)
+			if errors.Is(err, sql.ErrNoRows) {
+				// Delivered or dropped since it was read: the webhook's
+				// lease goes back.
+				if _, err := tx.Exec(`UPDATE api_webhooks SET next_at = 0 WHERE id = ? AND next_at = ?`, d.Webhook.ID, until); err != nil {
+					return fmt.Errorf("store: claim webhook deliveries: %w", err)
+				}
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("store: claim webhook deliveries: %w", err)
+			}
 			w, err := scanWebhook(tx.QueryRow(`SELECT `+webhookCols+` FROM api_webhooks WHERE id = ?`, d.Webhook.ID))
 			if err != nil {
 				return fmt.Errorf("store: claim webhook deliveries: %w", err)
 			}
 			d.Webhook = w
 			var rcpts string
-			var at int64
+			var created int64
 			if err := tx.QueryRow(`SELECT type, inbox, message_id, recipients, detail, created_at FROM api_events WHERE id = ?`, d.Event.ID).
-				Scan(&d.Event.Type, &d.Event.Inbox, &d.Event.MessageID, &rcpts, &d.Event.Detail, &at); err != nil {
+				Scan(&d.Event.Type, &d.Event.Inbox, &d.Event.MessageID, &rcpts, &d.Event.Detail, &created); err != nil {
 				return fmt.Errorf("store: claim webhook deliveries: %w", err)
 			}
 			_ = json.Unmarshal([]byte(rcpts), &d.Event.Recipients)
-			d.Event.CreatedAt = time.Unix(0, at).UTC()
+			d.Event.CreatedAt = time.Unix(0, created).UTC()
+			taken[d.Webhook.KeyID]++
+			out = append(out, d)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Event order (RETURNING order is unspecified).
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].Event.ID < out[j-1].Event.ID; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
 	return out, nil
 }
 
-// WebhookDeliveryDone records a delivered event.
+// webhookCandidates reads, for every enabled webhook not backed off nor
+// in flight at at, its oldest pending delivery due.
+func (s *core) webhookCandidates(ctx context.Context, at int64) ([]WebhookDelivery, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT w.id, w.key_id, (SELECT min(d.event_id) FROM api_webhook_deliveries d
+			WHERE d.webhook_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= ?) AS ev
+		FROM api_webhooks w WHERE w.enabled AND w.next_at <= ?`, at, at)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim webhook deliveries: %w", err)
+	}
+	defer rows.Close()
+	var cand []WebhookDelivery
+	for rows.Next() {
+		var d WebhookDelivery
+		var ev sql.NullInt64
+		if err := rows.Scan(&d.Webhook.ID, &d.Webhook.KeyID, &ev); err != nil {
+			return nil, fmt.Errorf("store: claim webhook deliveries: %w", err)
+		}
+		if ev.Valid {
+			d.Event.ID = ev.Int64
+			cand = append(cand, d)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: claim webhook deliveries: %w", err)
+	}
+	return cand, nil
+}
+
+// WebhookDeliveryDone records a delivered event: the endpoint is healthy
+// again (its failures cleared, its lease ended).
 func (s *core) WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error {
-	return s.setWebhookDelivery(ctx, webhook, event, `UPDATE api_webhook_deliveries SET state = 'done', last_error = ''
-		WHERE webhook_id = ? AND event_id = ?`, webhook, event)
+	return s.setWebhookDelivery(ctx, webhook, event, `UPDATE api_webhooks SET failures = 0, next_at = 0 WHERE id = ?`, []any{webhook},
+		`UPDATE api_webhook_deliveries SET state = 'done', last_error = '' WHERE webhook_id = ? AND event_id = ?`, webhook, event)
 }
 
-// WebhookDeliveryRetry keeps a delivery pending, due at next.
+// WebhookDeliveryRetry keeps a delivery pending, due at next, and backs
+// its endpoint off until next (one more consecutive failure): none of
+// the webhook's deliveries is claimed before (its circuit is open).
 func (s *core) WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error {
-	return s.setWebhookDelivery(ctx, webhook, event, `UPDATE api_webhook_deliveries SET state = 'pending', next_attempt_at = ?, last_error = ?
-		WHERE webhook_id = ? AND event_id = ?`, next.UTC().UnixNano(), lastErr, webhook, event)
+	n := next.UTC().UnixNano()
+	return s.setWebhookDelivery(ctx, webhook, event, `UPDATE api_webhooks SET failures = failures + 1, next_at = ? WHERE id = ?`, []any{n, webhook},
+		`UPDATE api_webhook_deliveries SET state = 'pending', next_attempt_at = ?, last_error = ? WHERE webhook_id = ? AND event_id = ?`,
+		n, lastErr, webhook, event)
 }
 
-// WebhookDeliveryDrop gives a delivery up (its error kept).
+// WebhookDeliveryDrop gives a delivery up (its error kept) and ends the
+// webhook's lease (its failures stay).
 func (s *core) WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error {
-	return s.setWebhookDelivery(ctx, webhook, event, `UPDATE api_webhook_deliveries SET state = 'dropped', last_error = ?
-		WHERE webhook_id = ? AND event_id = ?`, lastErr, webhook, event)
+	return s.setWebhookDelivery(ctx, webhook, event, `UPDATE api_webhooks SET next_at = 0 WHERE id = ?`, []any{webhook},
+		`UPDATE api_webhook_deliveries SET state = 'dropped', last_error = ? WHERE webhook_id = ? AND event_id = ?`, lastErr, webhook, event)
 }
 
-func (s *core) setWebhookDelivery(ctx context.Context, webhook string, event int64, q string, args ...any) error {
+func (s *core) setWebhookDelivery(ctx context.Context, webhook string, event int64, wq string, wargs []any, q string, args ...any) error {
 	return s.write(ctx, func(tx Tx) error {
 		// A webhook deleted meanwhile took its deliveries with it.
 		if _, err := tx.Exec(q, args...); err != nil {
+			return fmt.Errorf("store: webhook %s delivery %d: %w", webhook, event, err)
+		}
+		if _, err := tx.Exec(wq, wargs...); err != nil {
 			return fmt.Errorf("store: webhook %s delivery %d: %w", webhook, event, err)
 		}
 		return nil
@@ -425,6 +715,9 @@ type WebhookDeliveryState struct {
 // WebhookDeliveries lists the webhooks' hand-off log, oldest event first.
 func (s *core) WebhookDeliveries(ctx context.Context) ([]WebhookDeliveryState, error) {
 	s.syncEvents(ctx)
+	if err := s.fanOutWebhooks(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := s.r.QueryContext(ctx, `SELECT webhook_id, event_id, state, attempts, next_attempt_at, last_error
 		FROM api_webhook_deliveries ORDER BY event_id, webhook_id`)
 	if err != nil {

@@ -35,7 +35,7 @@ func testEventsDurable(t *testing.T, path string) {
 	}
 	now := time.Now()
 	if _, _, err := s.CreateWebhook(ctx, store.Webhook{ID: "wh_1", URL: "http://x.test/", EventTypes: []string{store.EventReceived},
-		InboxIDs: []string{"b@x.test"}, Secret: "whsec_AAAA", Enabled: true, CreatedAt: now, UpdatedAt: now}); err != nil {
+		InboxIDs: []string{"b@x.test"}, Secret: "whsec_AAAA", Enabled: true, CreatedAt: now, UpdatedAt: now}, store.WebhookLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Ingest(ctx, &store.Incoming{Direction: store.DirIn, MessageID: "m1@x.test", Sender: "alice@x.test",
@@ -108,24 +108,24 @@ func testEventsDurable(t *testing.T, path string) {
 		t.Errorf("filtered: %+v", f)
 	}
 	// The webhook got exactly its one event, pending after the restart.
-	ds, err := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 10)
+	ds, err := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 10, 0, nil)
 	if err != nil || len(ds) != 1 || ds[0].Event.ID != evs[1].ID || ds[0].Webhook.URL != "http://x.test/" || ds[0].Attempts != 1 {
 		t.Fatalf("deliveries: %+v %v", ds, err)
 	}
 	// Claimed: not again within the lease.
-	if again, _ := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 10); len(again) != 0 {
+	if again, _ := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 10, 0, nil); len(again) != 0 {
 		t.Errorf("claimed twice: %+v", again)
 	}
 	if err := s.WebhookDeliveryRetry(ctx, "wh_1", ds[0].Event.ID, time.Now().Add(-time.Second), "HTTP 500"); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 10); len(again) != 1 || again[0].Attempts != 2 {
+	if again, _ := s.ClaimWebhookDeliveries(ctx, time.Now(), time.Minute, 10, 0, nil); len(again) != 1 || again[0].Attempts != 2 {
 		t.Errorf("retry: %+v", again)
 	}
 	if err := s.WebhookDeliveryDone(ctx, "wh_1", ds[0].Event.ID); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := s.ClaimWebhookDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 10); len(again) != 0 {
+	if again, _ := s.ClaimWebhookDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 10, 0, nil); len(again) != 0 {
 		t.Errorf("after done: %+v", again)
 	}
 	// WaitEvents returns at once when newer events exist, and waits otherwise.

@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // MigrateTo exposes migrate for the migration test: it brings the database
@@ -14,4 +17,19 @@ func MigrateTo(ctx context.Context, path string, v int) error {
 	}
 	defer db.Close()
 	return migrate(ctx, db, v)
+}
+
+// PostgresMigrateTo brings the Postgres schema at dsn to version v only,
+// and returns a connection to it for the test to fill.
+func PostgresMigrateTo(ctx context.Context, dsn string, v int) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db := stdlib.OpenDB(*cfg)
+	if err := pgMigrateTo(ctx, db, v); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
 }

@@ -526,11 +526,46 @@ CREATE TRIGGER api_events_rcpt_before BEFORE UPDATE OF state ON queue_rcpts
 	UPDATE event_sync SET id = (SELECT max(id) FROM messages) WHERE id < (SELECT max(id) FROM messages);
 END;
 `,
+	// 17: webhooks cost the writer of mail nothing and one tenant's
+	// webhooks cannot slow another's. The fan-out leaves the event's
+	// transaction (the api_events_fanout trigger walked every webhook's
+	// JSON lists in every send's transaction): the webhook sender makes
+	// the deliveries of the events after api_webhook_fanout's id, in
+	// short writes of its own, matching each event through
+	// api_webhook_subs, an index of (event type, inbox) pairs ('' for
+	// every type / every inbox), filled here from the webhooks' lists.
+	// A webhook's endpoint is backed off as a whole after a failure
+	// (failures, next_at: its circuit; next_at is also the lease of the
+	// one delivery in flight to it); disabled_reason says why a webhook
+	// is disabled, and the webhooks of keys already revoked are.
+	`
+DROP TRIGGER api_events_fanout;
+ALTER TABLE api_webhooks ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE api_webhooks ADD COLUMN next_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE api_webhooks ADD COLUMN disabled_reason TEXT NOT NULL DEFAULT '';
+CREATE TABLE api_webhook_subs (
+	event_type TEXT NOT NULL,
+	inbox      TEXT NOT NULL,
+	webhook_id TEXT NOT NULL REFERENCES api_webhooks (id) ON DELETE CASCADE,
+	PRIMARY KEY (event_type, inbox, webhook_id)
+) WITHOUT ROWID;
+CREATE INDEX api_webhook_subs_webhook ON api_webhook_subs (webhook_id);
+CREATE INDEX api_webhook_deliveries_webhook ON api_webhook_deliveries (webhook_id, state, event_id);
+INSERT OR IGNORE INTO api_webhook_subs (event_type, inbox, webhook_id)
+	SELECT coalesce(t.value, ''), coalesce(b.value, ''), w.id FROM api_webhooks w
+	LEFT JOIN json_each(CASE WHEN json_valid(w.event_types) THEN w.event_types ELSE '[]' END) t
+	LEFT JOIN json_each(CASE WHEN json_valid(w.inbox_ids) THEN w.inbox_ids ELSE '[]' END) b
+	WHERE true;
+CREATE TABLE api_webhook_fanout (id INTEGER NOT NULL);
+INSERT INTO api_webhook_fanout (id) SELECT coalesce(max(id), 0) FROM api_events;
+UPDATE api_webhooks SET enabled = 0, disabled_reason = 'key_revoked'
+	WHERE enabled AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL);
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 16
+const SchemaVersion = 17
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

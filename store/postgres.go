@@ -211,6 +211,11 @@ func redactDSN(cfg *pgx.ConnConfig) string {
 // together migrate one after the other (the later ones find nothing to
 // do).
 func pgMigrate(ctx context.Context, db *sql.DB) error {
+	return pgMigrateTo(ctx, db, pgMigrations[len(pgMigrations)-1].version)
+}
+
+// pgMigrateTo is pgMigrate up to version target only.
+func pgMigrateTo(ctx context.Context, db *sql.DB, target int) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -232,7 +237,7 @@ func pgMigrate(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("%w: version %d, known up to %d", ErrSchemaTooNew, v, last)
 	}
 	for _, m := range pgMigrations {
-		if m.version <= v {
+		if m.version <= v || m.version > target {
 			continue
 		}
 		tx, err := conn.BeginTx(ctx, nil)

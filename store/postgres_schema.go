@@ -438,4 +438,31 @@ INSERT INTO message_tags (tag, message_id)
 	// transaction (SyncInboxes adds them); Postgres keeps its trigger,
 	// which numbers events by transaction id. Versions only.
 	{16, `SELECT 1;`},
+	// 17: the webhooks' fan-out leaves the event's transaction, through
+	// an index of (event type, inbox) pairs; endpoints backed off as a
+	// whole; disabled_reason (SQLite migration 17).
+	{17, `
+DROP TRIGGER api_events_fanout ON api_events;
+DROP FUNCTION envelopd_api_events_fanout();
+ALTER TABLE api_webhooks ADD COLUMN failures integer NOT NULL DEFAULT 0,
+	ADD COLUMN next_at bigint NOT NULL DEFAULT 0,
+	ADD COLUMN disabled_reason text NOT NULL DEFAULT '';
+CREATE TABLE api_webhook_subs (
+	event_type text NOT NULL,
+	inbox      text NOT NULL,
+	webhook_id text COLLATE "C" NOT NULL REFERENCES api_webhooks (id) ON DELETE CASCADE,
+	PRIMARY KEY (event_type, inbox, webhook_id)
+);
+CREATE INDEX api_webhook_subs_webhook ON api_webhook_subs (webhook_id);
+CREATE INDEX api_webhook_deliveries_webhook ON api_webhook_deliveries (webhook_id, state, event_id);
+INSERT INTO api_webhook_subs (event_type, inbox, webhook_id)
+	SELECT coalesce(t, ''), coalesce(b, ''), w.id FROM api_webhooks w
+	LEFT JOIN LATERAL jsonb_array_elements_text(replace(w.event_types, '\u0000', '\uFFFD')::jsonb) AS t ON true
+	LEFT JOIN LATERAL jsonb_array_elements_text(replace(w.inbox_ids, '\u0000', '\uFFFD')::jsonb) AS b ON true
+	ON CONFLICT DO NOTHING;
+CREATE TABLE api_webhook_fanout (id bigint NOT NULL);
+INSERT INTO api_webhook_fanout (id) SELECT coalesce(max(id), 0) FROM api_events;
+UPDATE api_webhooks SET enabled = false, disabled_reason = 'key_revoked'
+	WHERE enabled AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL);
+`},
 }

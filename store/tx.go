@@ -260,12 +260,12 @@ type APIStore interface {
 	LastEventID(ctx context.Context) (int64, error)
 	WaitEvents(ctx context.Context, after int64) error
 
-	CreateWebhook(ctx context.Context, w Webhook) (Webhook, bool, error)
+	CreateWebhook(ctx context.Context, w Webhook, l WebhookLimits) (Webhook, bool, error)
 	WebhookByID(ctx context.Context, id string) (Webhook, error)
 	Webhooks(ctx context.Context, cursorAt int64, cursorID string, limit int) ([]Webhook, error)
-	UpdateWebhook(ctx context.Context, w Webhook) error
+	UpdateWebhook(ctx context.Context, w Webhook, l WebhookLimits) error
 	DeleteWebhook(ctx context.Context, id string) error
-	ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]WebhookDelivery, error)
+	ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit, perOwner int, busy map[string]int) ([]WebhookDelivery, error)
 	WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error
 	WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error
 	WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error

@@ -16,6 +16,7 @@
 //	envelopd-load budget --sessions 10 --messages 20000 [--smtp-source] [flags]
 //	envelopd-load hostile [--parts 100000] [--large-bytes 25165824] [--concurrent 40] [flags]
 //	envelopd-load api --messages 1000000 --db FILE [--clients 10] [--sends 5000]
+//	envelopd-load api-abuse [--strangers 100] [--dead-webhooks 20] [--requests 400] [--sends 100]
 //
 // Exit status: 0 success, 1 the load ran but some messages were not
 // accepted (or a server failed), 2 usage or I/O error.
@@ -43,12 +44,13 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"run":     {"drive an SMTP server with generated DKIM-signed Envelopay mail", runLoad},
-		"noop":    {"run the no-op baseline SMTP server (reads DATA, discards it)", runNoop},
-		"compare": {"run the same load against envelopd serve and the no-op server, print the ratio", runCompare},
-		"budget":  {"measure the CPU per message of the no-op pair and of envelopd's stages, print the ratio they allow", runBudget},
-		"hostile": {"send the hostile mail shapes of issue 17 to a fresh envelopd serve each, print peak RSS and times", runHostile},
-		"api":     {"fill a store with N messages, print HTTP API list/get latencies and send throughput (issue 19)", runAPIBench},
+		"run":       {"drive an SMTP server with generated DKIM-signed Envelopay mail", runLoad},
+		"noop":      {"run the no-op baseline SMTP server (reads DATA, discards it)", runNoop},
+		"compare":   {"run the same load against envelopd serve and the no-op server, print the ratio", runCompare},
+		"budget":    {"measure the CPU per message of the no-op pair and of envelopd's stages, print the ratio they allow", runBudget},
+		"hostile":   {"send the hostile mail shapes of issue 17 to a fresh envelopd serve each, print peak RSS and times", runHostile},
+		"api":       {"fill a store with N messages, print HTTP API list/get latencies and send throughput (issue 19)", runAPIBench},
+		"api-abuse": {"a valid key's p99 latency idle, under 100 unauthenticated clients and beside one tenant's dead webhooks", runAPIAbuse},
 	}
 }
 

@@ -27,12 +27,20 @@ type httpFlags struct {
 	// authguard (authguard.KeyThrottle); nil: none.
 	throttle api.AuthThrottle
 	mcpSign  mcpSignFlags // keys of /mcp's sign tools
+	tenant   api.TenantLimits
+	webhooks store.WebhookLimits
 }
 
 func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.addr, "http", "", "serve the AgentMail-compatible HTTP API under /v0 and the web inbox at / on this address (e.g. 127.0.0.1:8025); keys: envelopd apikey create")
 	fs.Int64Var(&h.maxBody, "http-max-body", api.DefaultMaxBody, "largest HTTP API request body (larger → 413)")
 	h.mcpSign.register(fs, "mcp-")
+	d, w := api.DefaultTenantLimits, store.DefaultWebhookLimits
+	fs.Float64Var(&h.tenant.RequestsPerSecond, "http-key-rate", d.RequestsPerSecond, "requests a second one API key may make (API, websocket, /mcp together; over it → 429)")
+	fs.IntVar(&h.tenant.Burst, "http-key-burst", d.Burst, "requests one API key may make at once above --http-key-rate")
+	fs.IntVar(&h.tenant.Websockets, "http-key-websockets", d.Websockets, "websockets one API key may hold open")
+	fs.IntVar(&h.webhooks.PerKey, "webhooks-per-key", w.PerKey, "webhooks one API key may own")
+	fs.IntVar(&h.webhooks.PerInbox, "webhooks-per-inbox", w.PerInbox, "webhooks that may name one inbox")
 }
 
 // start serves the API when --http is set, and returns the function that
@@ -82,21 +90,25 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 			}
 		}
 	}
-	svc, err := api.NewService(api.Config{Store: rt.store, Relay: relay.on, Domains: domains, Mailer: mailer, Wake: wake, Logger: rt.log})
+	svc, err := api.NewService(api.Config{Store: rt.store, Relay: relay.on, Domains: domains, Mailer: mailer, Wake: wake, Logger: rt.log,
+		WebhookLimits: h.webhooks})
 	if err != nil {
 		return nil, err
 	}
 	rt.workers = append(rt.workers, func(ctx context.Context) error { return svc.Run(ctx, time.Second) })
 	// Webhooks of the API (api/webhooks.go), from their durable log.
 	rt.workers = append(rt.workers, (&api.WebhookSender{Service: svc}).Run)
-	var hd http.Handler = api.NewHandler(svc, api.HandlerOptions{Throttle: h.throttle, MaxBody: h.maxBody, Logger: rt.log})
+	// One key's request rate, websockets and revocation watch, whichever
+	// front end it uses.
+	tenants := api.NewTenants(rt.store, h.tenant)
+	var hd http.Handler = api.NewHandler(svc, api.HandlerOptions{Throttle: h.throttle, Tenants: tenants, MaxBody: h.maxBody, Logger: rt.log})
 	// The MCP server's streamable HTTP transport at /mcp (issue 20), same keys.
 	mcfg := mcp.Config{Service: svc, ChainTip: rt.store.ChainTip, Version: mcpVersion(), Logger: rt.log}
 	if err := h.mcpSign.load(&mcfg); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewHTTPHandler(mcfg, mcp.HTTPOptions{Keys: rt.store, Throttle: h.throttle, MaxBody: h.maxBody}))
+	mux.Handle("/mcp", mcp.NewHTTPHandler(mcfg, mcp.HTTPOptions{Keys: rt.store, Throttle: h.throttle, Tenants: tenants, MaxBody: h.maxBody}))
 	// The web inbox (issue 20) at /, over the same API; /v0 is the API.
 	mux.Handle("/", web.Mount(hd))
 	hd = mux

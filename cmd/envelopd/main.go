@@ -56,6 +56,7 @@ func commands() map[string]command {
 		"mailbox": {"relay-mode mailboxes (mailbox add ADDR --password-file F, mailbox list)", runMailbox},
 		"aicp":    {"AICP helpers (aicp sign)", runAICP},
 		"apikey":  {"HTTP API keys (apikey create [--inbox ADDR]..., apikey list, apikey revoke ID)", runAPIKey},
+		"webhook": {"HTTP API webhooks (webhook list [--json], webhook disable ID, webhook delete ID)", runWebhook},
 		"vacant":  {"Vacant helpers (vacant sign)", runVacant},
 		"mcp":     {"MCP server over stdio for model-driven agents (tools over the API's service)", runMCP},
 		"version": {"print the version, VCS revision and Go version (--json)", runVersion},

@@ -70,7 +70,7 @@ func testNodesAPI(t *testing.T, open func(t *testing.T) store.Store) {
 		race(nodeRacers, func(i int) {
 			now := time.Now()
 			w, c, err := ss[i%nodes].CreateWebhook(ctx, store.Webhook{ID: fmt.Sprintf("wh_%d", i), URL: "http://127.0.0.1:1/",
-				Secret: "whsec_x", Enabled: true, ClientID: "wcid", CreatedAt: now, UpdatedAt: now})
+				Secret: "whsec_x", Enabled: true, ClientID: "wcid", CreatedAt: now, UpdatedAt: now}, store.WebhookLimits{})
 			if err != nil {
 				t.Errorf("racer %d: %v", i, err)
 				return

@@ -33,4 +33,6 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("ProblemTexts", func(t *testing.T) { testProblemTexts(t, open) })
 	t.Run("Nodes", func(t *testing.T) { testNodes(t, open) })
 	t.Run("OwedOOPS", func(t *testing.T) { testOwedOOPS(t, open) })
+	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, open) })
+	t.Run("WebhookOwners", func(t *testing.T) { testWebhookOwners(t, open) })
 }
