@@ -770,8 +770,16 @@ func addrs(field string, l []string) ([]*mail.Address, error) {
 
 // envelopaySubject derives a subject from text holding an Envelopay JSON
 // body with a known type: "TYPE" or "TYPE | note" (envelopay-v0.2.0
-// "Protocol"). ok is false for other text.
+// "Protocol"). A first line written the Envelopay reference's way
+// ("TYPE | note", then the JSON; parse.SubjectLine) is the subject as
+// written. ok is false for other text.
 func envelopaySubject(text string) (string, bool) {
+	if ls, _, ok := parse.SubjectLine([]byte(text)); ok {
+		if ls.Note == "" {
+			return ls.Keyword, true
+		}
+		return ls.Keyword + " | " + strings.Join(strings.Fields(ls.Note), " "), true
+	}
 	j, err := parse.FindJSON([]byte(text))
 	if err != nil || len(j) == 0 {
 		return "", false
