@@ -126,6 +126,20 @@ def main():
     c.inboxes.delete(tmp.inbox_id)
     expect_error(404, lambda: c.inboxes.get(tmp.inbox_id), "NotFoundError")
 
+    # The one pod and organisation.
+    assert [x.pod_id for x in c.pods.list().pods] == ["envelopd"]
+    assert c.pods.get("envelopd").name == "envelopd"
+    assert sorted(i.inbox_id for i in c.pods.inboxes.list("envelopd").inboxes) == [BOB, SHOP]
+    assert c.pods.inboxes.get("envelopd", SHOP).pod_id == "envelopd"
+    assert c.pods.inboxes.update("envelopd", BOB, display_name="Bob").display_name == "Bob"
+    pi = c.pods.inboxes.create("envelopd", username="tmp2", domain="shop.test")
+    c.pods.inboxes.delete("envelopd", pi.inbox_id)
+    org = c.organizations.get()
+    assert org.organization_id == "envelopd" and org.inbox_count == 2, org
+    expect_error(400, lambda: c.pods.create(name="second"), "ValidationError")
+    expect_error(404, lambda: c.pods.get("second"), "NotFoundError")
+    expect_error(400, lambda: c.pods.delete("envelopd"), "ValidationError")
+
     # A webhook for the shop's inbox; its secret comes back from get and
     # list (AgentMail's "Verifying webhooks" fetches it with get) and
     # verifies a delivery with svix.
@@ -213,6 +227,10 @@ def main():
     assert c.threads.list().count >= 2
     c.inboxes.threads.update(SHOP, t.thread_id, add_labels=["deal"])
     c.threads.update(t.thread_id, add_labels=["deal2"], remove_labels=["deal"])
+    assert c.pods.threads.get("envelopd", t.thread_id).thread_id == t.thread_id
+    assert c.pods.threads.list("envelopd").count >= 2
+    c.pods.threads.update("envelopd", t.thread_id, add_labels=["deal3"])
+    assert c.pods.threads.get_attachment("envelopd", f.thread_id, att.attachment_id).attachment_id == att.attachment_id
     assert "deal" in c.inboxes.threads.get(SHOP, t.thread_id).labels
     assert "deal2" in c.threads.get(t.thread_id).labels  # the first inbox showing it
 
@@ -246,7 +264,7 @@ def main():
 
     for t in ["Inbox", "ListInboxesResponse", "Webhook", "ListWebhooksResponse", "SendMessageResponse",
               "ListMessagesResponse", "Message", "Thread", "ListThreadsResponse", "AttachmentResponse",
-              "RawMessageResponse"]:
+              "RawMessageResponse", "Pod", "ListPodsResponse", "Organization"]:
         assert VALIDATED.get(t), f"{t} never validated: {VALIDATED}"
     print("ok")
 
