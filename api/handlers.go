@@ -99,6 +99,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /v0", h.websocket) // websocket.go
 	h.webhookRoutes(a)                   // webhooks.go
 	h.podRoutes(a)                       // pods.go
+	h.draftRoutes(a)                     // drafts.go
 	// Searches need a full-text index envelopd does not keep.
 	for _, p := range []string{"GET /v0/inboxes/search", "GET /v0/inboxes/{inbox_id}/messages/search",
 		"GET /v0/inboxes/{inbox_id}/threads/search", "GET /v0/threads/search"} {

@@ -122,7 +122,8 @@ func (s *Service) sync(ctx context.Context) {
 }
 
 // Run keeps the inbox index up to date in the background (every
-// interval) until ctx ends, so that no request waits for a backlog.
+// interval) until ctx ends, so that no request waits for a backlog, and
+// sends the scheduled drafts that fall due (SendDueDrafts).
 func (s *Service) Run(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		interval = time.Second
@@ -135,6 +136,9 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) error {
 			s.cfg.Logger.Warn("api: inbox index sync", "err", err)
 		} else if n > 10000 {
 			s.cfg.Logger.Info("api: inbox index caught up", "messages", n)
+		}
+		if _, err := s.SendDueDrafts(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("api: scheduled drafts", "err", err)
 		}
 		select {
 		case <-ctx.Done():
