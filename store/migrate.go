@@ -580,11 +580,24 @@ CREATE TABLE api_drafts (
 CREATE INDEX api_drafts_inbox ON api_drafts (inbox, created_at, id);
 CREATE INDEX api_drafts_due ON api_drafts (status, send_at);
 `,
+	// 19: the API's allow and block lists (store.ListEntry); scope is an
+	// inbox address or '' for the organisation.
+	`
+CREATE TABLE api_lists (
+	scope      TEXT NOT NULL,
+	direction  TEXT NOT NULL,
+	list_type  TEXT NOT NULL,
+	entry      TEXT NOT NULL,
+	reason     TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (scope, direction, list_type, entry)
+) WITHOUT ROWID;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 18
+const SchemaVersion = 19
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

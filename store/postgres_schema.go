@@ -482,4 +482,16 @@ CREATE TABLE api_drafts (
 CREATE INDEX api_drafts_inbox ON api_drafts (inbox, created_at, id);
 CREATE INDEX api_drafts_due ON api_drafts (status, send_at);
 `},
+	// 19: the API's allow and block lists (SQLite migration 19).
+	{19, `
+CREATE TABLE api_lists (
+	scope      text COLLATE "C" NOT NULL,
+	direction  text COLLATE "C" NOT NULL,
+	list_type  text COLLATE "C" NOT NULL,
+	entry      text COLLATE "C" NOT NULL,
+	reason     text NOT NULL DEFAULT '',
+	created_at bigint NOT NULL,
+	PRIMARY KEY (scope, direction, list_type, entry)
+);
+`},
 }

@@ -36,4 +36,5 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, open) })
 	t.Run("WebhookOwners", func(t *testing.T) { testWebhookOwners(t, open) })
 	t.Run("Drafts", func(t *testing.T) { testDrafts(t, open) })
+	t.Run("Lists", func(t *testing.T) { testLists(t, open) })
 }
