@@ -991,6 +991,9 @@ func (s *Service) queue(ctx context.Context, b store.Inbox, m mailout.Mail, req 
 	if err != nil {
 		return SendResult{}, err
 	}
+	if err := s.checkSendLists(ctx, b.Address, out.Recipients); err != nil {
+		return SendResult{}, err
+	}
 	res := SendResult{MessageID: "<" + out.MessageID + ">"}
 	if out.Copy != nil {
 		if s.cfg.Relay {
