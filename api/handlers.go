@@ -101,6 +101,7 @@ func (h *Handler) routes() {
 	h.podRoutes(a)                       // pods.go
 	h.draftRoutes(a)                     // drafts.go
 	h.listRoutes(a)                      // lists.go
+	h.apiKeyRoutes(a)                    // apikeys.go
 	// Searches need a full-text index envelopd does not keep.
 	for _, p := range []string{"GET /v0/inboxes/search", "GET /v0/inboxes/{inbox_id}/messages/search",
 		"GET /v0/inboxes/{inbox_id}/threads/search", "GET /v0/threads/search"} {
