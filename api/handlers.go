@@ -102,6 +102,7 @@ func (h *Handler) routes() {
 	h.draftRoutes(a)                     // drafts.go
 	h.listRoutes(a)                      // lists.go
 	h.apiKeyRoutes(a)                    // apikeys.go
+	h.metricsRoutes(a)                   // metrics.go
 	// Searches need a full-text index envelopd does not keep.
 	for _, p := range []string{"GET /v0/inboxes/search", "GET /v0/inboxes/{inbox_id}/messages/search",
 		"GET /v0/inboxes/{inbox_id}/threads/search", "GET /v0/threads/search"} {

@@ -593,11 +593,13 @@ CREATE TABLE api_lists (
 	PRIMARY KEY (scope, direction, list_type, entry)
 ) WITHOUT ROWID;
 `,
+	// 20: metrics count the event log by time (EventCounts).
+	`CREATE INDEX api_events_created ON api_events (created_at, type);`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 19
+const SchemaVersion = 20
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -494,4 +494,6 @@ CREATE TABLE api_lists (
 	PRIMARY KEY (scope, direction, list_type, entry)
 );
 `},
+	// 20: metrics count the event log by time (SQLite migration 20).
+	{20, `CREATE INDEX api_events_created ON api_events (created_at, type);`},
 }
