@@ -2,11 +2,13 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/envelopd/envelopd/store"
@@ -50,11 +52,20 @@ var periodRE = regexp.MustCompile(`^([0-9]{1,6})([smhd])$`)
 // descending.
 func ParseMetricsQuery(q url.Values, now time.Time) (MetricsQuery, error) {
 	m := MetricsQuery{End: now.UTC(), Period: time.Hour}
-	for _, t := range q["event_types"] {
-		if !slices.Contains(metricTypes, t) {
-			return m, badField("event_types", "unknown metric event type %q", t)
+	for _, v := range q["event_types"] {
+		ts := []string{v}
+		if strings.HasPrefix(strings.TrimSpace(v), "[") {
+			// The Python SDK sends a list as one JSON array.
+			if err := json.Unmarshal([]byte(v), &ts); err != nil {
+				return m, badField("event_types", "want event types, repeated or as a JSON array")
+			}
 		}
-		m.EventTypes = append(m.EventTypes, t)
+		for _, t := range ts {
+			if !slices.Contains(metricTypes, t) {
+				return m, badField("event_types", "unknown metric event type %q", t)
+			}
+			m.EventTypes = append(m.EventTypes, t)
+		}
 	}
 	for _, k := range []string{"start", "end"} {
 		v := q.Get(k)

@@ -45,7 +45,11 @@ func TestMetrics(t *testing.T) {
 	if m, c := total(e.newKey([]string{"b@shop.test"}), "/v0/pods/envelopd/metrics"); c != 200 || sum(m["message.sent"]) != 1 {
 		t.Errorf("scoped to b: %d %+v", c, m)
 	}
-	for _, q := range []string{"event_types=message.nope", "period=1y", "period=0s", "start=yesterday", "start=2026-01-02T00:00:00Z&end=2026-01-01T00:00:00Z", "period=1s&start=2000-01-01T00:00:00Z"} {
+	var arr map[string][]bucket
+	if c := e.do(e.key, "GET", "/v0/metrics?event_types="+url.QueryEscape(`["message.sent"]`), nil, &arr); c != 200 || sum(arr["message.sent"]) != 3 || len(arr) != 1 {
+		t.Errorf("event_types as a JSON array (the Python SDK's form): %d %+v", c, arr)
+	}
+	for _, q := range []string{"event_types=message.nope", "event_types=%5B1%5D", "period=1y", "period=0s", "start=yesterday", "start=2026-01-02T00:00:00Z&end=2026-01-01T00:00:00Z", "period=1s&start=2000-01-01T00:00:00Z"} {
 		var er struct{ Name string }
 		if c := e.do(e.key, "GET", "/v0/metrics?"+q, nil, &er); c != 400 || er.Name != "ValidationError" {
 			t.Errorf("%s: %d %+v", q, c, er)

@@ -290,13 +290,54 @@ def main():
                                                   if m.subject == "scheduled"])
     expect_error(404, lambda: c.drafts.get(later.draft_id), "NotFoundError")
 
+    # Lists: the organisation's (= the pod's) and an inbox's; a send to a
+    # blocked recipient is the SDK's MessageRejectedError.
+    le = c.lists.create("send", "block", entry="Blocked.TEST", reason="test")
+    assert le.entry == "blocked.test" and le.entry_type == "domain", le
+    assert c.lists.get("send", "block", "blocked.test").reason == "test"
+    assert [x.entry for x in c.lists.list("send", "block").entries] == ["blocked.test"]
+    assert [x.entry for x in c.pods.lists.list("envelopd", "send", "block").entries] == ["blocked.test"]
+    assert c.pods.lists.get("envelopd", "send", "block", "blocked.test").entry == "blocked.test"
+    expect_error(403, lambda: c.inboxes.messages.send(SHOP, to="x@blocked.test", subject="s", text="t"), "MessageRejectedError")
+    c.lists.delete("send", "block", "blocked.test")
+    ie = c.inboxes.lists.create(SHOP, "receive", "allow", entry="friend@buyer.test")
+    assert ie.entry_type == "email" and ie.inbox_id == SHOP, ie
+    assert c.inboxes.lists.get(SHOP, "receive", "allow", "friend@buyer.test").entry == "friend@buyer.test"
+    assert c.inboxes.lists.list(SHOP, "receive", "allow").count == 1
+    c.inboxes.lists.delete(SHOP, "receive", "allow", "friend@buyer.test")
+    pe = c.pods.lists.create("envelopd", "reply", "block", entry="x.test")
+    c.pods.lists.delete("envelopd", "reply", "block", pe.entry)
+    e = expect_error(400, lambda: c.lists.create("receive", "block", entry="*.wild.test"), "ValidationError")
+
+    # API keys: the secret once; delete revokes.
+    k = c.api_keys.create(name="interop")
+    assert k.api_key.startswith("ek_" + k.api_key_id + "_"), k
+    assert client(k.api_key).inboxes.get(SHOP).inbox_id == SHOP
+    assert k.api_key_id in [x.api_key_id for x in c.api_keys.list().api_keys]
+    ik = c.inboxes.api_keys.create(SHOP, name="shop only")
+    assert [x.api_key_id for x in c.inboxes.api_keys.list(SHOP).api_keys] == [ik.api_key_id]
+    expect_error(404, lambda: client(ik.api_key).inboxes.get(BOB), "NotFoundError")
+    c.inboxes.api_keys.delete(SHOP, ik.api_key_id)
+    pk = c.pods.api_keys.create("envelopd", name="pod")
+    assert pk.api_key_id in [x.api_key_id for x in c.pods.api_keys.list("envelopd").api_keys]
+    c.pods.api_keys.delete("envelopd", pk.api_key_id)
+    c.api_keys.delete(k.api_key_id)
+    expect_error(401, lambda: client(k.api_key).inboxes.get(SHOP))
+
+    # Metrics from the event log.
+    start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
+    m = c.metrics.query(event_types=["message.sent", "message.received"], start=start, period="1d")
+    assert sum(b.count for b in m["message.sent"]) >= 8 and sum(b.count for b in m["message.received"]) >= 8, m
+    assert sum(b.count for b in c.inboxes.metrics.query(SHOP, event_types=["message.sent"], start=start)["message.sent"]) >= 3
+    assert set(c.pods.metrics.query("envelopd", start=start)) >= {"message.sent", "message.delivered", "message.bounced"}
+
     # Errors are the SDK's own.
     expect_error(404, lambda: c.inboxes.messages.get(SHOP, "<nope@shop.test>"), "NotFoundError")
     expect_error(401, lambda: client("ek_000000000000_" + "A" * 43).inboxes.list())
 
     for t in ["Inbox", "ListInboxesResponse", "Webhook", "ListWebhooksResponse", "SendMessageResponse",
               "ListMessagesResponse", "Message", "Thread", "ListThreadsResponse", "AttachmentResponse",
-              "RawMessageResponse", "Pod", "ListPodsResponse", "Organization", "Draft", "ListDraftsResponse"]:
+              "RawMessageResponse", "Pod", "ListPodsResponse", "Organization", "Draft", "ListDraftsResponse", "PodListEntry", "ListEntry", "CreateApiKeyResponse", "ListApiKeysResponse"]:
         assert VALIDATED.get(t), f"{t} never validated: {VALIDATED}"
     print("ok")
 
