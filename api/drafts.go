@@ -58,6 +58,13 @@ type DraftRequest struct {
 	Force       *bool            `json:"force"`
 }
 
+// StringList is a JSON string or array of strings (the SDK's Addresses
+// and label unions), for front ends that build requests.
+type StringList = stringList
+
+// NewDraftTime is a send_at of t.
+func NewDraftTime(t time.Time) *draftTime { return &draftTime{t.UTC()} }
+
 // draftTime is send_at: RFC 3339, or an ISO 8601 date-time without a
 // zone (Python's naive datetime), read as UTC.
 type draftTime struct{ time.Time }

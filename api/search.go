@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"unicode"
@@ -22,13 +23,49 @@ const maxSearchQuery = 256
 
 func searchQuery(r *http.Request, min int) (string, error) {
 	q := r.URL.Query().Get("q")
+	return q, CheckSearch(q, min)
+}
+
+// CheckSearch checks a search query: min to 256 characters holding at
+// least one word (a run of letters or digits).
+func CheckSearch(q string, min int) error {
 	if n := utf8.RuneCountInString(q); n < min || n > maxSearchQuery || len(q) > 4*maxSearchQuery {
-		return "", badField("q", "want %d to %d characters", min, maxSearchQuery)
+		return badField("q", "want %d to %d characters", min, maxSearchQuery)
 	}
 	if store.FTSQuery(q) == "" {
-		return "", badField("q", "no word to search for (letters or digits)")
+		return badField("q", "no word to search for (letters or digits)")
 	}
-	return q, nil
+	return nil
+}
+
+// SearchInboxes lists the inboxes p may see whose address or display
+// name has a word starting with each word of q, at most limit.
+func (s *Service) SearchInboxes(ctx context.Context, p *Principal, q string, limit int) (ListInboxes, error) {
+	if err := CheckSearch(q, 2); err != nil {
+		return ListInboxes{}, err
+	}
+	words := strings.FieldsFunc(strings.ToLower(q), notWordRune)
+	out := ListInboxes{Limit: limit, Inboxes: []Inbox{}}
+	lp := ListParams{Limit: 100}
+	for {
+		l, err := s.ListInboxes(ctx, p, lp)
+		if err != nil {
+			return ListInboxes{}, err
+		}
+		for _, b := range l.Inboxes {
+			if len(out.Inboxes) < limit && prefixesMatch(words, strings.ToLower(b.InboxID+" "+b.DisplayName)) {
+				out.Inboxes = append(out.Inboxes, b)
+			}
+		}
+		if l.NextPageToken == "" || len(out.Inboxes) == limit {
+			break
+		}
+		if lp.Cursor, err = DecodeCursor(l.NextPageToken); err != nil {
+			return ListInboxes{}, err
+		}
+	}
+	out.Count = len(out.Inboxes)
+	return out, nil
 }
 
 func (h *Handler) searchParams(r *http.Request, min int) (ListParams, error) {
@@ -68,29 +105,8 @@ func (h *Handler) searchInboxes(w http.ResponseWriter, r *http.Request, p *Princ
 	if err != nil {
 		return nil, 0, err
 	}
-	words := strings.FieldsFunc(strings.ToLower(lp.Search), notWordRune)
-	limit := lp.Limit
-	out := ListInboxes{Limit: limit, Inboxes: []Inbox{}}
-	lp.Search, lp.Limit = "", 100
-	for {
-		l, err := h.svc.ListInboxes(r.Context(), p, lp)
-		if err != nil {
-			return nil, 0, err
-		}
-		for _, b := range l.Inboxes {
-			if len(out.Inboxes) < limit && prefixesMatch(words, strings.ToLower(b.InboxID+" "+b.DisplayName)) {
-				out.Inboxes = append(out.Inboxes, b)
-			}
-		}
-		if l.NextPageToken == "" || len(out.Inboxes) == limit {
-			break
-		}
-		if lp.Cursor, err = DecodeCursor(l.NextPageToken); err != nil {
-			return nil, 0, err
-		}
-	}
-	out.Count = len(out.Inboxes)
-	return out, 0, nil
+	v, err := h.svc.SearchInboxes(r.Context(), p, lp.Search, lp.Limit)
+	return v, 0, err
 }
 
 func notWordRune(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
