@@ -247,3 +247,19 @@ func testAgentMailPythonSDK(t *testing.T, db string) {
 		t.Fatalf("sdk_test.py: %v\n%s", err, out)
 	}
 }
+
+// TestInteropMCPPythonClient: the official MCP Python SDK (mcp 1.29.0)
+// over stdio (`envelopd mcp`) and streamable HTTP (/mcp) with
+// AgentMail's tool names and arguments, output schemas checked
+// (testdata/mcp/client_test.py).
+func TestInteropMCPPythonClient(t *testing.T) {
+	venv := pyVenv(t)
+	srv := startAPIServer(t)
+	script, _ := filepath.Abs("../../testdata/mcp/client_test.py")
+	cmd := exec.Command(filepath.Join(venv, "bin", "python"), script)
+	cmd.Env = append(os.Environ(), "ENVELOPD_API_URL="+srv.url, "ENVELOPD_API_KEY="+srv.key, "ENVELOPD_BIN="+srv.bin, "ENVELOPD_DB="+srv.db)
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("client_test.py: %v\n%s", err, out)
+	}
+}
