@@ -108,8 +108,7 @@ func (h *Handler) routes() {
 	// drafts, lists, metrics, api-keys over HTTP, agent sign-up, x402/MPP
 	// payments, …): docs/api.md lists them.
 	a("/v0/", func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-		return nil, 0, &Error{Status: http.StatusNotImplemented, Name: "NotImplementedError",
-			Message: fmt.Sprintf("%s %s is not implemented by envelopd (see docs/api.md)", r.Method, r.URL.Path)}
+		return nil, 0, notServed(r)
 	})
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("no such endpoint: the API is under /v0"))
