@@ -47,6 +47,7 @@ type EventObject struct {
 	Send      *EventDetail  `json:"send,omitempty"`
 	Delivery  *EventDetail  `json:"delivery,omitempty"`
 	Bounce    *BounceDetail `json:"bounce,omitempty"`
+	Domain    *DomainObject `json:"domain,omitempty"` // domain.verified (domains.go)
 }
 
 // EventDetail is the SDK's Send and Delivery.
@@ -89,6 +90,9 @@ func (s *Service) eventLog() (EventLog, error) {
 // as they are now; a message no longer stored is ErrNotFound.
 func (s *Service) EventObject(ctx context.Context, e store.Event) (EventObject, error) {
 	o := EventObject{Type: "event", EventType: e.Type, EventID: EventID(e.ID)}
+	if e.Type == store.EventDomainVerified {
+		return s.domainEvent(ctx, o, e)
+	}
 	m, err := s.cfg.Store.Message(ctx, e.MessageID)
 	if err != nil {
 		return o, err

@@ -98,6 +98,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /v0/download/{token}", h.download)
 	m.HandleFunc("GET /v0", h.websocket) // websocket.go
 	h.webhookRoutes(a)                   // webhooks.go
+	h.domainRoutes(a)                    // domains.go
 	h.podRoutes(a)                       // pods.go
 	h.draftRoutes(a)                     // drafts.go
 	h.listRoutes(a)                      // lists.go

@@ -42,6 +42,7 @@ var pgTests = []struct {
 	{"WebhookGiveUp", TestWebhookGiveUp},
 	{"RevokedKeyDownloadURL", TestRevokedKeyDownloadURL},
 	{"RevokedKeyClosesWebsocket", TestRevokedKeyClosesWebsocket},
+	{"Domains", TestDomainsAPI},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens

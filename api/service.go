@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/envelopd/envelopd/domain"
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols/envelopay"
@@ -58,6 +59,8 @@ type Config struct {
 	Relay bool
 	// Domains are the inbox domains; the first is the default of create.
 	Domains []string
+	// DomainService manages domains (/v0/domains; nil: 501).
+	DomainService *domain.Service
 	// Mailer returns the signing mailer for mail from domain (its Record
 	// builds the stored copy).
 	Mailer func(domain string) *mailout.Mailer

@@ -190,6 +190,18 @@ func (c *Client) LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, e
 	return nil, notFound(host, c.server)
 }
 
+// LookupCNAME returns the target of name's CNAME record (one hop; the
+// managed-domain checks ask whether mta-sts.DOMAIN aliases the MX host,
+// which an authoritative server answers without resolving the target).
+// A name without a CNAME is not found.
+func (c *Client) LookupCNAME(ctx context.Context, name string) (string, error) {
+	rrs, err := c.lookup(ctx, name, dnsmessage.TypeCNAME)
+	if err != nil {
+		return "", err
+	}
+	return rrs[0].Body.(*dnsmessage.CNAMEResource).CNAME.String(), nil
+}
+
 // LookupAddr returns the PTR names of addr (an IP address).
 func (c *Client) LookupAddr(ctx context.Context, addr string) ([]string, error) {
 	name, err := reverseName(addr)
@@ -432,7 +444,7 @@ func (c *Client) answer(p *dnsmessage.Parser, h dnsmessage.Header, question dnsm
 		if t := time.Duration(rh.TTL) * time.Second; ttl < 0 || t < ttl {
 			ttl = t
 		}
-		if rh.Type == dnsmessage.TypeCNAME {
+		if rh.Type == dnsmessage.TypeCNAME && question.Type != dnsmessage.TypeCNAME {
 			if len(names) <= maxCNAME {
 				names[strings.ToLower(rr.Body.(*dnsmessage.CNAMEResource).CNAME.String())] = true
 			}

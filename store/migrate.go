@@ -526,7 +526,30 @@ CREATE TRIGGER api_events_rcpt_before BEFORE UPDATE OF state ON queue_rcpts
 	UPDATE event_sync SET id = (SELECT max(id) FROM messages) WHERE id < (SELECT max(id) FROM messages);
 END;
 `,
-	// 17: webhooks cost the writer of mail nothing and one tenant's
+	// 17: managed domains (domains.go): each domain's settings and last
+	// check; the update that first makes a domain verified writes its
+	// domain.verified event (inbox '', message_id 0, detail the domain),
+	// after bringing event_sync forward as the other event triggers do.
+	`
+CREATE TABLE domains (
+	name        TEXT PRIMARY KEY,                   -- lower case A-labels, no trailing dot
+	config      TEXT NOT NULL,                      -- JSON (package domain)
+	status      TEXT NOT NULL CHECK (status IN ('pending', 'verified', 'invalid')),
+	checks      TEXT NOT NULL DEFAULT '',           -- JSON of the last check
+	client_id   TEXT UNIQUE,
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL,
+	checked_at  INTEGER NOT NULL DEFAULT 0,
+	verified_at INTEGER NOT NULL DEFAULT 0
+);
+CREATE TRIGGER domains_verified AFTER UPDATE OF status ON domains
+	WHEN new.status = 'verified' AND old.status != 'verified' BEGIN
+	UPDATE event_sync SET id = (SELECT max(id) FROM messages) WHERE id < (SELECT max(id) FROM messages);
+	INSERT INTO api_events (type, inbox, message_id, detail, created_at)
+	VALUES ('domain.verified', '', 0, new.name, new.updated_at);
+END;
+`,
+	// 18: webhooks cost the writer of mail nothing and one tenant's
 	// webhooks cannot slow another's. The fan-out leaves the event's
 	// transaction (the api_events_fanout trigger walked every webhook's
 	// JSON lists in every send's transaction): the webhook sender makes
@@ -561,7 +584,7 @@ INSERT INTO api_webhook_fanout (id) SELECT coalesce(max(id), 0) FROM api_events;
 UPDATE api_webhooks SET enabled = 0, disabled_reason = 'key_revoked'
 	WHERE enabled AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL);
 `,
-	// 18: the API's drafts (store.Draft): a JSON document per draft; a
+	// 19: the API's drafts (store.Draft): a JSON document per draft; a
 	// scheduled one (status 'scheduled', send_at) is leased to one node
 	// at a time (lease_until) by ClaimDueDrafts.
 	`
@@ -580,7 +603,7 @@ CREATE TABLE api_drafts (
 CREATE INDEX api_drafts_inbox ON api_drafts (inbox, created_at, id);
 CREATE INDEX api_drafts_due ON api_drafts (status, send_at);
 `,
-	// 19: the API's allow and block lists (store.ListEntry); scope is an
+	// 20: the API's allow and block lists (store.ListEntry); scope is an
 	// inbox address or '' for the organisation.
 	`
 CREATE TABLE api_lists (
@@ -593,13 +616,13 @@ CREATE TABLE api_lists (
 	PRIMARY KEY (scope, direction, list_type, entry)
 ) WITHOUT ROWID;
 `,
-	// 20: metrics count the event log by time (EventCounts).
+	// 21: metrics count the event log by time (EventCounts).
 	`CREATE INDEX api_events_created ON api_events (created_at, type);`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 20
+const SchemaVersion = 21
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -438,10 +438,36 @@ INSERT INTO message_tags (tag, message_id)
 	// transaction (SyncInboxes adds them); Postgres keeps its trigger,
 	// which numbers events by transaction id. Versions only.
 	{16, `SELECT 1;`},
-	// 17: the webhooks' fan-out leaves the event's transaction, through
-	// an index of (event type, inbox) pairs; endpoints backed off as a
-	// whole; disabled_reason (SQLite migration 17).
+	// 17: managed domains (SQLite migration 17); the update that first
+	// makes a domain verified writes its domain.verified event, numbered
+	// like the other events, and wakes the websockets of every node.
 	{17, `
+CREATE TABLE domains (
+	name        text COLLATE "C" PRIMARY KEY,
+	config      text NOT NULL,
+	status      text NOT NULL CHECK (status IN ('pending', 'verified', 'invalid')),
+	checks      text NOT NULL DEFAULT '',
+	client_id   text UNIQUE,
+	created_at  bigint NOT NULL,
+	updated_at  bigint NOT NULL,
+	checked_at  bigint NOT NULL DEFAULT 0,
+	verified_at bigint NOT NULL DEFAULT 0
+);
+CREATE FUNCTION envelopd_domain_verified() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+	INSERT INTO api_events (id, type, inbox, message_id, detail, created_at)
+	VALUES (envelopd_api_event_id(), 'domain.verified', '', 0, NEW.name, NEW.updated_at);
+	PERFORM pg_notify('envelopd_messages.' || current_schema(), '');
+	RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER domains_verified AFTER UPDATE OF status ON domains FOR EACH ROW
+	WHEN (NEW.status = 'verified' AND OLD.status <> 'verified') EXECUTE FUNCTION envelopd_domain_verified();
+`},
+	// 18: the webhooks' fan-out leaves the event's transaction, through
+	// an index of (event type, inbox) pairs; endpoints backed off as a
+	// whole; disabled_reason (SQLite migration 18).
+	{18, `
 DROP TRIGGER api_events_fanout ON api_events;
 DROP FUNCTION envelopd_api_events_fanout();
 ALTER TABLE api_webhooks ADD COLUMN failures integer NOT NULL DEFAULT 0,
@@ -465,8 +491,8 @@ INSERT INTO api_webhook_fanout (id) SELECT coalesce(max(id), 0) FROM api_events;
 UPDATE api_webhooks SET enabled = false, disabled_reason = 'key_revoked'
 	WHERE enabled AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL);
 `},
-	// 18: the API's drafts (SQLite migration 18).
-	{18, `
+	// 19: the API's drafts (SQLite migration 19).
+	{19, `
 CREATE TABLE api_drafts (
 	id          text COLLATE "C" PRIMARY KEY,
 	inbox       text NOT NULL,
@@ -482,8 +508,8 @@ CREATE TABLE api_drafts (
 CREATE INDEX api_drafts_inbox ON api_drafts (inbox, created_at, id);
 CREATE INDEX api_drafts_due ON api_drafts (status, send_at);
 `},
-	// 19: the API's allow and block lists (SQLite migration 19).
-	{19, `
+	// 20: the API's allow and block lists (SQLite migration 20).
+	{20, `
 CREATE TABLE api_lists (
 	scope      text COLLATE "C" NOT NULL,
 	direction  text COLLATE "C" NOT NULL,
@@ -494,6 +520,6 @@ CREATE TABLE api_lists (
 	PRIMARY KEY (scope, direction, list_type, entry)
 );
 `},
-	// 20: metrics count the event log by time (SQLite migration 20).
-	{20, `CREATE INDEX api_events_created ON api_events (created_at, type);`},
+	// 21: metrics count the event log by time (SQLite migration 21).
+	{21, `CREATE INDEX api_events_created ON api_events (created_at, type);`},
 }

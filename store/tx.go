@@ -232,6 +232,7 @@ type DB interface {
 	CheckWritable(ctx context.Context) error
 	Stats() Stats
 	APIStore
+	DomainStore
 }
 
 // APIStore is the HTTP API's part of the store (apistore.go, events.go),

@@ -32,6 +32,13 @@ func startAPIServer(t *testing.T, prep ...func(db string)) apiServer {
 // in a temporary directory when ""; a postgres:// DSN for Postgres).
 func startAPIServerDB(t *testing.T, db string, prep ...func(db string)) apiServer {
 	t.Helper()
+	return startAPIServerArgs(t, db, []string{"--relay", "--domain", "shop.test", "--domain", "buyer.test", "--sign-local"}, prep...)
+}
+
+// startAPIServerArgs is startAPIServerDB with serve's arguments besides
+// --db, --smtp and --http.
+func startAPIServerArgs(t *testing.T, db string, args []string, prep ...func(db string)) apiServer {
+	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "envelopd")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -48,8 +55,7 @@ func startAPIServerDB(t *testing.T, db string, prep ...func(db string)) apiServe
 	for _, p := range prep {
 		p(db)
 	}
-	cmd := exec.Command(bin, "serve", "--db", db, "--smtp", "127.0.0.1:0", "--relay", "--domain", "shop.test",
-		"--domain", "buyer.test", "--sign-local", "--http", "127.0.0.1:0")
+	cmd := exec.Command(bin, append([]string{"serve", "--db", db, "--smtp", "127.0.0.1:0", "--http", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

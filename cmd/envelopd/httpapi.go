@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/envelopd/envelopd/acmecert"
 	"github.com/envelopd/envelopd/api"
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/mailout"
@@ -29,6 +31,11 @@ type httpFlags struct {
 	mcpSign  mcpSignFlags // keys of /mcp's sign tools
 	tenant   api.TenantLimits
 	webhooks store.WebhookLimits
+	// https serves the same over TLS (the ACME certificate, or
+	// --tls-cert's), with the MTA-STS policies of the managed domains.
+	https string
+	acme  *acmecert.Manager
+	tls   *tls.Config
 }
 
 func (h *httpFlags) register(fs *flag.FlagSet) {
@@ -41,13 +48,17 @@ func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&h.tenant.Websockets, "http-key-websockets", d.Websockets, "websockets one API key may hold open")
 	fs.IntVar(&h.webhooks.PerKey, "webhooks-per-key", w.PerKey, "webhooks one API key may own")
 	fs.IntVar(&h.webhooks.PerInbox, "webhooks-per-inbox", w.PerInbox, "webhooks that may name one inbox")
+	fs.StringVar(&h.https, "https", "", "serve the API, MCP and web inbox over HTTPS on this address too (e.g. :443; certificate from --acme or --tls-cert), and the MTA-STS policy of managed domains at https://mta-sts.DOMAIN/.well-known/mta-sts.txt")
 }
 
 // start serves the API when --http is set, and returns the function that
 // stops it.
 func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, relay *relayFlags, accept []string) (func(), error) {
-	if h.addr == "" {
+	if h.addr == "" && h.https == "" {
 		return func() {}, nil
+	}
+	if h.https != "" && h.tls == nil {
+		return nil, errors.New("--https needs a certificate: --acme or --tls-cert/--tls-key")
 	}
 	base, err := f.out.signers()
 	if err != nil {
@@ -90,7 +101,11 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 			}
 		}
 	}
-	svc, err := api.NewService(api.Config{Store: rt.store, Relay: relay.on, Domains: domains, Mailer: mailer, Wake: wake, Logger: rt.log,
+	dsvc, err := domainService(rt, f, mailer)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := api.NewService(api.Config{Store: rt.store, Relay: relay.on, Domains: domains, DomainService: dsvc, Mailer: mailer, Wake: wake, Logger: rt.log,
 		WebhookLimits: h.webhooks})
 	if err != nil {
 		return nil, err
@@ -112,17 +127,57 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 	// The web inbox (issue 20) at /, over the same API; /v0 is the API.
 	mux.Handle("/", web.Mount(hd))
 	hd = mux
-	ln, err := net.Listen("tcp", h.addr)
-	if err != nil {
-		return nil, fmt.Errorf("http: %w", err)
-	}
-	srv := &http.Server{Handler: hd, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 2 * time.Minute,
-		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			rt.log.Error("http api", "err", err)
+	var stops []func()
+	stop := func() {
+		for _, f := range stops {
+			f()
 		}
-	}()
+	}
+	serveOn := func(name, addr string, handler http.Handler, tc *tls.Config) (net.Listener, error) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if tc != nil {
+			ln = tls.NewListener(ln, tc)
+		}
+		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 2 * time.Minute,
+			WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				rt.log.Error(name, "err", err)
+			}
+		}()
+		stops = append(stops, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		})
+		return ln, nil
+	}
+	if h.https != "" {
+		tc := h.tls.Clone()
+		if h.acme != nil {
+			tc = h.acme.TLSConfig() // also answers TLS-ALPN-01
+		}
+		ln, err := serveOn("https", h.https, mtaSTS(dsvc, hd), tc)
+		if err != nil {
+			return nil, err
+		}
+		rt.log.Info("https", "addr", ln.Addr().String())
+	}
+	if h.addr == "" {
+		return stop, nil
+	}
+	plain := hd
+	if h.acme != nil {
+		plain = h.acme.HTTPHandler(hd) // HTTP-01
+	}
+	ln, err := serveOn("http api", h.addr, plain, nil)
+	if err != nil {
+		stop()
+		return nil, err
+	}
 	rt.log.Info("http api", "addr", ln.Addr().String(), "domains", strings.Join(domains, ","))
 	if keys, err := rt.store.APIKeys(ctx); err == nil && !slices.ContainsFunc(keys, func(k store.APIKey) bool { return k.RevokedAt == nil }) {
 		rt.log.Warn("http api: no API key yet: every request is refused with 401 until one is made (envelopd apikey create --db " + dbName(f.db) + ")")
@@ -130,9 +185,5 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
 		rt.log.Warn("http api: listening on a non-loopback address without TLS: API keys and mail cross the network in clear; put a TLS proxy in front", "addr", ln.Addr().String())
 	}
-	return func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}, nil
+	return stop, nil
 }

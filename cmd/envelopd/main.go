@@ -55,6 +55,7 @@ func commands() map[string]command {
 		"keys":    {"manage tunnelled-protocol public keys (keys add, keys list)", runKeys},
 		"mailbox": {"relay-mode mailboxes (mailbox add ADDR --password-file F, mailbox list)", runMailbox},
 		"aicp":    {"AICP helpers (aicp sign)", runAICP},
+		"domain":  {"managed domains: the DNS records envelopd needs, checked (domain add DOMAIN, list, check, zone, delete)", runDomain},
 		"apikey":  {"HTTP API keys (apikey create [--inbox ADDR]..., apikey list, apikey revoke ID)", runAPIKey},
 		"webhook": {"HTTP API webhooks (webhook list [--json], webhook disable ID, webhook delete ID)", runWebhook},
 		"vacant":  {"Vacant helpers (vacant sign)", runVacant},

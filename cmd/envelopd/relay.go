@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,12 +24,14 @@ type relayFlags struct {
 	on                  bool
 	domains             multiFlag
 	submission, imap    string
+	imaps               string
 	smarthost           string
 	signLocal           bool
 	arcSeal             bool
 	dkimTXTOut          string
 	submissionListening string
 	imapListening       string
+	imapsListening      string
 	// Set by setup for the HTTP API: the relay (its local signers) and
 	// the queue worker's wake channel.
 	srv  *mailin.Relay
@@ -40,6 +43,7 @@ func (r *relayFlags) register(fs *flag.FlagSet) {
 	fs.Var(&r.domains, "domain", "local domain of relay mode (repeatable)")
 	fs.StringVar(&r.submission, "submission", "", "relay mode: submission listen address (AUTH required, e.g. 127.0.0.1:5587)")
 	fs.StringVar(&r.imap, "imap", "", "relay mode: serve the mailboxes over IMAP on this address (e.g. 127.0.0.1:1143)")
+	fs.StringVar(&r.imaps, "imaps", "", "relay mode: serve the mailboxes over IMAP with implicit TLS (RFC 8314 §3.2) on this address (e.g. :993); certificate from --acme or --tls-cert")
 	fs.StringVar(&r.smarthost, "smarthost", "", "relay mode: deliver mail for other domains through this smarthost (smtp://USER@HOST:587, password via --password-file)")
 	fs.BoolVar(&r.signLocal, "sign-local", false, "relay mode: DKIM-sign mail submitted by local users with a per-domain key generated on first start")
 	fs.BoolVar(&r.arcSeal, "arc-seal", false, "relay mode: ARC-seal (RFC 8617) the mail queued for other domains, with a per-domain RSA key generated on first start (selector envelopd-arc)")
@@ -52,8 +56,8 @@ func (r *relayFlags) register(fs *flag.FlagSet) {
 // the servers it started.
 func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg *mailin.SMTPConfig) (func(), error) {
 	if !r.on {
-		if len(r.domains) > 0 || r.submission != "" || r.imap != "" || r.smarthost != "" || r.signLocal || r.arcSeal {
-			return nil, errors.New("--domain, --submission, --imap, --smarthost, --sign-local and --arc-seal need --relay")
+		if len(r.domains) > 0 || r.submission != "" || r.imap != "" || r.imaps != "" || r.smarthost != "" || r.signLocal || r.arcSeal {
+			return nil, errors.New("--domain, --submission, --imap, --imaps, --smarthost, --sign-local and --arc-seal need --relay")
 		}
 		return func() {}, nil
 	}
@@ -152,21 +156,37 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 			srv.Shutdown(sctx)
 		})
 	}
-	if r.imap != "" {
-		ln, err := net.Listen("tcp", r.imap)
+	for _, l := range []struct {
+		addr string
+		tls  bool
+	}{{r.imap, false}, {r.imaps, true}} {
+		if l.addr == "" {
+			continue
+		}
+		if l.tls && cfg.TLS == nil {
+			stop()
+			return nil, errors.New("--imaps needs a certificate: --acme or --tls-cert/--tls-key")
+		}
+		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
 			stop()
 			return nil, fmt.Errorf("imap: %w", err)
+		}
+		if l.tls {
+			// The STARTTLS certificate (an ACME one is swapped in place).
+			ln = tls.NewListener(ln, cfg.TLS.Clone())
+			r.imapsListening = ln.Addr().String()
+		} else {
+			r.imapListening = ln.Addr().String()
 		}
 		iv := imapview.New(imapview.Options{Store: rt.store, Authenticate: relay.Authenticate, Hostname: p.AuthServID, Logger: rt.log,
 			Guard: cfg.Auth, MaxConnections: cfg.MaxConnections, MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
 			MaxIdleCommands: cfg.MaxIdleCommands})
 		go iv.Serve(ln)
-		r.imapListening = ln.Addr().String()
 		stops = append(stops, func() { iv.Close() })
 	}
 	rt.log.Info("relay mode", "domains", strings.Join(r.domains, ","), "submission", r.submissionListening,
-		"imap", r.imapListening, "smarthost", r.smarthost != "", "sign_local", r.signLocal)
+		"imap", r.imapListening, "imaps", r.imapsListening, "smarthost", r.smarthost != "", "sign_local", r.signLocal)
 	return stop, nil
 }
 

@@ -356,6 +356,8 @@ func runServe(ctx context.Context, e *env) int {
 	relay.register(fs)
 	var httpAPI httpFlags
 	httpAPI.register(fs)
+	var acmeF acmeFlags
+	acmeF.register(fs)
 	if err := fs.Parse(e.args); err != nil {
 		return 2
 	}
@@ -403,6 +405,23 @@ func runServe(ctx context.Context, e *env) int {
 		return 2
 	}
 	defer rt.close()
+	recordHostname(ctx, rt, f.hostname) // domain.go
+	acm, err := acmeF.manager(rt, httpAPI.https != "", httpAPI.addr != "")
+	if err != nil {
+		fmt.Fprintf(e.stderr, "envelopd serve: %v\n", err)
+		return 2
+	}
+	if acm != nil {
+		if cfg.TLS != nil {
+			fmt.Fprintln(e.stderr, "envelopd serve: give --acme or --tls-cert/--tls-key, not both")
+			return 2
+		}
+		// STARTTLS (SMTP, relay submission) with the ACME certificate,
+		// swapped in place on renewal.
+		cfg.TLS = &tls.Config{GetCertificate: acm.GetCertificate, MinVersion: tls.VersionTLS12}
+	}
+	httpAPI.acme = acm
+	httpAPI.tls = cfg.TLS
 	cfg.Logger = rt.log
 	cfg.Auth = abuse.guard(rt)
 	// Failed API keys count toward the same per-IP throttle (issue 19).

@@ -1,0 +1,79 @@
+package domain
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestNormalize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in, want string
+		err      error
+	}{
+		{"agents.example.com", "agents.example.com", nil},
+		{"agents.example.com.", "agents.example.com", nil}, // absolute form: the same name
+		{"Agents.Example.COM", "agents.example.com", nil},
+		{"bücher.example", "xn--bcher-kva.example", nil}, // IDN to A-labels
+		{"XN--BCHER-KVA.example", "xn--bcher-kva.example", nil},
+		{"example.co.uk", "example.co.uk", nil},
+		{"xn--zz.example", "", ErrInvalid}, // not punycode
+		{"*.example.com", "", ErrWildcard},
+		{"*", "", ErrWildcard},
+		{"com", "", ErrPublicSuffix},
+		{"co.uk", "", ErrPublicSuffix},
+		{"github.io", "", ErrPublicSuffix}, // the private part of the list too
+		{"localhost", "", ErrInvalid},
+		{"", "", ErrInvalid},
+		{" example.com", "", ErrInvalid},
+		{"a..example.com", "", ErrInvalid},
+		{"-a.example.com", "", ErrInvalid},
+		{"a_b.example.com", "", ErrInvalid},
+		{"user@example.com", "", ErrInvalid},
+		{"192.0.2.1", "", ErrInvalid},
+		{"a.example.com..", "", ErrInvalid},
+		{string(make([]byte, 300)), "", ErrInvalid},
+	} {
+		got, err := Normalize(tc.in)
+		if got != tc.want || !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+			t.Errorf("Normalize(%q) = %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
+		}
+		var e *Error
+		if err != nil && (!errors.As(err, &e) || e.Code() != tc.err.Error()) {
+			t.Errorf("Normalize(%q): error %v has no code %s", tc.in, err, tc.err)
+		}
+	}
+}
+
+func FuzzNormalize(f *testing.F) {
+	for _, s := range []string{"agents.example.com.", "bücher.example", "*.x.com", "xn--zz.example", "co.uk"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := Normalize(s)
+		if err != nil {
+			return
+		}
+		// The canonical form is a fixed point.
+		if again, err := Normalize(n); err != nil || again != n {
+			t.Fatalf("Normalize(%q) = %q, then %q, %v", s, n, again, err)
+		}
+	})
+}
+
+func FuzzTags(f *testing.F) {
+	for _, s := range []string{"v=DMARC1; p=none", "v=spf1 mx", ";;", "k=ed25519; p=AB CD", "="} {
+		f.Add(s, s)
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		for _, k := range []string{"spf", "dkim", "dmarc"} {
+			if sameTXT(k, a, b) != sameTXT(k, a, b) {
+				t.Fatal("not deterministic")
+			}
+		}
+		if m := tags(a); m != nil && !sameTXT("dmarc", a, a) {
+			t.Fatalf("%q is not the same as itself", a)
+		}
+		_ = firstTerm(a)
+	})
+}
