@@ -87,6 +87,16 @@ func (s *Service) listScope(ctx context.Context, p *Principal, inbox, direction,
 	return b.Address, nil
 }
 
+// list is the store and the scope of one list p may manage.
+func (s *Service) list(ctx context.Context, p *Principal, inbox, direction, typ string) (ListStore, string, error) {
+	ls, err := s.lists()
+	if err != nil {
+		return nil, "", err
+	}
+	scope, err := s.listScope(ctx, p, inbox, direction, typ)
+	return ls, scope, err
+}
+
 // normalEntry checks an entry is an address (local@domain) or a domain
 // and lower-cases it.
 func normalEntry(entry string) (string, error) {
@@ -104,11 +114,7 @@ func normalEntry(entry string) (string, error) {
 
 // CreateListEntry adds an entry to a list.
 func (s *Service) CreateListEntry(ctx context.Context, p *Principal, inbox, direction, typ, entry, reason string) (ListEntryObject, error) {
-	ls, err := s.lists()
-	if err != nil {
-		return ListEntryObject{}, err
-	}
-	scope, err := s.listScope(ctx, p, inbox, direction, typ)
+	ls, scope, err := s.list(ctx, p, inbox, direction, typ)
 	if err != nil {
 		return ListEntryObject{}, err
 	}
@@ -125,11 +131,7 @@ func (s *Service) CreateListEntry(ctx context.Context, p *Principal, inbox, dire
 
 // GetListEntry returns one entry.
 func (s *Service) GetListEntry(ctx context.Context, p *Principal, inbox, direction, typ, entry string) (ListEntryObject, error) {
-	ls, err := s.lists()
-	if err != nil {
-		return ListEntryObject{}, err
-	}
-	scope, err := s.listScope(ctx, p, inbox, direction, typ)
+	ls, scope, err := s.list(ctx, p, inbox, direction, typ)
 	if err != nil {
 		return ListEntryObject{}, err
 	}
@@ -142,11 +144,7 @@ func (s *Service) GetListEntry(ctx context.Context, p *Principal, inbox, directi
 
 // DeleteListEntry removes one entry.
 func (s *Service) DeleteListEntry(ctx context.Context, p *Principal, inbox, direction, typ, entry string) error {
-	ls, err := s.lists()
-	if err != nil {
-		return err
-	}
-	scope, err := s.listScope(ctx, p, inbox, direction, typ)
+	ls, scope, err := s.list(ctx, p, inbox, direction, typ)
 	if err != nil {
 		return err
 	}
@@ -155,11 +153,7 @@ func (s *Service) DeleteListEntry(ctx context.Context, p *Principal, inbox, dire
 
 // ListListEntries lists one list by entry (keyset: the last entry).
 func (s *Service) ListListEntries(ctx context.Context, p *Principal, inbox, direction, typ string, lp ListParams) (ListEntriesObject, error) {
-	ls, err := s.lists()
-	if err != nil {
-		return ListEntriesObject{}, err
-	}
-	scope, err := s.listScope(ctx, p, inbox, direction, typ)
+	ls, scope, err := s.list(ctx, p, inbox, direction, typ)
 	if err != nil {
 		return ListEntriesObject{}, err
 	}
