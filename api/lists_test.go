@@ -1,7 +1,14 @@
 package api_test
 
 import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/envelopd/envelopd/store"
 )
 
 type listEntryObj struct {
@@ -75,5 +82,71 @@ func TestLists(t *testing.T) {
 	}
 	if c := e.do(scoped, "GET", "/v0/inboxes/shop@shop.test/lists/send/block", nil, nil); c != 200 {
 		t.Errorf("scoped inbox list: %d", c)
+	}
+}
+
+// TestListsInbound: mail the receive lists refuse is stored and listed
+// with the envelopd label blocked (AgentMail marks it so); in a thread
+// the inbox has written in, the reply lists decide instead.
+func TestListsInbound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("shop", "shop.test")
+	if c := e.do(e.key, "POST", "/v0/lists/receive/block", `{"entry":"evil.test"}`, nil); c != 200 {
+		t.Fatal(c)
+	}
+	if c := e.do(e.key, "POST", "/v0/inboxes/shop@shop.test/lists/reply/allow", `{"entry":"friend@evil.test"}`, nil); c != 200 {
+		t.Fatal(c)
+	}
+	put := func(n int, from, inReplyTo string) {
+		t.Helper()
+		mid := fmt.Sprintf("in%d@x.test", n)
+		hdr := ""
+		if inReplyTo != "" {
+			hdr = "In-Reply-To: <" + inReplyTo + ">\r\n"
+		}
+		raw := fmt.Sprintf("From: %s\r\nTo: shop@shop.test\r\nSubject: hello %d\r\nMessage-ID: <%s>\r\n%s\r\nx\r\n", from, n, mid, hdr)
+		in := &store.Incoming{Direction: store.DirIn, Raw: []byte(raw), MessageID: mid, Sender: from,
+			Recipients: []string{"shop@shop.test"}, Subject: fmt.Sprintf("hello %d", n), ReceivedAt: time.Now()}
+		if inReplyTo != "" {
+			in.InReplyTo = []string{inReplyTo}
+		}
+		if _, err := e.st.Ingest(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(1, "spam@Evil.test", "")
+	put(2, "ok@good.test", "")
+	// The shop writes to friend@evil.test; friend's answer is a reply: the
+	// inbox's reply allow list lets it through although evil.test is
+	// blocked for new mail.
+	var sent struct {
+		MessageID string `json:"message_id"`
+	}
+	if c := e.do(e.key, "POST", "/v0/inboxes/shop@shop.test/messages/send", map[string]any{"to": "friend@evil.test", "subject": "hi", "text": "x"}, &sent); c != 200 {
+		t.Fatal(c)
+	}
+	put(3, "friend@evil.test", strings.Trim(sent.MessageID, "<>"))
+	put(4, "other@evil.test", strings.Trim(sent.MessageID, "<>")) // a reply, not on the allow list
+	var l struct {
+		Messages []struct {
+			Subject string   `json:"subject"`
+			Labels  []string `json:"labels"`
+		} `json:"messages"`
+	}
+	if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/messages?labels=received&ascending=true", nil, &l); c != 200 || len(l.Messages) != 4 {
+		t.Fatalf("list: %d %+v", c, l)
+	}
+	want := map[string]bool{"hello 1": true, "hello 2": false, "hello 3": false, "hello 4": true}
+	for _, m := range l.Messages {
+		if slices.Contains(m.Labels, "blocked") != want[m.Subject] {
+			t.Errorf("%s: labels %v, blocked want %v", m.Subject, m.Labels, want[m.Subject])
+		}
+	}
+	if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/messages?labels=blocked", nil, &l); c != 200 || len(l.Messages) != 2 {
+		t.Errorf("labels=blocked: %d %+v", c, l)
+	}
+	if c := e.do(e.key, "PATCH", "/v0/inboxes/shop@shop.test/messages/in1@x.test", `{"remove_labels":["blocked"]}`, nil); c != 400 {
+		t.Errorf("removing blocked: %d", c)
 	}
 }

@@ -495,7 +495,7 @@ type UpdateMessageResult struct {
 }
 
 // reservedLabels are computed, not set.
-var reservedLabels = []string{"received", "sent", store.StatusAccepted, store.StatusQuarantined, store.StatusDuplicate}
+var reservedLabels = []string{"received", "sent", store.StatusAccepted, store.StatusQuarantined, store.StatusDuplicate, store.LabelBlocked}
 
 func checkLabels(u UpdateLabels) error {
 	for _, l := range append(slices.Clone(u.AddLabels), u.RemoveLabels...) {

@@ -153,11 +153,17 @@ func (s *core) DeleteListEntry(ctx context.Context, scope, direction, typ, entry
 // match. blocked is false when no list applies; entry names the
 // matching block entry, or is "" for an allow list's refusal.
 func (s *core) ListVerdict(ctx context.Context, inbox, direction, address string) (blocked bool, entry string, err error) {
+	return listVerdict(func(q string, args ...any) *sql.Row { return s.r.QueryRowContext(ctx, q, args...) }, inbox, direction, address)
+}
+
+// listVerdict is ListVerdict's rule through any row reader (the reader
+// pool, or a transaction).
+func listVerdict(row func(q string, args ...any) *sql.Row, inbox, direction, address string) (blocked bool, entry string, err error) {
 	address = strings.ToLower(strings.TrimSpace(address))
 	_, domain, _ := strings.Cut(address, "@")
 	count := func(q string, args ...any) (int, error) {
 		var n int
-		err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM api_lists WHERE scope = ? AND direction = ?`+q, args...).Scan(&n)
+		err := row(`SELECT count(*) FROM api_lists WHERE scope = ? AND direction = ?`+q, args...).Scan(&n)
 		return n, err
 	}
 	for _, scope := range []string{strings.ToLower(inbox), ""} {
@@ -168,7 +174,7 @@ func (s *core) ListVerdict(ctx context.Context, inbox, direction, address string
 		if n == 0 {
 			continue // no list at this scope: the broader one decides
 		}
-		err = s.r.QueryRowContext(ctx, `SELECT entry FROM api_lists WHERE scope = ? AND direction = ? AND list_type = 'block' AND entry IN (?, ?)
+		err = row(`SELECT entry FROM api_lists WHERE scope = ? AND direction = ? AND list_type = 'block' AND entry IN (?, ?)
 			ORDER BY entry LIMIT 1`, scope, direction, address, domain).Scan(&entry)
 		if err == nil {
 			return true, entry, nil
@@ -190,4 +196,27 @@ func (s *core) ListVerdict(ctx context.Context, inbox, direction, address string
 		return match == 0, "", nil
 	}
 	return false, "", nil
+}
+
+// LabelBlocked is the label the inbox index gives a received message its
+// receive (or, for a reply in a thread the inbox wrote in, reply) lists
+// refuse: the message is stored and listed, marked, as AgentMail marks it.
+const LabelBlocked = "blocked"
+
+// inboundBlocked decides, in the index transaction, whether a received
+// message from sender in thread is blocked for inbox: a message in a
+// thread the inbox has sent in is a reply (the reply lists decide),
+// any other the receive lists decide.
+func inboundBlocked(tx Tx, inbox, thread, sender string) (bool, error) {
+	var replied bool
+	if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM inbox_messages im JOIN messages m ON m.id = im.message_id
+		WHERE im.inbox = ? AND im.thread_id = ? AND m.direction = 'out')`, inbox, thread).Scan(&replied); err != nil {
+		return false, fmt.Errorf("store: list verdict: %w", err)
+	}
+	dir := ListReceive
+	if replied {
+		dir = ListReply
+	}
+	blocked, _, err := listVerdict(tx.QueryRow, inbox, dir, sender)
+	return blocked, err
 }
