@@ -29,6 +29,7 @@ from agentmail import AgentMail
 from agentmail.environment import AgentMailEnvironment
 from agentmail.core.api_error import ApiError
 from agentmail.core import unchecked_base_model
+from agentmail.websockets.types.subscribe import Subscribe
 from svix.webhooks import Webhook as SvixWebhook
 
 VALIDATED: typing.Dict[str, int] = {}
@@ -156,7 +157,16 @@ def main():
     assert upd.inbox_ids == [SHOP], upd
 
     # WHICH (bare) from Bob.
-    which = c.inboxes.messages.send(BOB, to=SHOP, subject="WHICH", text="")
+    # The websocket: subscribed, then the WHICH's message.received, both
+    # strictly validated (an unvalidated answer would come back a dict).
+    with c.websockets.connect() as ws:
+        ws.send_subscribe(Subscribe(event_types=["message.received"], inbox_ids=[SHOP]))
+        sub = ws.recv()
+        assert type(sub).__name__ == "Subscribed", sub
+        which = c.inboxes.messages.send(BOB, to=SHOP, subject="WHICH", text="")
+        ev = ws.recv()
+        assert type(ev).__name__ == "MessageReceivedEvent", ev
+        assert ev.message.subject == "WHICH" and ev.message.inbox_id == SHOP, ev.message
     assert which.message_id.startswith("<") and which.message_id.endswith("@buyer.test>"), which
     w = received(c, SHOP, "which")
     assert w.thread_id == which.thread_id
