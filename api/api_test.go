@@ -408,7 +408,8 @@ func TestValidation(t *testing.T) {
 		{"existing inbox", "POST", "/v0/inboxes", `{"username":"shop"}`, 409, "AlreadyExistsError"},
 		{"foreign domain", "POST", "/v0/inboxes", `{"username":"x","domain":"Bad_domain"}`, 400, "ValidationError"},
 		{"not implemented", "GET", "/v0/domains", nil, 501, "NotImplementedError"},
-		{"search", "GET", "/v0/inboxes/shop@shop.test/messages/search?q=x", nil, 501, "NotImplementedError"},
+		{"search without q", "GET", "/v0/inboxes/shop@shop.test/messages/search", nil, 400, "ValidationError"},
+		{"not implemented: sign-up", "POST", "/v0/agent/sign-up", `{}`, 501, "NotImplementedError"},
 		{"bad download", "GET", "/v0/download/abc.def", nil, 404, "NotFoundError"},
 	} {
 		var body map[string]any

@@ -103,27 +103,21 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /v0", h.websocket) // websocket.go
 	h.webhookRoutes(a)                   // webhooks.go
 	h.domainRoutes(a)                    // domains.go
-	// Searches need a full-text index envelopd does not keep.
-	for _, p := range []string{"GET /v0/inboxes/search", "GET /v0/inboxes/{inbox_id}/messages/search",
-		"GET /v0/inboxes/{inbox_id}/threads/search", "GET /v0/threads/search"} {
-		a(p, notImplemented("search is not implemented by envelopd"))
-	}
+	h.podRoutes(a)                       // pods.go
+	h.draftRoutes(a)                     // drafts.go
+	h.listRoutes(a)                      // lists.go
+	h.apiKeyRoutes(a)                    // apikeys.go
+	h.metricsRoutes(a)                   // metrics.go
+	h.searchRoutes(a)                    // search.go
 	// Everything else the SDK has (billing, organizations, pods, domains,
 	// drafts, lists, metrics, api-keys over HTTP, agent sign-up, x402/MPP
 	// payments, …): docs/api.md lists them.
 	a("/v0/", func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-		return nil, 0, &Error{Status: http.StatusNotImplemented, Name: "NotImplementedError",
-			Message: fmt.Sprintf("%s %s is not implemented by envelopd (see docs/api.md)", r.Method, r.URL.Path)}
+		return nil, 0, notServed(r)
 	})
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("no such endpoint: the API is under /v0"))
 	})
-}
-
-func notImplemented(msg string) authed {
-	return func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-		return nil, 0, &Error{Status: http.StatusNotImplemented, Name: "NotImplementedError", Message: msg}
-	}
 }
 
 // ServeHTTP implements http.Handler; a panic in a handler is a 500, never

@@ -128,7 +128,8 @@ func (s *Service) sync(ctx context.Context) {
 }
 
 // Run keeps the inbox index up to date in the background (every
-// interval) until ctx ends, so that no request waits for a backlog.
+// interval) until ctx ends, so that no request waits for a backlog, and
+// sends the scheduled drafts that fall due (SendDueDrafts).
 func (s *Service) Run(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		interval = time.Second
@@ -141,6 +142,9 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) error {
 			s.cfg.Logger.Warn("api: inbox index sync", "err", err)
 		} else if n > 10000 {
 			s.cfg.Logger.Info("api: inbox index caught up", "messages", n)
+		}
+		if _, err := s.SendDueDrafts(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("api: scheduled drafts", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -494,7 +498,7 @@ type UpdateMessageResult struct {
 }
 
 // reservedLabels are computed, not set.
-var reservedLabels = []string{"received", "sent", store.StatusAccepted, store.StatusQuarantined, store.StatusDuplicate}
+var reservedLabels = []string{"received", "sent", store.StatusAccepted, store.StatusQuarantined, store.StatusDuplicate, store.LabelBlocked}
 
 func checkLabels(u UpdateLabels) error {
 	for _, l := range append(slices.Clone(u.AddLabels), u.RemoveLabels...) {
@@ -776,8 +780,16 @@ func addrs(field string, l []string) ([]*mail.Address, error) {
 
 // envelopaySubject derives a subject from text holding an Envelopay JSON
 // body with a known type: "TYPE" or "TYPE | note" (envelopay-v0.2.0
-// "Protocol"). ok is false for other text.
+// "Protocol"). A first line written the Envelopay reference's way
+// ("TYPE | note", then the JSON; parse.SubjectLine) is the subject as
+// written. ok is false for other text.
 func envelopaySubject(text string) (string, bool) {
+	if ls, _, ok := parse.SubjectLine([]byte(text)); ok {
+		if ls.Note == "" {
+			return ls.Keyword, true
+		}
+		return ls.Keyword + " | " + strings.Join(strings.Fields(ls.Note), " "), true
+	}
 	j, err := parse.FindJSON([]byte(text))
 	if err != nil || len(j) == 0 {
 		return "", false
@@ -983,6 +995,9 @@ func (s *Service) queue(ctx context.Context, b store.Inbox, m mailout.Mail, req 
 	}
 	out, err := s.cfg.Mailer(dom).PrepareMail(m, kind)
 	if err != nil {
+		return SendResult{}, err
+	}
+	if err := s.checkSendLists(ctx, b.Address, out.Recipients); err != nil {
 		return SendResult{}, err
 	}
 	res := SendResult{MessageID: "<" + out.MessageID + ">"}

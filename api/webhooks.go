@@ -37,7 +37,11 @@ import (
 //	svix-signature: v1,BASE64(HMAC-SHA256(key, id + "." + timestamp + "." + body))
 //
 // where key is the base64-decoded part of the webhook's secret
-// "whsec_<base64>". The secret is shown once, in the create answer.
+// "whsec_<base64>". As AgentMail does, the secret is in every answer
+// about a webhook (create, get, list, update) given to a key allowed to
+// manage it (Principal.seesWebhook): receivers fetch it with
+// webhooks.get to verify deliveries. A scoped key never sees a webhook
+// that hears an inbox outside its scope.
 
 // WebhookStore is what webhooks need of the store (store.DB: SQLite or Postgres).
 type WebhookStore interface {
@@ -59,7 +63,7 @@ type WebhookObject struct {
 	EventTypes []string `json:"event_types,omitempty"`
 	PodIDs     []string `json:"pod_ids,omitempty"`
 	InboxIDs   []string `json:"inbox_ids,omitempty"`
-	Secret     string   `json:"secret,omitempty"` // only in the create answer
+	Secret     string   `json:"secret"` // to a key allowed to manage the webhook
 	Enabled    bool     `json:"enabled"`
 	// State is "enabled", "failing" (its endpoint backed off after
 	// failures) or "disabled"; DisabledReason "key_revoked" or
@@ -100,7 +104,7 @@ type UpdateWebhookRequest struct {
 }
 
 func webhookObject(w store.Webhook) WebhookObject {
-	return WebhookObject{WebhookID: w.ID, URL: w.URL, EventTypes: w.EventTypes, InboxIDs: w.InboxIDs,
+	return WebhookObject{WebhookID: w.ID, URL: w.URL, EventTypes: w.EventTypes, InboxIDs: w.InboxIDs, Secret: w.Secret,
 		Enabled: w.Enabled, State: w.State(), DisabledReason: w.DisabledReason, KeyID: w.KeyID,
 		UpdatedAt: w.UpdatedAt, CreatedAt: w.CreatedAt, ClientID: w.ClientID}
 }
@@ -243,11 +247,7 @@ func (s *Service) CreateWebhook(ctx context.Context, p *Principal, inbox string,
 		// Answered as for any webhook p may not see (no existence leak).
 		return WebhookObject{}, notFound("client_id %q not found", req.ClientID)
 	}
-	o := webhookObject(got)
-	if created {
-		o.Secret = got.Secret
-	}
-	return o, nil
+	return webhookObject(got), nil
 }
 
 func (s *Service) webhook(ctx context.Context, p *Principal, inbox, id string) (WebhookStore, store.Webhook, error) {
@@ -269,7 +269,8 @@ func (s *Service) webhook(ctx context.Context, p *Principal, inbox, id string) (
 	return ws, w, err
 }
 
-// GetWebhook returns a webhook (without its secret).
+// GetWebhook returns a webhook with its signing secret (p may manage it:
+// s.webhook answers 404 for one it may not see).
 func (s *Service) GetWebhook(ctx context.Context, p *Principal, inbox, id string) (WebhookObject, error) {
 	_, w, err := s.webhook(ctx, p, inbox, id)
 	if err != nil {

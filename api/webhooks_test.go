@@ -49,12 +49,18 @@ func TestWebhookCRUD(t *testing.T) {
 	}
 	var again webhookObj
 	e.do(e.key, "POST", "/v0/webhooks", `{"url":"https://agent.test/hook","event_types":["message.received"],"client_id":"c1"}`, &again)
-	if again.WebhookID != w.WebhookID || again.Secret != "" {
-		t.Errorf("client_id repeat: %+v (the secret is shown once)", again)
+	if again.WebhookID != w.WebhookID || again.Secret != w.Secret {
+		t.Errorf("client_id repeat: %+v (the same webhook and secret)", again)
 	}
+	// get and list return the signing secret to a key that may manage the
+	// webhook (AgentMail's "Verifying webhooks" fetches it so).
 	var got webhookObj
-	if c := e.do(e.key, "GET", "/v0/webhooks/"+w.WebhookID, nil, &got); c != 200 || got.Secret != "" || got.URL != w.URL {
+	if c := e.do(e.key, "GET", "/v0/webhooks/"+w.WebhookID, nil, &got); c != 200 || got.Secret != w.Secret || got.URL != w.URL {
 		t.Errorf("get: %d %+v", c, got)
+	}
+	var list struct{ Webhooks []webhookObj }
+	if c := e.do(e.key, "GET", "/v0/webhooks", nil, &list); c != 200 || len(list.Webhooks) != 1 || list.Webhooks[0].Secret != w.Secret {
+		t.Errorf("list: %d %+v", c, list)
 	}
 	for _, tc := range []struct{ body, field string }{
 		{`{"url":"ftp://x","event_types":["message.received"]}`, "url"},
@@ -90,8 +96,12 @@ func TestWebhookCRUD(t *testing.T) {
 		Count    int          `json:"count"`
 		Webhooks []webhookObj `json:"webhooks"`
 	}
-	if e.do(scoped, "GET", "/v0/webhooks", nil, &l); l.Count != 1 || l.Webhooks[0].WebhookID != iw.WebhookID {
+	if e.do(scoped, "GET", "/v0/webhooks", nil, &l); l.Count != 1 || l.Webhooks[0].WebhookID != iw.WebhookID || l.Webhooks[0].Secret != iw.Secret {
 		t.Errorf("scoped list: %+v", l)
+	}
+	var sg webhookObj
+	if c := e.do(scoped, "GET", "/v0/webhooks/"+iw.WebhookID, nil, &sg); c != 200 || sg.Secret != iw.Secret || !strings.HasPrefix(sg.Secret, "whsec_") {
+		t.Errorf("scoped get of its inbox's webhook: %d %+v", c, sg)
 	}
 	if c := e.do(scoped, "GET", "/v0/webhooks/"+w.WebhookID, nil, nil); c != 404 {
 		t.Errorf("scoped get of another inbox's webhook: %d", c)

@@ -48,6 +48,7 @@ func (p Paging) params() (api.ListParams, error) {
 type listInboxesIn struct {
 	Limit     int    `json:"limit,omitempty" jsonschema:"page size, 1 to 1000 (default 50)"`
 	PageToken string `json:"page_token,omitempty" jsonschema:"next_page_token of the previous page"`
+	PageTok   string `json:"pageToken,omitempty" jsonschema:"page_token, AgentMail's spelling"`
 }
 
 type createInboxIn struct {
@@ -55,6 +56,9 @@ type createInboxIn struct {
 	Domain      string `json:"domain,omitempty" jsonschema:"domain (default: the server's first domain)"`
 	DisplayName string `json:"display_name,omitempty"`
 	ClientID    string `json:"client_id,omitempty" jsonschema:"idempotency key: the same client_id returns the first inbox"`
+	// AgentMail's spellings.
+	DisplayNameAM string `json:"displayName,omitempty" jsonschema:"display_name, AgentMail's spelling"`
+	ClientIDAM    string `json:"clientId,omitempty" jsonschema:"client_id, AgentMail's spelling"`
 }
 
 type createInboxOut struct {
@@ -64,24 +68,56 @@ type createInboxOut struct {
 
 type listThreadsIn struct {
 	InboxID string `json:"inbox_id,omitempty" jsonschema:"inbox address (default: every inbox you may see)"`
+	amAlias
 	Paging
+}
+
+// amAlias are AgentMail's camelCase spellings of the first tools'
+// arguments (its MCP server's argument shapes).
+type amAlias struct {
+	InboxIDAM   string `json:"inboxId,omitempty" jsonschema:"inbox_id, AgentMail's spelling"`
+	PageTokenAM string `json:"pageToken,omitempty" jsonschema:"page_token, AgentMail's spelling"`
+}
+
+// or is a, else b.
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 type getThreadIn struct {
 	InboxID   string `json:"inbox_id,omitempty" jsonschema:"inbox address (default: the first inbox you may see that shows the thread)"`
-	ThreadID  string `json:"thread_id"`
+	ThreadID  string `json:"thread_id,omitempty" jsonschema:"the thread (or threadId)"`
 	Limit     int    `json:"limit,omitempty" jsonschema:"messages per page, oldest first (default 50)"`
 	PageToken string `json:"page_token,omitempty"`
+	amAlias
+	ThreadIDAM string `json:"threadId,omitempty" jsonschema:"thread_id, AgentMail's spelling"`
 }
 
 type listMessagesIn struct {
-	InboxID string `json:"inbox_id" jsonschema:"inbox address"`
+	InboxID string `json:"inbox_id,omitempty" jsonschema:"inbox address (or inboxId)"`
+	amAlias
 	Paging
 }
 
 type messageIn struct {
-	InboxID   string `json:"inbox_id" jsonschema:"inbox address"`
-	MessageID string `json:"message_id" jsonschema:"Message-ID (angle brackets optional) or store row id"`
+	InboxID     string `json:"inbox_id,omitempty" jsonschema:"inbox address (or inboxId)"`
+	MessageID   string `json:"message_id,omitempty" jsonschema:"Message-ID (angle brackets optional) or store row id (or messageId)"`
+	InboxIDAM   string `json:"inboxId,omitempty" jsonschema:"inbox_id, AgentMail's spelling"`
+	MessageIDAM string `json:"messageId,omitempty" jsonschema:"message_id, AgentMail's spelling"`
+}
+
+// check requires both ids in either spelling.
+func (in messageIn) check() error {
+	if or(in.InboxID, in.InboxIDAM) == "" {
+		return invalid("inbox_id", "required (inbox_id or inboxId)")
+	}
+	if or(in.MessageID, in.MessageIDAM) == "" {
+		return invalid("message_id", "required (message_id or messageId)")
+	}
+	return nil
 }
 
 type rawOut struct {
@@ -159,7 +195,7 @@ func (s *server) register(srv *sdk.Server) {
 			if err != nil {
 				return api.ListInboxes{}, err
 			}
-			lp, err := Paging{Limit: in.Limit, PageToken: in.PageToken}.params()
+			lp, err := Paging{Limit: in.Limit, PageToken: or(in.PageToken, in.PageTok)}.params()
 			if err != nil {
 				return api.ListInboxes{}, err
 			}
@@ -172,7 +208,7 @@ func (s *server) register(srv *sdk.Server) {
 				return createInboxOut{}, err
 			}
 			b, created, err := s.cfg.Service.CreateInbox(ctx, p, api.CreateInboxRequest{Username: in.Username,
-				Domain: in.Domain, DisplayName: in.DisplayName, ClientID: in.ClientID})
+				Domain: in.Domain, DisplayName: or(in.DisplayName, in.DisplayNameAM), ClientID: or(in.ClientID, in.ClientIDAM)})
 			return createInboxOut{Inbox: b, Created: created}, err
 		})
 	add(srv, "list_threads", "List threads (newest activity first) of an inbox, or of every inbox you may see.",
@@ -181,11 +217,12 @@ func (s *server) register(srv *sdk.Server) {
 			if err != nil {
 				return api.ListThreads{}, err
 			}
+			in.PageToken = or(in.PageToken, in.PageTokenAM)
 			lp, err := in.Paging.params()
 			if err != nil {
 				return api.ListThreads{}, err
 			}
-			return s.cfg.Service.ListThreads(ctx, p, in.InboxID, lp)
+			return s.cfg.Service.ListThreads(ctx, p, or(in.InboxID, in.InboxIDAM), lp)
 		})
 	add(srv, "get_thread", "Get a thread with its messages, oldest first, each with its envelopay verdicts.",
 		func(ctx context.Context, req *sdk.CallToolRequest, in getThreadIn) (api.Thread, error) {
@@ -193,11 +230,14 @@ func (s *server) register(srv *sdk.Server) {
 			if err != nil {
 				return api.Thread{}, err
 			}
-			lp, err := Paging{Limit: in.Limit, PageToken: in.PageToken}.params()
+			lp, err := Paging{Limit: in.Limit, PageToken: or(in.PageToken, in.PageTokenAM)}.params()
 			if err != nil {
 				return api.Thread{}, err
 			}
-			return s.cfg.Service.GetThread(ctx, p, in.InboxID, in.ThreadID, lp)
+			if or(in.ThreadID, in.ThreadIDAM) == "" {
+				return api.Thread{}, invalid("thread_id", "required (thread_id or threadId)")
+			}
+			return s.cfg.Service.GetThread(ctx, p, or(in.InboxID, in.InboxIDAM), or(in.ThreadID, in.ThreadIDAM), lp)
 		})
 	add(srv, "list_messages", "List an inbox's messages (newest first), each with its envelopay verdicts.",
 		func(ctx context.Context, req *sdk.CallToolRequest, in listMessagesIn) (api.ListMessages, error) {
@@ -205,11 +245,12 @@ func (s *server) register(srv *sdk.Server) {
 			if err != nil {
 				return api.ListMessages{}, err
 			}
+			in.PageToken = or(in.PageToken, in.PageTokenAM)
 			lp, err := in.Paging.params()
 			if err != nil {
 				return api.ListMessages{}, err
 			}
-			return s.cfg.Service.ListMessages(ctx, p, in.InboxID, lp)
+			return s.cfg.Service.ListMessages(ctx, p, or(in.InboxID, in.InboxIDAM), lp)
 		})
 	add(srv, "get_message", "Get one message: text, headers, attachments and its envelopay verdicts (type, body, status, error codes, DKIM per signature, tunnelled-protocol verdicts).",
 		func(ctx context.Context, req *sdk.CallToolRequest, in messageIn) (api.Message, error) {
@@ -217,7 +258,10 @@ func (s *server) register(srv *sdk.Server) {
 			if err != nil {
 				return api.Message{}, err
 			}
-			return s.cfg.Service.GetMessage(ctx, p, in.InboxID, in.MessageID)
+			if err := in.check(); err != nil {
+				return api.Message{}, err
+			}
+			return s.cfg.Service.GetMessage(ctx, p, or(in.InboxID, in.InboxIDAM), or(in.MessageID, in.MessageIDAM))
 		})
 	add(srv, "get_raw", "Get the exact stored bytes of a message (RFC 5322 source, DKIM signatures included).",
 		func(ctx context.Context, req *sdk.CallToolRequest, in messageIn) (rawOut, error) {
@@ -225,7 +269,10 @@ func (s *server) register(srv *sdk.Server) {
 			if err != nil {
 				return rawOut{}, err
 			}
-			m, r, err := s.cfg.Service.GetRaw(ctx, p, in.InboxID, in.MessageID)
+			if err := in.check(); err != nil {
+				return rawOut{}, err
+			}
+			m, r, err := s.cfg.Service.GetRaw(ctx, p, or(in.InboxID, in.InboxIDAM), or(in.MessageID, in.MessageIDAM))
 			if err != nil {
 				return rawOut{}, err
 			}
@@ -309,6 +356,7 @@ func (s *server) register(srv *sdk.Server) {
 			return s.cfg.Service.UpdateMessage(ctx, p, in.InboxID, in.MessageID, api.UpdateLabels{AddLabels: in.AddLabels, RemoveLabels: in.RemoveLabels})
 		})
 	s.registerSign(srv)
+	s.registerAgentMail(srv)
 }
 
 // envelopayRequest is the SendRequest of an Envelopay message: its body

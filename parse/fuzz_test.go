@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/protocols/envelopay"
 )
 
 // seedCorpus adds every corpus mail to a fuzz target.
@@ -64,6 +66,29 @@ func FuzzFindJSON(f *testing.F) {
 		var m map[string]json.RawMessage
 		if json.Unmarshal(obj, &m) != nil || !bytes.Contains(text, obj) || obj[0] != '{' || obj[len(obj)-1] != '}' {
 			t.Fatalf("%q: returned %q", text, obj)
+		}
+	})
+}
+
+// FuzzSubjectLine: SubjectLine never panics; when it accepts a line, the
+// subject is one of the nine types, rest is a suffix of text, and the
+// JSON found in rest has that type.
+func FuzzSubjectLine(f *testing.F) {
+	for _, s := range []string{"ORDER | x\n{\"type\":\"order\"}", "PAY\n\n{\"type\":\"order\"}", "{\"type\":\"pay\"}", "\n\nWHICH |\n{\"type\":\"which\"}", "Re: PAY\n{}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, text []byte) {
+		s, rest, ok := SubjectLine(text)
+		if !ok {
+			return
+		}
+		if !envelopay.IsType(s.Type) || !bytes.HasSuffix(text, rest) {
+			t.Fatalf("accepted %+v, rest %q of %q", s, rest, text)
+		}
+		_, fields, err := findJSON(rest)
+		var typ string
+		if err != nil || json.Unmarshal(fields["type"], &typ) != nil || !strings.EqualFold(typ, s.Type) {
+			t.Fatalf("accepted %+v but rest %q has no JSON of that type", s, rest)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,19 +53,38 @@ func Parse(raw []byte, opts Options) *Result {
 	// Subject ("Protocol" / "Subject parsing").
 	subj, serr := envelopay.ParseSubject(r.Subject, opts.Lenient)
 	r.Type, r.Note = subj.Type, subj.Note
+	var subjProblem protocols.Problem
 	if serr != nil {
-		var p protocols.Problem
-		errors.As(serr, &p)
-		r.Errors = append(r.Errors, p)
+		errors.As(serr, &subjProblem)
+		r.Errors = append(r.Errors, subjProblem)
 	}
 
 	textIdx := r.attachments(w.parts, lim.MaxAttachments)
+	var text []byte
+	if serr == nil && r.Note == "" || r.Type == "" && subj.Keyword == "" {
+		// A reply written the Envelopay reference's way (SubjectLine):
+		// the first text line is the subject when the header's is not
+		// Envelopay (AgentMail's "Re: …", also when Lenient read a type
+		// through the Re:) or is the bare same TYPE.
+		n := len(r.Errors)
+		text = stripQuoted(r.bodyText(w.parts, textIdx))
+		if ls, rest, ok := SubjectLine(text); ok && (r.Type == "" || r.Type == ls.Type || !strictSubject(r.Subject)) {
+			if r.Type == "" {
+				r.Errors = slices.DeleteFunc(r.Errors, func(p protocols.Problem) bool { return p == subjProblem })
+			}
+			r.Type, r.Note, text = ls.Type, ls.Note, rest
+		} else if r.Type == "" {
+			r.Errors = r.Errors[:n] // the text of mail that is not Envelopay is not judged
+		}
+	} else if r.Type != "" {
+		text = stripQuoted(r.bodyText(w.parts, textIdx))
+	}
 	if r.Type != "" {
 		if th := strings.TrimSpace(r.TypeHeader); th != "" && !strings.EqualFold(th, r.Type) {
 			r.warn(protocols.CodeTypeMismatch, "x-envelopay-type",
 				"X-Envelopay-Type says %q but the subject says %q; the subject wins", th, r.Type)
 		}
-		r.body(w.parts, textIdx, lim)
+		r.body(text, lim)
 	}
 	r.Valid = len(r.Errors) == 0
 	r.OOPS = r.oops(subj)
@@ -231,8 +251,7 @@ func (r *Result) decodeText(p *part) []byte {
 }
 
 // body finds and validates the JSON object of an Envelopay message.
-func (r *Result) body(parts []part, idx []int, lim Limits) {
-	text := stripQuoted(r.bodyText(parts, idx))
+func (r *Result) body(text []byte, lim Limits) {
 	obj, fields, ferr := findJSONWithin(text, lim)
 	if ferr != nil {
 		var p protocols.Problem
@@ -274,4 +293,11 @@ func (r *Result) oops(_ envelopay.Subject) json.RawMessage {
 		return nil
 	}
 	return OOPSBody(p, r.ID)
+}
+
+// strictSubject reports whether subject is an Envelopay subject as
+// written, without the lenient reading.
+func strictSubject(subject string) bool {
+	_, err := envelopay.ParseSubject(subject, false)
+	return err == nil
 }

@@ -251,14 +251,30 @@ func (s *core) SyncInboxes(ctx context.Context, max int) (int, error) {
 			if err := rows.Err(); err != nil {
 				return fmt.Errorf("store: sync inboxes: %w", err)
 			}
+			// Inbound lists mark what they refuse (LabelBlocked); most
+			// installations have none, and pay one query per batch.
+			var lists bool
+			if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM api_lists WHERE direction IN ('receive', 'reply'))`).Scan(&lists); err != nil {
+				return fmt.Errorf("store: sync inboxes: %w", err)
+			}
 			for _, it := range items {
 				for _, b := range inboxesOf(it.mailbox, it.dir, it.sender, it.rcpts) {
+					labels := " "
+					if lists && it.dir == DirIn {
+						blocked, err := inboundBlocked(tx, b, it.thr, it.sender)
+						if err != nil {
+							return err
+						}
+						if blocked {
+							labels = " " + LabelBlocked + " "
+						}
+					}
 					if _, err := tx.Exec(`INSERT INTO api_inboxes (address, created_at, updated_at) VALUES (?, ?, ?)
 						ON CONFLICT (address) DO UPDATE SET deleted = 0`, b, it.at, it.at); err != nil {
 						return fmt.Errorf("store: sync inboxes: %w", err)
 					}
-					if _, err := tx.Exec(`INSERT INTO inbox_messages (inbox, message_id, thread_id) VALUES (?, ?, ?)
-						ON CONFLICT DO NOTHING`, b, it.id, it.thr); err != nil {
+					if _, err := tx.Exec(`INSERT INTO inbox_messages (inbox, message_id, thread_id, labels) VALUES (?, ?, ?, ?)
+						ON CONFLICT DO NOTHING`, b, it.id, it.thr, labels); err != nil {
 						return fmt.Errorf("store: sync inboxes: %w", err)
 					}
 					if _, err := tx.Exec(`INSERT INTO inbox_threads (inbox, thread_id, last_id) VALUES (?, ?, ?)

@@ -640,11 +640,45 @@ INSERT INTO api_webhook_fanout (id) SELECT coalesce(max(id), 0) FROM api_events;
 UPDATE api_webhooks SET enabled = 0, disabled_reason = 'key_revoked'
 	WHERE enabled AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL);
 `,
+	// 20: the API's drafts (store.Draft): a JSON document per draft; a
+	// scheduled one (status 'scheduled', send_at) is leased to one node
+	// at a time (lease_until) by ClaimDueDrafts.
+	`
+CREATE TABLE api_drafts (
+	id          TEXT PRIMARY KEY,
+	inbox       TEXT NOT NULL,
+	request     TEXT NOT NULL,
+	send_at     INTEGER NOT NULL DEFAULT 0,
+	lease_until INTEGER NOT NULL DEFAULT 0,
+	status      TEXT NOT NULL DEFAULT '',
+	last_error  TEXT NOT NULL DEFAULT '',
+	client_id   TEXT UNIQUE,
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL
+);
+CREATE INDEX api_drafts_inbox ON api_drafts (inbox, created_at, id);
+CREATE INDEX api_drafts_due ON api_drafts (status, send_at);
+`,
+	// 21: the API's allow and block lists (store.ListEntry); scope is an
+	// inbox address or '' for the organisation.
+	`
+CREATE TABLE api_lists (
+	scope      TEXT NOT NULL,
+	direction  TEXT NOT NULL,
+	list_type  TEXT NOT NULL,
+	entry      TEXT NOT NULL,
+	reason     TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (scope, direction, list_type, entry)
+) WITHOUT ROWID;
+`,
+	// 22: metrics count the event log by time (EventCounts).
+	`CREATE INDEX api_events_created ON api_events (created_at, type);`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 19
+const SchemaVersion = 22
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -547,4 +547,35 @@ INSERT INTO api_webhook_fanout (id) SELECT coalesce(max(id), 0) FROM api_events;
 UPDATE api_webhooks SET enabled = false, disabled_reason = 'key_revoked'
 	WHERE enabled AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL);
 `},
+	// 20: the API's drafts (SQLite migration 20).
+	{20, `
+CREATE TABLE api_drafts (
+	id          text COLLATE "C" PRIMARY KEY,
+	inbox       text NOT NULL,
+	request     text NOT NULL,
+	send_at     bigint NOT NULL DEFAULT 0,
+	lease_until bigint NOT NULL DEFAULT 0,
+	status      text NOT NULL DEFAULT '',
+	last_error  text NOT NULL DEFAULT '',
+	client_id   text UNIQUE,
+	created_at  bigint NOT NULL,
+	updated_at  bigint NOT NULL
+);
+CREATE INDEX api_drafts_inbox ON api_drafts (inbox, created_at, id);
+CREATE INDEX api_drafts_due ON api_drafts (status, send_at);
+`},
+	// 21: the API's allow and block lists (SQLite migration 21).
+	{21, `
+CREATE TABLE api_lists (
+	scope      text COLLATE "C" NOT NULL,
+	direction  text COLLATE "C" NOT NULL,
+	list_type  text COLLATE "C" NOT NULL,
+	entry      text COLLATE "C" NOT NULL,
+	reason     text NOT NULL DEFAULT '',
+	created_at bigint NOT NULL,
+	PRIMARY KEY (scope, direction, list_type, entry)
+);
+`},
+	// 22: metrics count the event log by time (SQLite migration 22).
+	{22, `CREATE INDEX api_events_created ON api_events (created_at, type);`},
 }

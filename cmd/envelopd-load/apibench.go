@@ -317,6 +317,10 @@ func apiBench(ctx context.Context, log io.Writer, db string, n, inboxes, threadL
 		{"list_threads_deep_page", inbox + "/threads?limit=50&page_token=" + url.QueryEscape(deepThreads)},
 		{"list_threads_org_wide", "/v0/threads?limit=50"},
 		{"get_thread", inbox + "/threads/" + first.Threads[len(first.Threads)/2].ThreadID},
+		// Search: one thread's words (rare), and a word in every subject.
+		{"search_messages_rare", inbox + "/messages/search?limit=50&q=" + url.QueryEscape(fmt.Sprintf("order %d", (n/threadLen)/2))},
+		{"search_messages_common", inbox + "/messages/search?limit=50&q=order"},
+		{"search_threads_org_wide", "/v0/threads/search?limit=50&q=order"},
 	}
 	for _, c := range cases {
 		for i := 0; i < 20; i++ { // warm up

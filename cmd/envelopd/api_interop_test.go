@@ -199,3 +199,73 @@ func testMCPClient(t *testing.T, db string) {
 		t.Fatalf("node --test did not pass:\n%s", out)
 	}
 }
+
+// pyVenv returns a Python venv holding agentmail 0.5.0, svix 2.0.0 and
+// mcp 1.29.0 from the offline wheelhouse (../shared/interop/python):
+// $ENVELOPD_PY_VENV (.ci/run makes it), else a fresh venv in a temporary
+// directory made by the wheelhouse README's recipe.
+func pyVenv(t *testing.T) string {
+	t.Helper()
+	interop(t, "python3")
+	if d := os.Getenv("ENVELOPD_PY_VENV"); d != "" {
+		return d
+	}
+	wheels, _ := filepath.Abs("../../../shared/interop/python") // beside the repository
+	if _, err := os.Stat(wheels); err != nil {
+		wheels = "/work/shared/interop/python"
+	}
+	if d := os.Getenv("ENVELOPD_PY_WHEELS"); d != "" {
+		wheels = d
+	}
+	d := filepath.Join(t.TempDir(), "venv")
+	for _, c := range [][]string{
+		{"python3", "-m", "venv", "--system-site-packages", d},
+		{filepath.Join(d, "bin", "pip"), "install", "-q", "--no-index", "--find-links", filepath.Join(wheels, "wheelhouse"),
+			"-r", filepath.Join(wheels, "requirements.txt")},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(c, " "), err, out)
+		}
+	}
+	return d
+}
+
+// TestInteropAgentMailPythonSDK: AgentMail's official Python SDK
+// (agentmail 0.5.0), unchanged and with strict response validation,
+// calls every method envelopd serves once (testdata/api/sdk_test.py).
+func TestInteropAgentMailPythonSDK(t *testing.T) { testAgentMailPythonSDK(t, "") }
+
+// TestInteropPostgresAgentMailPythonSDK is TestInteropAgentMailPythonSDK
+// with the store on Postgres.
+func TestInteropPostgresAgentMailPythonSDK(t *testing.T) {
+	interop(t, "python3")
+	testAgentMailPythonSDK(t, pgtest.Schema(t))
+}
+
+func testAgentMailPythonSDK(t *testing.T, db string) {
+	venv := pyVenv(t)
+	srv := startAPIServerDB(t, db)
+	script, _ := filepath.Abs("../../testdata/api/sdk_test.py")
+	cmd := exec.Command(filepath.Join(venv, "bin", "python"), script)
+	cmd.Env = append(os.Environ(), "ENVELOPD_API_URL="+srv.url, "ENVELOPD_API_KEY="+srv.key)
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("sdk_test.py: %v\n%s", err, out)
+	}
+}
+
+// TestInteropMCPPythonClient: the official MCP Python SDK (mcp 1.29.0)
+// over stdio (`envelopd mcp`) and streamable HTTP (/mcp) with
+// AgentMail's tool names and arguments, output schemas checked
+// (testdata/mcp/client_test.py).
+func TestInteropMCPPythonClient(t *testing.T) {
+	venv := pyVenv(t)
+	srv := startAPIServer(t)
+	script, _ := filepath.Abs("../../testdata/mcp/client_test.py")
+	cmd := exec.Command(filepath.Join(venv, "bin", "python"), script)
+	cmd.Env = append(os.Environ(), "ENVELOPD_API_URL="+srv.url, "ENVELOPD_API_KEY="+srv.key, "ENVELOPD_BIN="+srv.bin, "ENVELOPD_DB="+srv.db)
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("client_test.py: %v\n%s", err, out)
+	}
+}

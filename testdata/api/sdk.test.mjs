@@ -144,6 +144,17 @@ test("Envelopay exchange through the AgentMail SDK", async () => {
   assert.equal(page2.count, 3);
   assert.equal(page2.nextPageToken, undefined);
 
+  // Search (the TypeScript SDK has it; the Python SDK 0.5.0 does not):
+  // every word a prefix in a subject or note.
+  const found = await client.inboxes.messages.search(SHOP, { q: "pay" });
+  assert.equal(found.messages.filter((x) => x.envelopay.type === "pay").length, 2);
+  assert.ok(found.messages.every((x) => /\bpay/i.test(x.subject + " " + (x.envelopay.note ?? ""))), JSON.stringify(found.messages.map((x) => x.subject)));
+  const ft = await client.inboxes.threads.search(SHOP, { q: "SOL accepted" });
+  assert.equal(ft.count, 1);
+  assert.equal((await client.threads.search({ q: "methods" })).count, 2);
+  assert.deepEqual((await client.inboxes.search({ q: "bo" })).inboxes.map((i) => i.inboxId), [BOB]);
+  await assert.rejects(client.inboxes.messages.search(SHOP, { q: "***" }), AgentMail.ValidationError);
+
   // Errors are the SDK's own.
   await assert.rejects(client.inboxes.messages.get(SHOP, "<nope@shop.test>"), AgentMail.NotFoundError);
   const bad = new AgentMailClient({ apiKey: "ek_000000000000_" + "A".repeat(43), environment: { http: base, websockets: base } });

@@ -1,0 +1,26 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestNotServed: what envelopd does not serve is a 501 naming the
+// feature and the docs/api.md section.
+func TestNotServed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("a", "shop.test")
+	for _, tc := range []struct{ method, path, want string }{
+		{"POST", "/v0/agent/sign-up", `agent sign-up and verification is not implemented by envelopd (docs/api.md, "Not implemented")`},
+		{"GET", "/v0/inboxes/a@shop.test/events", `inbox events (label.added, label.removed) is not implemented`},
+		{"GET", "/v0/inboxes/a@shop.test/drafts/drf_1/attachments/att_1", `draft attachments is not implemented by envelopd (docs/api.md, "Drafts")`},
+		{"POST", "/v0/inboxes/a@shop.test/messages/batch-get", `batch message calls`},
+		{"GET", "/v0/nothing/here", `GET /v0/nothing/here is not implemented by envelopd (docs/api.md, "Not implemented")`},
+	} {
+		var er struct{ Name, Message string }
+		if c := e.do(e.key, tc.method, tc.path, nil, &er); c != 501 || er.Name != "NotImplementedError" || !strings.Contains(er.Message, tc.want) {
+			t.Errorf("%s %s: %d %+v", tc.method, tc.path, c, er)
+		}
+	}
+}

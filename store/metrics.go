@@ -1,0 +1,67 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"time"
+)
+
+// Bucket is one period of an event count (the SDK's MetricBucket).
+type Bucket struct {
+	Start time.Time
+	Count int64
+}
+
+// MaxBuckets bounds the periods one EventCounts answers.
+const MaxBuckets = 10000
+
+// EventCounts counts the event log's events of types (nil: every type)
+// of inboxes (nil: every inbox) created in [start, end), per type, in
+// periods of period from start; only periods with events are returned,
+// oldest first. The span is at most MaxBuckets periods.
+func (s *core) EventCounts(ctx context.Context, inboxes, types []string, start, end time.Time, period time.Duration) (map[string][]Bucket, error) {
+	if period <= 0 || !end.After(start) || end.Sub(start)/period > MaxBuckets {
+		return nil, fmt.Errorf("%w: event counts over %s in periods of %s (at most %d periods)", ErrBadInput, end.Sub(start), period, MaxBuckets)
+	}
+	s.syncEvents(ctx)
+	q := `SELECT type, (created_at - ?) / ?, count(*) FROM api_events WHERE created_at >= ? AND created_at < ?`
+	p0 := start.UTC().UnixNano()
+	args := []any{p0, int64(period), p0, end.UTC().UnixNano()}
+	if inboxes != nil {
+		if len(inboxes) == 0 {
+			return map[string][]Bucket{}, nil
+		}
+		c, a := inList("inbox", inboxes)
+		q += " AND " + c
+		args = append(args, a...)
+	}
+	if len(types) > 0 {
+		c, a := inList("type", types)
+		q += " AND " + c
+		args = append(args, a...)
+	}
+	q += ` GROUP BY 1, 2`
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: event counts: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]Bucket{}
+	for rows.Next() {
+		var typ string
+		var n, c int64
+		if err := rows.Scan(&typ, &n, &c); err != nil {
+			return nil, fmt.Errorf("store: event counts: %w", err)
+		}
+		out[typ] = append(out[typ], Bucket{Start: start.UTC().Add(time.Duration(n) * period), Count: c})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: event counts: %w", err)
+	}
+	for _, b := range out {
+		sort.Slice(b, func(i, j int) bool { return b[i].Start.Before(b[j].Start) })
+	}
+	return out, nil
+}
