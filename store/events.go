@@ -90,20 +90,92 @@ func (s *core) syncEvents(ctx context.Context) {
 		if err := s.r.QueryRowContext(ctx, s.d.eventsLag).Scan(&lag); err != nil || !lag {
 			return
 		}
-		// In steps, so that a backlog (mail stored while nothing read
-		// the log) never holds the writer for long.
+		// In steps, each its own write, so that a backlog (mail stored
+		// while nothing read the log) never holds the writer for long.
+		var more bool
 		if err := s.write(ctx, func(tx Tx) error {
-			_, err := tx.Exec(s.d.syncEvents, syncEventsStep)
+			var err error
+			more, err = s.catchUpStep(tx)
 			return err
-		}); err != nil {
+		}); err != nil || !more {
 			return
 		}
 	}
 }
 
-// syncEventsStep bounds the messages one catch-up write of the event
-// log covers.
+// syncEventsStep bounds the message ids whose received events one
+// writer transaction writes, whoever writes them: an event read
+// (syncEvents) or the triggers of another event (writeLogged).
 const syncEventsStep = 5000
+
+// catchUpBudget is the writer's transaction on SQLite: it counts the
+// message ids its catch-ups cover, so that the writes of one batch
+// share one syncEventsStep.
+type catchUpBudget interface{ caughtUp(n int64) int64 }
+
+// caughtUp adds n to the ids tx's catch-ups cover and returns the total
+// (0 where tx keeps no count).
+func caughtUp(tx Tx, n int64) int64 {
+	if b, ok := tx.(catchUpBudget); ok {
+		return b.caughtUp(n)
+	}
+	return 0
+}
+
+// catchUpStep writes in tx the received events of the next message ids,
+// within what is left of the transaction's step; more says ids are left.
+func (s *core) catchUpStep(tx Tx) (more bool, err error) {
+	var behind int64
+	if err := tx.QueryRow(s.d.eventsBehind).Scan(&behind); err != nil {
+		return false, fmt.Errorf("store: event log catch-up: %w", err)
+	}
+	n := min(behind, syncEventsStep-caughtUp(tx, 0))
+	if n <= 0 {
+		return behind > 0, nil
+	}
+	if _, err := tx.Exec(s.d.syncEvents, n); err != nil {
+		return false, fmt.Errorf("store: event log catch-up: %w", err)
+	}
+	caughtUp(tx, n)
+	return behind > n, nil
+}
+
+// writeLogged is write for an fn that may log an event other than
+// message.received (a message sent, a recipient delivered or bounced, a
+// payment settled, a domain verified). Where received events are
+// written late (SQLite), the trigger of such an event first writes
+// every received event still owed, so that the log keeps the order of
+// the facts — after a long time without event reads, a whole backlog in
+// fn's transaction. writeLogged runs fn only in a transaction where what
+// is owed fits the step; before, it writes the backlog in steps, each a
+// write of its own between the other writers'. No transaction covers
+// more than syncEventsStep message ids, and the log's order holds: the
+// owed events still precede fn's.
+func (s *core) writeLogged(ctx context.Context, fn func(tx Tx) error) error {
+	if s.d.syncEvents == "" {
+		return s.write(ctx, fn)
+	}
+	for {
+		ran := false
+		err := s.write(ctx, func(tx Tx) error {
+			ran = false
+			var behind int64
+			if err := tx.QueryRow(s.d.eventsBehind).Scan(&behind); err != nil {
+				return fmt.Errorf("store: event log catch-up: %w", err)
+			}
+			if behind > syncEventsStep-caughtUp(tx, 0) {
+				_, err := s.catchUpStep(tx)
+				return err
+			}
+			caughtUp(tx, max(behind, 0))
+			ran = true
+			return fn(tx)
+		})
+		if err != nil || ran {
+			return err
+		}
+	}
+}
 
 // Events returns the events after f.After, in id order.
 func (s *core) Events(ctx context.Context, f EventFilter) ([]Event, error) {

@@ -24,6 +24,17 @@ type wtx struct {
 	stmts  map[string]*sql.Stmt
 	queue  bool // the batch queued mail (QueueChanged)
 	stored bool // the batch stored messages (WaitNew, MessagesChanged)
+	// caught counts the message ids whose received events this
+	// transaction wrote (core.catchUpStep, core.writeLogged), so that
+	// the writes of one batch share one step's bound.
+	caught int64
+}
+
+// caughtUp adds n to the message ids this transaction's event log
+// catch-ups cover and returns the total.
+func (w *wtx) caughtUp(n int64) int64 {
+	w.caught += n
+	return w.caught
 }
 
 func (w *wtx) stmt(q string) (*sql.Stmt, error) {
