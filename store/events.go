@@ -886,3 +886,93 @@ func (s *core) FinishIdempotency(ctx context.Context, keyID, key string, status 
 		return nil
 	})
 }
+
+// Retention of the API's logs.
+
+// Default retentions of the event log and the Idempotency-Key records
+// (serve's -event-retention and -idempotency-retention).
+const (
+	DefaultEventRetention       = 30 * 24 * time.Hour
+	DefaultIdempotencyRetention = 24 * time.Hour
+)
+
+// APILogPruner is the ability to forget the API's old events and
+// Idempotency-Key records (both backends).
+type APILogPruner interface {
+	// PruneAPILogs deletes, in steps of pruneStep rows each its own
+	// write, the events created before now-events and the
+	// Idempotency-Key records created before now-idempotency (a
+	// duration ≤ 0 keeps them all). An event is kept while it may still
+	// be delivered: not yet fanned out to the webhooks, or at or after
+	// the oldest pending delivery; the hand-off log of the events
+	// deleted goes with them. It returns the rows deleted.
+	PruneAPILogs(ctx context.Context, now time.Time, events, idempotency time.Duration) (int, error)
+}
+
+// pruneStep bounds the rows one pruning write deletes.
+const pruneStep = 1000
+
+// PruneAPILogs implements APILogPruner.
+func (s *core) PruneAPILogs(ctx context.Context, now time.Time, events, idempotency time.Duration) (int, error) {
+	total := 0
+	if events > 0 {
+		cut := now.Add(-events).UTC().UnixNano()
+		for {
+			var n int
+			err := s.write(ctx, func(tx Tx) error {
+				n = 0
+				// The oldest events first (by id, the primary key): a
+				// step reads at most pruneStep of them.
+				var to sql.NullInt64
+				if err := tx.QueryRow(`SELECT max(e.id) FROM (SELECT id, created_at FROM api_events ORDER BY id LIMIT ?) e
+					WHERE e.created_at < ? AND e.id <= (SELECT id FROM api_webhook_fanout)
+					AND e.id < coalesce((SELECT min(d.event_id) FROM api_webhook_deliveries d WHERE d.state = 'pending'), e.id + 1)`,
+					pruneStep, cut).Scan(&to); err != nil || !to.Valid {
+					return err
+				}
+				if _, err := tx.Exec(`DELETE FROM api_webhook_deliveries WHERE event_id IN
+					(SELECT id FROM api_events WHERE id <= ? AND created_at < ?)`, to.Int64, cut); err != nil {
+					return err
+				}
+				res, err := tx.Exec(`DELETE FROM api_events WHERE id <= ? AND created_at < ?`, to.Int64, cut)
+				if err != nil {
+					return err
+				}
+				m, err := res.RowsAffected()
+				n = int(m)
+				return err
+			})
+			if err != nil {
+				return total, fmt.Errorf("store: prune events: %w", err)
+			}
+			total += n
+			if n == 0 {
+				break
+			}
+		}
+	}
+	if idempotency > 0 {
+		cut := now.Add(-idempotency).UTC().UnixNano()
+		for {
+			var n int
+			err := s.write(ctx, func(tx Tx) error {
+				res, err := tx.Exec(`DELETE FROM api_idempotency WHERE (key_id, idem_key) IN
+					(SELECT key_id, idem_key FROM api_idempotency WHERE created_at < ? LIMIT ?)`, cut, pruneStep)
+				if err != nil {
+					return err
+				}
+				m, err := res.RowsAffected()
+				n = int(m)
+				return err
+			})
+			if err != nil {
+				return total, fmt.Errorf("store: prune idempotency keys: %w", err)
+			}
+			total += n
+			if n < pruneStep {
+				break
+			}
+		}
+	}
+	return total, nil
+}
