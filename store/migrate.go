@@ -640,11 +640,17 @@ INSERT INTO api_webhook_fanout (id) SELECT coalesce(max(id), 0) FROM api_events;
 UPDATE api_webhooks SET enabled = 0, disabled_reason = 'key_revoked'
 	WHERE enabled AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL);
 `,
+	// 20: raw bytes stored compressed (rawcodec.go): codec says how a
+	// row's raw is encoded. Rows from before are left as they are
+	// (codec 0, the bytes as received) and read as before.
+	`
+ALTER TABLE message_raw ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 19
+const SchemaVersion = 20
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -547,4 +547,9 @@ INSERT INTO api_webhook_fanout (id) SELECT coalesce(max(id), 0) FROM api_events;
 UPDATE api_webhooks SET enabled = false, disabled_reason = 'key_revoked'
 	WHERE enabled AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL);
 `},
+	// 20: raw bytes stored compressed (SQLite migration 20). A constant
+	// default adds the column without rewriting the table.
+	{20, `
+ALTER TABLE message_raw ADD COLUMN codec smallint NOT NULL DEFAULT 0;
+`},
 }

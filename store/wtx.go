@@ -103,7 +103,8 @@ func (w *wtx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 		return 0, false, err
 	}
 	w.stored = true
-	if _, err := w.Exec(`INSERT INTO message_raw (message_id, raw) VALUES (?, ?)`, id, raw); err != nil {
+	z, codec := raws.encode(raw)
+	if _, err := w.Exec(`INSERT INTO message_raw (message_id, raw, codec) VALUES (?, ?, ?)`, id, z, codec); err != nil {
 		return 0, false, fmt.Errorf("insert raw: %w", err)
 	}
 	return id, true, nil
