@@ -34,8 +34,9 @@ type rawCodec struct {
 // raws is the store's raw codec: stateless between calls, shared by
 // every store of the process so that its buffers are allocated once.
 var raws = func() *rawCodec {
-	// SpeedFastest: the level above ("default") saved ≈ 3 % more bytes
-	// for ≈ 2× the CPU on mail (docs/performance.md).
+	// SpeedFastest: on mail the level above stores ≈ 4 % fewer bytes
+	// for ≈ 30 % more CPU, and compress/flate as many bytes for 2–3×
+	// the CPU (BenchmarkRawCodecs, docs/performance.md).
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
 		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true))
 	if err != nil {
