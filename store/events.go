@@ -917,62 +917,63 @@ func (s *core) PruneAPILogs(ctx context.Context, now time.Time, events, idempote
 	total := 0
 	if events > 0 {
 		cut := now.Add(-events).UTC().UnixNano()
-		for {
-			var n int
-			err := s.write(ctx, func(tx Tx) error {
-				n = 0
-				// The oldest events first (by id, the primary key): a
-				// step reads at most pruneStep of them.
-				var to sql.NullInt64
-				if err := tx.QueryRow(`SELECT max(e.id) FROM (SELECT id, created_at FROM api_events ORDER BY id LIMIT ?) e
-					WHERE e.created_at < ? AND e.id <= (SELECT id FROM api_webhook_fanout)
-					AND e.id < coalesce((SELECT min(d.event_id) FROM api_webhook_deliveries d WHERE d.state = 'pending'), e.id + 1)`,
-					pruneStep, cut).Scan(&to); err != nil || !to.Valid {
-					return err
-				}
-				if _, err := tx.Exec(`DELETE FROM api_webhook_deliveries WHERE event_id IN
-					(SELECT id FROM api_events WHERE id <= ? AND created_at < ?)`, to.Int64, cut); err != nil {
-					return err
-				}
-				res, err := tx.Exec(`DELETE FROM api_events WHERE id <= ? AND created_at < ?`, to.Int64, cut)
-				if err != nil {
-					return err
-				}
-				m, err := res.RowsAffected()
-				n = int(m)
-				return err
-			})
-			if err != nil {
-				return total, fmt.Errorf("store: prune events: %w", err)
+		n, err := s.pruneSteps(ctx, func(tx Tx) (sql.Result, error) {
+			// The oldest events first (by id, the primary key): a step
+			// reads at most pruneStep of them.
+			var to sql.NullInt64
+			if err := tx.QueryRow(`SELECT max(e.id) FROM (SELECT id, created_at FROM api_events ORDER BY id LIMIT ?) e
+				WHERE e.created_at < ? AND e.id <= (SELECT id FROM api_webhook_fanout)
+				AND e.id < coalesce((SELECT min(d.event_id) FROM api_webhook_deliveries d WHERE d.state = 'pending'), e.id + 1)`,
+				pruneStep, cut).Scan(&to); err != nil || !to.Valid {
+				return nil, err
 			}
-			total += n
-			if n == 0 {
-				break
+			if _, err := tx.Exec(`DELETE FROM api_webhook_deliveries WHERE event_id IN
+				(SELECT id FROM api_events WHERE id <= ? AND created_at < ?)`, to.Int64, cut); err != nil {
+				return nil, err
 			}
+			return tx.Exec(`DELETE FROM api_events WHERE id <= ? AND created_at < ?`, to.Int64, cut)
+		})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("store: prune events: %w", err)
 		}
 	}
 	if idempotency > 0 {
 		cut := now.Add(-idempotency).UTC().UnixNano()
-		for {
-			var n int
-			err := s.write(ctx, func(tx Tx) error {
-				res, err := tx.Exec(`DELETE FROM api_idempotency WHERE (key_id, idem_key) IN
-					(SELECT key_id, idem_key FROM api_idempotency WHERE created_at < ? LIMIT ?)`, cut, pruneStep)
-				if err != nil {
-					return err
-				}
-				m, err := res.RowsAffected()
-				n = int(m)
-				return err
-			})
-			if err != nil {
-				return total, fmt.Errorf("store: prune idempotency keys: %w", err)
-			}
-			total += n
-			if n < pruneStep {
-				break
-			}
+		n, err := s.pruneSteps(ctx, func(tx Tx) (sql.Result, error) {
+			return tx.Exec(`DELETE FROM api_idempotency WHERE (key_id, idem_key) IN
+				(SELECT key_id, idem_key FROM api_idempotency WHERE created_at < ? LIMIT ?)`, cut, pruneStep)
+		})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("store: prune idempotency keys: %w", err)
 		}
 	}
 	return total, nil
+}
+
+// pruneSteps runs step, each time its own write, until it deletes
+// nothing (a nil result: nothing to delete); it returns the rows
+// deleted.
+func (s *core) pruneSteps(ctx context.Context, step func(tx Tx) (sql.Result, error)) (int, error) {
+	total := 0
+	for {
+		var n int64
+		err := s.write(ctx, func(tx Tx) error {
+			n = 0
+			res, err := step(tx)
+			if err != nil || res == nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if n == 0 {
+			return total, nil
+		}
+	}
 }
