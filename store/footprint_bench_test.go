@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envelopd/envelopd/internal/pgtest"
 	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/store"
 )
@@ -54,17 +56,65 @@ func footprintMail(n, size int) []byte {
 
 // BenchmarkFootprint stores b.N real-shaped mails of about 2.5 KB and
 // 600 bytes, analysed as mailin analyses them, into a fresh SQLite store
-// and reports the file's bytes per mail (disk-B/mail) and their ratio to
-// the raw bytes (disk/raw): run with -benchtime=20000x.
+// and reports the file's bytes per mail (disk-B/mail, the file and its
+// WAL after Close) and their ratio to the raw bytes (disk/raw): run with
+// -benchtime=20000x.
 func BenchmarkFootprint(b *testing.B) {
-	for _, size := range []int{2500, 600} {
-		b.Run(fmt.Sprint(size), func(b *testing.B) {
-			ctx := context.Background()
-			path := filepath.Join(b.TempDir(), "fp.db")
-			s, err := store.OpenSQLite(ctx, path)
+	footprint(b, func(b *testing.B) (store.Store, func() int64) {
+		path := filepath.Join(b.TempDir(), "fp.db")
+		s, err := store.OpenSQLite(context.Background(), path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s, func() int64 {
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+			var disk int64
+			for _, f := range []string{path, path + "-wal"} {
+				if fi, err := os.Stat(f); err == nil {
+					disk += fi.Size()
+				}
+			}
+			return disk
+		}
+	})
+}
+
+// BenchmarkPostgresFootprint is BenchmarkFootprint on Postgres
+// (ENVELOPD_PG_DSN or a throwaway server): the bytes of every table of
+// the store's schema with its indexes and TOAST.
+func BenchmarkPostgresFootprint(b *testing.B) {
+	footprint(b, func(b *testing.B) (store.Store, func() int64) {
+		dsn := pgtest.Schema(b)
+		s, err := store.OpenPostgres(context.Background(), dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s, func() int64 {
+			defer s.Close()
+			db, err := sql.Open("pgx", dsn)
 			if err != nil {
 				b.Fatal(err)
 			}
+			defer db.Close()
+			var disk int64
+			if err := db.QueryRow(`SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c
+				JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'`).Scan(&disk); err != nil {
+				b.Fatal(err)
+			}
+			return disk
+		}
+	})
+}
+
+// footprint runs the footprint benchmark over the stores open makes; the
+// function it returns ends the store and gives its bytes on disk.
+func footprint(b *testing.B, open func(b *testing.B) (store.Store, func() int64)) {
+	for _, size := range []int{2500, 600} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			ctx := context.Background()
+			s, done := open(b)
 			ins := make([]*store.Incoming, b.N)
 			var raw int64
 			for i := range ins {
@@ -82,15 +132,7 @@ func BenchmarkFootprint(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			if err := s.Close(); err != nil {
-				b.Fatal(err)
-			}
-			var disk int64
-			for _, f := range []string{path, path + "-wal"} {
-				if fi, err := os.Stat(f); err == nil {
-					disk += fi.Size()
-				}
-			}
+			disk := done()
 			b.ReportMetric(float64(raw)/float64(b.N), "raw-B/mail")
 			b.ReportMetric(float64(disk)/float64(b.N), "disk-B/mail")
 			b.ReportMetric(float64(disk)/float64(raw), "disk/raw")
