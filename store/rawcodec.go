@@ -9,9 +9,9 @@ import (
 
 // Raw bytes are stored compressed (message_raw.codec): a received mail
 // is mostly text (headers, quoted-printable, base64), which Zstandard
-// (RFC 8878) shrinks to a third to a half at a few microseconds per
-// message. Readers get the bytes exactly as received: decoding is in
-// the store, under every read of a message's raw bytes.
+// (RFC 8878) shrinks well and fast. Readers get the bytes exactly as
+// received: decoding is in the store, under every read of a message's
+// raw bytes.
 
 // Codecs of message_raw.raw.
 const (
@@ -34,9 +34,8 @@ type rawCodec struct {
 // raws is the store's raw codec: stateless between calls, shared by
 // every store of the process so that its buffers are allocated once.
 var raws = func() *rawCodec {
-	// SpeedFastest: on mail the level above stores ≈ 4 % fewer bytes
-	// for ≈ 30 % more CPU, and compress/flate as many bytes for 2–3×
-	// the CPU (BenchmarkRawCodecs, docs/performance.md).
+	// SpeedFastest: the levels and compress/flate are compared on mail
+	// by BenchmarkRawCodecs (figures in docs/performance.md).
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
 		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true))
 	if err != nil {
