@@ -674,11 +674,17 @@ CREATE TABLE api_lists (
 `,
 	// 22: metrics count the event log by time (EventCounts).
 	`CREATE INDEX api_events_created ON api_events (created_at, type);`,
+	// 23: raw bytes stored compressed (rawcodec.go): codec says how a
+	// row's raw is encoded. Rows from before are left as they are
+	// (codec 0, the bytes as received) and read as before.
+	`
+ALTER TABLE message_raw ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 22
+const SchemaVersion = 23
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

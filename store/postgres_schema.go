@@ -578,4 +578,9 @@ CREATE TABLE api_lists (
 `},
 	// 22: metrics count the event log by time (SQLite migration 22).
 	{22, `CREATE INDEX api_events_created ON api_events (created_at, type);`},
+	// 23: raw bytes stored compressed (SQLite migration 23). A constant
+	// default adds the column without rewriting the table.
+	{23, `
+ALTER TABLE message_raw ADD COLUMN codec smallint NOT NULL DEFAULT 0;
+`},
 }
