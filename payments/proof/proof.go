@@ -29,13 +29,15 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/envelopd/envelopd/payments/rail"
+
 	"github.com/envelopd/envelopd/protocols/canonjson"
 )
 
 // Chain kinds (the values of rail.Kind).
 const (
-	KindEVM    = "evm"
-	KindSolana = "solana"
+	KindEVM    = string(rail.EVM)
+	KindSolana = string(rail.Solana)
 )
 
 // Warnings (stable codes, as protocols.Code values).
@@ -84,13 +86,7 @@ func NormChain(chain string) string { return strings.ToLower(strings.TrimSpace(c
 
 // KindOf is the kind of a chain name: Solana for "solana",
 // "solana-devnet" and "solana-testnet", EVM for every other name.
-func KindOf(chain string) string {
-	switch NormChain(chain) {
-	case "solana", "solana-devnet", "solana-testnet":
-		return KindSolana
-	}
-	return KindEVM
-}
+func KindOf(chain string) string { return string(rail.KindOf(chain)) }
 
 // Identify returns the identity of proof (raw JSON, as in the message)
 // on chain. An empty or null proof has no identity (Fingerprint "").
@@ -155,8 +151,9 @@ func normTx(kind, s string) (string, string) {
 		return "", ""
 	}
 	if kind == KindSolana {
-		b, ok := decodeBase58(s)
-		if !ok {
+		// A base58 value is never longer in bytes than in characters.
+		b, err := rail.DecodeBase58(s, len(s))
+		if err != nil {
 			return "", ""
 		}
 		if len(b) != SolanaSignatureBytes {
@@ -212,53 +209,4 @@ func fingerprint(what, chain string, b []byte) string {
 	h.Write([]byte{0})
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-const base58Alphabet = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-
-var base58Index = func() [256]int8 {
-	var t [256]int8
-	for i := range t {
-		t[i] = -1
-	}
-	for i := 0; i < len(base58Alphabet); i++ {
-		t[base58Alphabet[i]] = int8(i)
-	}
-	return t
-}()
-
-// decodeBase58 decodes Bitcoin-alphabet base58 (Solana's). s is at most
-// maxTxLen characters, so the quadratic decode is bounded.
-func decodeBase58(s string) ([]byte, bool) {
-	if s == "" {
-		return nil, false
-	}
-	zeros := 0
-	for zeros < len(s) && s[zeros] == '1' {
-		zeros++
-	}
-	// Big-endian base-256 digits, built by multiply-add per character.
-	var out []byte
-	for i := 0; i < len(s); i++ {
-		d := base58Index[s[i]]
-		if d < 0 {
-			return nil, false
-		}
-		carry := int(d)
-		for j := len(out) - 1; j >= 0; j-- {
-			carry += int(out[j]) * 58
-			out[j] = byte(carry)
-			carry >>= 8
-		}
-		for carry > 0 {
-			out = append([]byte{byte(carry)}, out...)
-			carry >>= 8
-		}
-	}
-	// Leading zero bytes of the multiply-add result are not digits.
-	k := 0
-	for k < len(out) && out[k] == 0 {
-		k++
-	}
-	return append(make([]byte, zeros), out[k:]...), true
 }

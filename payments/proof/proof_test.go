@@ -73,35 +73,6 @@ func TestKindOf(t *testing.T) {
 	}
 }
 
-func TestDecodeBase58(t *testing.T) {
-	t.Parallel()
-	for s, want := range map[string]string{
-		"":     "!",
-		"1":    "00",
-		"11":   "0000",
-		"2":    "01",
-		"z":    "39",
-		"21":   "3a",
-		"5Q":   "ff",
-		"LUv":  "ffff",
-		"1LUv": "00ffff",
-		"0":    "!",
-		"l":    "!",
-	} {
-		b, ok := decodeBase58(s)
-		got := "!"
-		if ok {
-			got = ""
-			for _, c := range b {
-				got += string("0123456789abcdef"[c>>4]) + string("0123456789abcdef"[c&15])
-			}
-		}
-		if got != want {
-			t.Errorf("decodeBase58(%q) = %s, want %s", s, got, want)
-		}
-	}
-}
-
 func FuzzIdentify(f *testing.F) {
 	for _, s := range []string{`{"tx":"0xabcdef0123"}`, `"0xABCDEF"`, `{"signature":"4MQy5mMut4eTegju14q1NxdBxZbdXU5e54Bxc4gg1ziBvPXLNK3CeXM1zLLP8LpJzYkH7FHYUoarZMaVGUG1FK3d"}`,
 		`null`, `[1,2]`, `{"hash":""}`, `"1111"`} {

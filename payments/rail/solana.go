@@ -175,7 +175,7 @@ func (r *solanaRail) Check(ctx context.Context, w Want) (Result, error) {
 	if done {
 		return res, nil
 	}
-	if b, err := decodeBase58(sig, 64); err != nil || len(b) != 64 {
+	if b, err := DecodeBase58(sig, 64); err != nil || len(b) != 64 {
 		return mismatch(res, "%q is not a Solana transaction signature (base58 of 64 bytes)", truncate(w.Tx, 100)), nil
 	}
 	raw, err := r.c.call(ctx, "getTransaction", sig, map[string]any{

@@ -297,7 +297,7 @@ func FormatUnits(amount string, decimals int) (string, error) {
 func NormalizeAddress(chain, addr string) (string, error) {
 	addr = strings.TrimSpace(addr)
 	if KindOf(chain) == Solana {
-		b, err := decodeBase58(addr, 32)
+		b, err := DecodeBase58(addr, 32)
 		if err != nil || len(b) != 32 {
 			return "", fmt.Errorf("%w: %q is not a Solana address (base58 of 32 bytes)", ErrBadAddress, truncate(addr, 60))
 		}
@@ -331,11 +331,11 @@ var base58Index = func() (t [256]int8) {
 	return t
 }()
 
-// decodeBase58 decodes Bitcoin-alphabet base58 (as Solana uses for keys
+// DecodeBase58 decodes Bitcoin-alphabet base58 (as Solana uses for keys
 // and signatures), refusing input longer than a value of max bytes can be
 // (base58 needs at most ceil(max*8/log2(58)) < 1.37*max+1 characters), so
 // the quadratic decoder stays bounded.
-func decodeBase58(s string, max int) ([]byte, error) {
+func DecodeBase58(s string, max int) ([]byte, error) {
 	if s == "" || len(s) > max*137/100+2 {
 		return nil, errors.New("bad base58 length")
 	}

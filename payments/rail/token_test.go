@@ -43,7 +43,7 @@ func TestBuiltinTokens(t *testing.T) {
 			if eip55(addr) != addr {
 				t.Errorf("%s USDC %s: EIP-55 checksum wrong (want %s)", chain, addr, eip55(addr))
 			}
-		} else if b, err := decodeBase58(addr, 32); err != nil || len(b) != 32 {
+		} else if b, err := DecodeBase58(addr, 32); err != nil || len(b) != 32 {
 			t.Errorf("%s USDC %s: not base58 of 32 bytes", chain, addr)
 		}
 		tok, ok := reg.Lookup(chain, "usdc")
@@ -205,10 +205,21 @@ func TestBase58(t *testing.T) {
 		"z":                                "39",
 		"5R":                               "0100",
 		"StV1DL6CwTryKyV":                  hex.EncodeToString([]byte("hello world")),
+		"11":                               "0000",
+		"21":                               "3a",
+		"5Q":                               "ff",
+		"LUv":                              "ffff",
+		"1LUv":                             "00ffff",
 	} {
-		got, err := decodeBase58(in, 64)
+		got, err := DecodeBase58(in, 64)
 		if err != nil || hex.EncodeToString(got) != want {
-			t.Errorf("decodeBase58(%q) = %x, %v; want %s", in, got, err, want)
+			t.Errorf("DecodeBase58(%q) = %x, %v; want %s", in, got, err, want)
+		}
+	}
+	// Not base58: empty, the excluded characters 0 O I l, too long for max.
+	for _, in := range []string{"", "0", "O", "I", "l", strings.Repeat("z", 90)} {
+		if got, err := DecodeBase58(in, 64); err == nil {
+			t.Errorf("DecodeBase58(%q) = %x, want an error", in, got)
 		}
 	}
 }
