@@ -682,6 +682,18 @@ func sqliteSearch(text string) (string, []any) {
 	return `m.id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ?)`, []any{match}
 }
 
+// sqliteSearchWalk is the dialect's ordered search on SQLite: FTS5 walks
+// a MATCH in rowid order (ascending or descending) and takes a rowid
+// range as part of the query (the cursor), so a page reads about as many
+// matches as it shows (divided by the share of matches its inbox holds).
+func sqliteSearchWalk(text string) (from, id, cond string, args []any) {
+	match := FTSQuery(text)
+	if match == "" {
+		return "", "", "", nil
+	}
+	return `message_fts f`, `f.rowid`, `message_fts MATCH ?`, []any{match}
+}
+
 // pgSearch is the dialect's search condition on Postgres: the tsvector
 // index message_fts (migration 14 of postgres_schema.go), folded by
 // envelopd_fold as the index is (case and Latin diacritics).
@@ -747,18 +759,44 @@ func (s *core) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessage,
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	where, args := q.where(s.d)
 	op, order := "<", "DESC"
 	if q.Ascending {
 		op, order = ">", "ASC"
 	}
+	tag, err := s.rareTag(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if tag == "" && q.Inbox != "" && q.ThreadID == "" && s.d.searchWalk != nil {
+		if from, id, cond, cargs := s.d.searchWalk(q.Search); from != "" {
+			// Walk the page from the index: its matches newest first
+			// (after the cursor, pushed into the index as an id range),
+			// each looked up in the inbox by primary key. CROSS JOIN
+			// fixes that order of the loops.
+			sub := q
+			sub.Search = ""
+			conds, args := cond, cargs
+			if q.CursorID > 0 {
+				conds += ` AND ` + id + ` ` + op + ` ?`
+				args = append(args, q.CursorID)
+			}
+			where, wargs := sub.where(s.d)
+			args = append(args, wargs...)
+			sqlq := `SELECT x.inbox, x.labels, ` + messageCols + ` FROM ` + from + ` CROSS JOIN inbox_messages x CROSS JOIN messages m
+				WHERE ` + conds + ` AND x.message_id = ` + id + ` AND m.id = ` + id + ` AND ` + where + ` ORDER BY ` + id + ` ` + order
+			if q.Limit > 0 {
+				sqlq += ` LIMIT ?`
+				args = append(args, q.Limit)
+			}
+			return s.inboxQuery(ctx, sqlq, args...)
+		}
+	}
+	where, args := q.where(s.d)
 	if q.CursorID > 0 {
 		where += ` AND x.message_id ` + op + ` ?`
 		args = append(args, q.CursorID)
 	}
-	if tag, err := s.rareTag(ctx, q); err != nil {
-		return nil, err
-	} else if tag != "" {
+	if tag != "" {
 		// A rare filter value: start from its few messages (the other
 		// conditions above still apply) instead of walking the inbox.
 		where += ` AND m.id IN (SELECT message_id FROM message_tags WHERE tag = ?)`
