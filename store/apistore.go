@@ -643,15 +643,19 @@ func (q *InboxQuery) where(d *dialect) (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
-// FTSQuery turns free text into an FTS5 query: each word (a run of
-// letters and digits) a quoted prefix term, all required; "" when the
-// text has no word. User text never reaches FTS5's query syntax.
+// searchWords are the words of free text a search requires: runs of
+// letters and digits, at most 16.
+func searchWords(text string) []string {
+	words := strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	return words[:min(len(words), 16)]
+}
+
+// FTSQuery turns free text into an FTS5 query: each word a quoted
+// prefix term, all required; "" when the text has no word. User text
+// never reaches FTS5's query syntax.
 func FTSQuery(text string) string {
 	var terms []string
-	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		if len(terms) == 16 {
-			break
-		}
+	for _, w := range searchWords(text) {
 		terms = append(terms, `"`+w+`"*`)
 	}
 	return strings.Join(terms, " ")
@@ -663,13 +667,73 @@ func FTSQuery(text string) string {
 // syntax.
 func TSQuery(text string) string {
 	var terms []string
-	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		if len(terms) == 16 {
-			break
-		}
+	for _, w := range searchWords(text) {
 		terms = append(terms, `'`+w+`':*`)
 	}
 	return strings.Join(terms, " & ")
+}
+
+// maxPrefixTerms bounds the index terms one search word is expanded to;
+// a word with more stays a prefix term.
+const maxPrefixTerms = 32
+
+// sqliteMatch is FTSQuery(text) with the prefix term of each ASCII word
+// replaced by the index terms it covers (from the vocabulary
+// message_fts_terms, migration 23): ("order" OR "orders"), or the word
+// itself as an exact term when the index has none (it then matches
+// nothing, as the prefix would). The meaning is the prefix's, and FTS5
+// walks exact terms' doclists lazily, where a prefix term first merges
+// every matching doclist. An ASCII word's FTS5 token is the word in lower
+// case (unicode61 folds nothing else in it); other words, and words
+// covering more than maxPrefixTerms terms, stay prefix terms.
+func (s *core) sqliteMatch(ctx context.Context, text string) (string, error) {
+	var out []string
+	for _, w := range searchWords(text) {
+		out = append(out, `"`+w+`"*`)
+		lw := strings.ToLower(w)
+		if !isASCII(lw) {
+			continue
+		}
+		// Every term with prefix lw sorts in [lw, hi): lw's last byte
+		// is a letter or digit, below 0x7f.
+		hi := lw[:len(lw)-1] + string(lw[len(lw)-1]+1)
+		var terms []string
+		from := lw
+		for len(terms) <= maxPrefixTerms {
+			// A range scan of the vocabulary seeks to its lower bound;
+			// the next term is the first at or after term+"\x01" (terms
+			// hold no control characters), which skips the current
+			// term's instances instead of stepping over them.
+			var t string
+			err := s.r.QueryRowContext(ctx, `SELECT term FROM message_fts_terms WHERE term >= ? AND term < ? LIMIT 1`, from, hi).Scan(&t)
+			if errors.Is(err, sql.ErrNoRows) {
+				break
+			}
+			if err != nil {
+				return "", fmt.Errorf("store: search: %w", err)
+			}
+			terms = append(terms, `"`+strings.ReplaceAll(t, `"`, `""`)+`"`)
+			from = t + "\x01"
+		}
+		switch {
+		case len(terms) > maxPrefixTerms:
+		case len(terms) == 0:
+			out[len(out)-1] = `"` + lw + `"`
+		default:
+			out[len(out)-1] = "(" + strings.Join(terms, " OR ") + ")"
+		}
+	}
+	// An explicit AND: FTS5 ANDs adjacent phrases, not groups.
+	return strings.Join(out, " AND "), nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // sqliteSearch is the dialect's search condition on SQLite: the FTS5
@@ -683,14 +747,11 @@ func sqliteSearch(text string) (string, []any) {
 }
 
 // sqliteSearchWalk is the dialect's ordered search on SQLite: FTS5 walks
-// a MATCH in rowid order (ascending or descending) and takes a rowid
-// range as part of the query (the cursor), so a page reads about as many
-// matches as it shows (divided by the share of matches its inbox holds).
-func sqliteSearchWalk(text string) (from, id, cond string, args []any) {
-	match := FTSQuery(text)
-	if match == "" {
-		return "", "", "", nil
-	}
+// a MATCH (sqliteMatch's) in rowid order (ascending or descending) and
+// takes a rowid range as part of the query (the cursor), so a page reads
+// about as many matches as it shows (divided by the share of matches its
+// inbox holds).
+func sqliteSearchWalk(match string) (from, id, cond string, args []any) {
 	return `message_fts f`, `f.rowid`, `message_fts MATCH ?`, []any{match}
 }
 
@@ -768,7 +829,12 @@ func (s *core) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessage,
 		return nil, err
 	}
 	if tag == "" && q.Inbox != "" && q.ThreadID == "" && s.d.searchWalk != nil {
-		if from, id, cond, cargs := s.d.searchWalk(q.Search); from != "" {
+		match, err := s.sqliteMatch(ctx, q.Search)
+		if err != nil {
+			return nil, err
+		}
+		if match != "" {
+			from, id, cond, cargs := s.d.searchWalk(match)
 			// Walk the page from the index: its matches newest first
 			// (after the cursor, pushed into the index as an id range),
 			// each looked up in the inbox by primary key. CROSS JOIN
