@@ -1035,6 +1035,35 @@ func (s *core) HideMessages(ctx context.Context, inbox, thread string, ids []int
 	})
 }
 
+// commonMatches is how many matches make a search common: a thread list
+// then walks the threads newest first and probes the index for each of
+// their messages (a page is found after a few threads), where a rarer
+// search starts from its matches.
+const commonMatches = 5000
+
+// threadSearchProbe returns, for a common search on SQLite, the
+// condition on inbox_messages x that probes the FTS5 index for x's
+// message (exact terms from sqliteMatch: a probe of a prefix term would
+// merge its doclists each time); "" for a rarer search.
+func (s *core) threadSearchProbe(ctx context.Context, text string) (string, []any, error) {
+	match, err := s.sqliteMatch(ctx, text)
+	if err != nil || match == "" {
+		return "", nil, err
+	}
+	if strings.Contains(match, `"*`) {
+		return "", nil, nil // a prefix term was left: no cheap probe
+	}
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_fts WHERE message_fts MATCH ? LIMIT ?) AS c`,
+		match, commonMatches).Scan(&n); err != nil {
+		return "", nil, fmt.Errorf("store: threads: %w", err)
+	}
+	if n < commonMatches {
+		return "", nil, nil
+	}
+	return `EXISTS (SELECT 1 FROM message_fts f WHERE message_fts MATCH ? AND f.rowid = x.message_id)`, []any{match}, nil
+}
+
 // ThreadRef is one thread of an inbox: its id and last message row id.
 type ThreadRef struct {
 	Inbox    string
@@ -1078,10 +1107,22 @@ func (s *core) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, err
 	}
 	if len(q.Labels) > 0 || !q.Before.IsZero() || !q.After.IsZero() || q.Type != "" || q.Sender != "" || q.ErrorCode != "" || FTSQuery(q.Search) != "" {
 		sub := InboxQuery{Labels: q.Labels, Before: q.Before, After: q.After, Type: q.Type, Sender: q.Sender, ErrorCode: q.ErrorCode, Search: q.Search}
+		var probe string
+		var probeArgs []any
+		if s.d.searchWalk != nil && FTSQuery(q.Search) != "" {
+			p, a, err := s.threadSearchProbe(ctx, q.Search)
+			if err != nil {
+				return nil, err
+			}
+			if p != "" {
+				sub.Search = ""
+				probe, probeArgs = ` AND `+p, a
+			}
+		}
 		w, a := sub.where(s.d)
 		conds = append(conds, `EXISTS (SELECT 1 FROM inbox_messages x JOIN messages m ON m.id = x.message_id
-			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND `+w+`)`)
-		args = append(args, a...)
+			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND `+w+probe+`)`)
+		args = append(append(args, a...), probeArgs...)
 	}
 	where := "true"
 	if len(conds) > 0 {
