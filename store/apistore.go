@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 )
@@ -1038,8 +1039,12 @@ func (s *core) HideMessages(ctx context.Context, inbox, thread string, ids []int
 // commonMatches is how many matches make a search common: a thread list
 // then walks the threads newest first and probes the index for each of
 // their messages (a page is found after a few threads), where a rarer
-// search starts from its matches.
-const commonMatches = 5000
+// search starts from its matches. Tests make it small to take both ways.
+var commonMatches = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(5000)
+	return &n
+}()
 
 // threadSearchProbe returns, for a common search on SQLite, the
 // condition on inbox_messages x that probes the FTS5 index for x's
@@ -1055,10 +1060,10 @@ func (s *core) threadSearchProbe(ctx context.Context, text string) (string, []an
 	}
 	var n int
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_fts WHERE message_fts MATCH ? LIMIT ?) AS c`,
-		match, commonMatches).Scan(&n); err != nil {
+		match, commonMatches.Load()).Scan(&n); err != nil {
 		return "", nil, fmt.Errorf("store: threads: %w", err)
 	}
-	if n < commonMatches {
+	if int64(n) < commonMatches.Load() {
 		return "", nil, nil
 	}
 	return `EXISTS (SELECT 1 FROM message_fts f WHERE message_fts MATCH ? AND f.rowid = x.message_id)`, []any{match}, nil
