@@ -1039,34 +1039,45 @@ func (s *core) HideMessages(ctx context.Context, inbox, thread string, ids []int
 // commonMatches is how many matches make a search common: a thread list
 // then walks the threads newest first and probes the index for each of
 // their messages (a page is found after a few threads), where a rarer
-// search starts from its matches. Tests make it small to take both ways.
+// search starts from its matches' threads. Tests make it small to take
+// both ways.
 var commonMatches = func() *atomic.Int64 {
 	var n atomic.Int64
 	n.Store(5000)
 	return &n
 }()
 
-// threadSearchProbe returns, for a common search on SQLite, the
-// condition on inbox_messages x that probes the FTS5 index for x's
-// message (exact terms from sqliteMatch: a probe of a prefix term would
-// merge its doclists each time); "" for a rarer search.
-func (s *core) threadSearchProbe(ctx context.Context, text string) (string, []any, error) {
+// threadSearch returns a thread list's search conditions on SQLite: on
+// the thread's messages x (inner) and on the thread t (outer), with
+// sqliteMatch's terms. A common search probes the index for each message
+// of the threads walked (exact terms only: a probe of a prefix term
+// would merge its doclists each time); a rarer one restricts the threads
+// to its matches' (each match looked up in every inbox, found by a skip
+// scan of inbox_threads) and tests the messages against the set of
+// matches. inner is "" when neither applies (the dialect's condition
+// then).
+func (s *core) threadSearch(ctx context.Context, text string) (inner string, innerArgs []any, outer string, outerArgs []any, err error) {
 	match, err := s.sqliteMatch(ctx, text)
 	if err != nil || match == "" {
-		return "", nil, err
-	}
-	if strings.Contains(match, `"*`) {
-		return "", nil, nil // a prefix term was left: no cheap probe
+		return "", nil, "", nil, err
 	}
 	var n int
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_fts WHERE message_fts MATCH ? LIMIT ?) AS c`,
 		match, commonMatches.Load()).Scan(&n); err != nil {
-		return "", nil, fmt.Errorf("store: threads: %w", err)
+		return "", nil, "", nil, fmt.Errorf("store: threads: %w", err)
 	}
-	if int64(n) < commonMatches.Load() {
-		return "", nil, nil
+	if int64(n) >= commonMatches.Load() {
+		if strings.Contains(match, `"*`) {
+			return "", nil, "", nil, nil // a prefix term was left: no cheap probe
+		}
+		return `EXISTS (SELECT 1 FROM message_fts f WHERE message_fts MATCH ? AND f.rowid = x.message_id)`, []any{match}, "", nil, nil
 	}
-	return `EXISTS (SELECT 1 FROM message_fts f WHERE message_fts MATCH ? AND f.rowid = x.message_id)`, []any{match}, nil
+	return `x.message_id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ?)`, []any{match},
+		`(t.inbox, t.thread_id) IN (SELECT y.inbox, y.thread_id FROM message_fts f CROSS JOIN inbox_messages y
+			WHERE message_fts MATCH ? AND y.message_id = f.rowid AND y.inbox IN (
+				WITH RECURSIVE b(inbox) AS (SELECT min(inbox) FROM inbox_threads
+					UNION ALL SELECT (SELECT min(inbox) FROM inbox_threads WHERE inbox > b.inbox) FROM b WHERE b.inbox IS NOT NULL)
+				SELECT inbox FROM b WHERE inbox IS NOT NULL))`, []any{match}, nil
 }
 
 // ThreadRef is one thread of an inbox: its id and last message row id.
@@ -1112,22 +1123,26 @@ func (s *core) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, err
 	}
 	if len(q.Labels) > 0 || !q.Before.IsZero() || !q.After.IsZero() || q.Type != "" || q.Sender != "" || q.ErrorCode != "" || FTSQuery(q.Search) != "" {
 		sub := InboxQuery{Labels: q.Labels, Before: q.Before, After: q.After, Type: q.Type, Sender: q.Sender, ErrorCode: q.ErrorCode, Search: q.Search}
-		var probe string
-		var probeArgs []any
+		var inner, outer string
+		var innerArgs, outerArgs []any
 		if s.d.searchWalk != nil && FTSQuery(q.Search) != "" {
-			p, a, err := s.threadSearchProbe(ctx, q.Search)
-			if err != nil {
+			var err error
+			if inner, innerArgs, outer, outerArgs, err = s.threadSearch(ctx, q.Search); err != nil {
 				return nil, err
 			}
-			if p != "" {
+			if inner != "" {
 				sub.Search = ""
-				probe, probeArgs = ` AND `+p, a
+				inner = ` AND ` + inner
 			}
 		}
 		w, a := sub.where(s.d)
 		conds = append(conds, `EXISTS (SELECT 1 FROM inbox_messages x JOIN messages m ON m.id = x.message_id
-			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND `+w+probe+`)`)
-		args = append(append(args, a...), probeArgs...)
+			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND `+w+inner+`)`)
+		args = append(append(args, a...), innerArgs...)
+		if outer != "" {
+			conds = append(conds, outer)
+			args = append(args, outerArgs...)
+		}
 	}
 	where := "true"
 	if len(conds) > 0 {
