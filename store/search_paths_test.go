@@ -52,22 +52,7 @@ func testSearchPaths(t *testing.T, db string) {
 			t.Fatal(err)
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := s.SyncInboxes(ctx, 0); err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, b := range []string{"a@x.test", "b@x.test"} {
-			ms, err := s.InboxMessages(ctx, store.InboxQuery{Inbox: b})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n += len(ms)
-		}
-		if n == len(subjects) || time.Now().After(deadline) {
-			break
-		}
-	}
+	waitIndexed(t, s, len(subjects), "a@x.test", "b@x.test")
 	// pages walks every page of size 1 and returns the subjects.
 	pages := func(q store.InboxQuery) []string {
 		var got []string
