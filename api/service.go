@@ -79,6 +79,10 @@ type Config struct {
 	WebhookLimits store.WebhookLimits
 	Logger        *slog.Logger
 	Now           func() time.Time
+	// EventRetention and IdempotencyRetention are how long Run keeps
+	// the event log's events and the Idempotency-Key records (0:
+	// forever), where the store can forget them (store.APILogPruner).
+	EventRetention, IdempotencyRetention time.Duration
 }
 
 // Service is the query/command layer of the HTTP API over the store: one
@@ -127,6 +131,10 @@ func (s *Service) sync(ctx context.Context) {
 	}
 }
 
+// pruneInterval is how often Run forgets the API's logs past their
+// retention (a few bounded writes when there is something to forget).
+const pruneInterval = time.Minute
+
 // Run keeps the inbox index up to date in the background (every
 // interval) until ctx ends, so that no request waits for a backlog, and
 // sends the scheduled drafts that fall due (SendDueDrafts).
@@ -136,6 +144,7 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) error {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		n, err := s.cfg.Store.SyncInboxes(ctx, 0)
 		if err != nil && ctx.Err() == nil {
@@ -145,6 +154,13 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) error {
 		}
 		if _, err := s.SendDueDrafts(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("api: scheduled drafts", "err", err)
+		}
+		if p, ok := s.cfg.Store.(store.APILogPruner); ok && (s.cfg.EventRetention > 0 || s.cfg.IdempotencyRetention > 0) &&
+			time.Since(pruned) >= pruneInterval {
+			pruned = time.Now()
+			if _, err := p.PruneAPILogs(ctx, s.cfg.Now(), s.cfg.EventRetention, s.cfg.IdempotencyRetention); err != nil && ctx.Err() == nil {
+				s.cfg.Logger.Warn("api: log retention", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -680,7 +680,7 @@ const maxPrefixTerms = 32
 
 // sqliteMatch is FTSQuery(text) with the prefix term of each ASCII word
 // replaced by the index terms it covers (from the vocabulary
-// message_fts_terms, migration 23): ("order" OR "orders"), or the word
+// message_fts_terms, migration 24): ("order" OR "orders"), or the word
 // itself as an exact term when the index has none (it then matches
 // nothing, as the prefix would). The meaning is the prefix's, and FTS5
 // walks exact terms' doclists lazily, where a prefix term first merges

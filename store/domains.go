@@ -164,7 +164,7 @@ func (s *core) DeleteDomain(ctx context.Context, name string) error {
 // SetDomainCheck implements DomainStore.
 func (s *core) SetDomainCheck(ctx context.Context, name string, ok bool, checks string, at time.Time) (ManagedDomain, error) {
 	var out ManagedDomain
-	err := s.write(ctx, func(tx Tx) error {
+	err := s.writeLogged(ctx, func(tx Tx) error {
 		cur, err := scanDomain(tx.QueryRow(`SELECT `+domainCols+` FROM domains WHERE name = ?`, name))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("domain %s: %w", name, ErrNotFound)

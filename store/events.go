@@ -90,20 +90,92 @@ func (s *core) syncEvents(ctx context.Context) {
 		if err := s.r.QueryRowContext(ctx, s.d.eventsLag).Scan(&lag); err != nil || !lag {
 			return
 		}
-		// In steps, so that a backlog (mail stored while nothing read
-		// the log) never holds the writer for long.
+		// In steps, each its own write, so that a backlog (mail stored
+		// while nothing read the log) never holds the writer for long.
+		var more bool
 		if err := s.write(ctx, func(tx Tx) error {
-			_, err := tx.Exec(s.d.syncEvents, syncEventsStep)
+			var err error
+			more, err = s.catchUpStep(tx)
 			return err
-		}); err != nil {
+		}); err != nil || !more {
 			return
 		}
 	}
 }
 
-// syncEventsStep bounds the messages one catch-up write of the event
-// log covers.
+// syncEventsStep bounds the message ids whose received events one
+// writer transaction writes, whoever writes them: an event read
+// (syncEvents) or the triggers of another event (writeLogged).
 const syncEventsStep = 5000
+
+// catchUpBudget is the writer's transaction on SQLite: it counts the
+// message ids its catch-ups cover, so that the writes of one batch
+// share one syncEventsStep.
+type catchUpBudget interface{ caughtUp(n int64) int64 }
+
+// caughtUp adds n to the ids tx's catch-ups cover and returns the total
+// (0 where tx keeps no count).
+func caughtUp(tx Tx, n int64) int64 {
+	if b, ok := tx.(catchUpBudget); ok {
+		return b.caughtUp(n)
+	}
+	return 0
+}
+
+// catchUpStep writes in tx the received events of the next message ids,
+// within what is left of the transaction's step; more says ids are left.
+func (s *core) catchUpStep(tx Tx) (more bool, err error) {
+	var behind int64
+	if err := tx.QueryRow(s.d.eventsBehind).Scan(&behind); err != nil {
+		return false, fmt.Errorf("store: event log catch-up: %w", err)
+	}
+	n := min(behind, syncEventsStep-caughtUp(tx, 0))
+	if n <= 0 {
+		return behind > 0, nil
+	}
+	if _, err := tx.Exec(s.d.syncEvents, n); err != nil {
+		return false, fmt.Errorf("store: event log catch-up: %w", err)
+	}
+	caughtUp(tx, n)
+	return behind > n, nil
+}
+
+// writeLogged is write for an fn that may log an event other than
+// message.received (a message sent, a recipient delivered or bounced, a
+// payment settled, a domain verified). Where received events are
+// written late (SQLite), the trigger of such an event first writes
+// every received event still owed, so that the log keeps the order of
+// the facts — after a long time without event reads, a whole backlog in
+// fn's transaction. writeLogged runs fn only in a transaction where what
+// is owed fits the step; before, it writes the backlog in steps, each a
+// write of its own between the other writers'. No transaction covers
+// more than syncEventsStep message ids, and the log's order holds: the
+// owed events still precede fn's.
+func (s *core) writeLogged(ctx context.Context, fn func(tx Tx) error) error {
+	if s.d.syncEvents == "" {
+		return s.write(ctx, fn)
+	}
+	for {
+		ran := false
+		err := s.write(ctx, func(tx Tx) error {
+			ran = false
+			var behind int64
+			if err := tx.QueryRow(s.d.eventsBehind).Scan(&behind); err != nil {
+				return fmt.Errorf("store: event log catch-up: %w", err)
+			}
+			if behind > syncEventsStep-caughtUp(tx, 0) {
+				_, err := s.catchUpStep(tx)
+				return err
+			}
+			caughtUp(tx, max(behind, 0))
+			ran = true
+			return fn(tx)
+		})
+		if err != nil || ran {
+			return err
+		}
+	}
+}
 
 // Events returns the events after f.After, in id order.
 func (s *core) Events(ctx context.Context, f EventFilter) ([]Event, error) {
@@ -813,4 +885,95 @@ func (s *core) FinishIdempotency(ctx context.Context, keyID, key string, status 
 		}
 		return nil
 	})
+}
+
+// Retention of the API's logs.
+
+// Default retentions of the event log and the Idempotency-Key records
+// (serve's -event-retention and -idempotency-retention).
+const (
+	DefaultEventRetention       = 30 * 24 * time.Hour
+	DefaultIdempotencyRetention = 24 * time.Hour
+)
+
+// APILogPruner is the ability to forget the API's old events and
+// Idempotency-Key records (both backends).
+type APILogPruner interface {
+	// PruneAPILogs deletes, in steps of pruneStep rows each its own
+	// write, the events created before now-events and the
+	// Idempotency-Key records created before now-idempotency (a
+	// duration ≤ 0 keeps them all). An event is kept while it may still
+	// be delivered: not yet fanned out to the webhooks, or at or after
+	// the oldest pending delivery; the hand-off log of the events
+	// deleted goes with them. It returns the rows deleted.
+	PruneAPILogs(ctx context.Context, now time.Time, events, idempotency time.Duration) (int, error)
+}
+
+// pruneStep bounds the rows one pruning write deletes.
+const pruneStep = 1000
+
+// PruneAPILogs implements APILogPruner.
+func (s *core) PruneAPILogs(ctx context.Context, now time.Time, events, idempotency time.Duration) (int, error) {
+	total := 0
+	if events > 0 {
+		cut := now.Add(-events).UTC().UnixNano()
+		n, err := s.pruneSteps(ctx, func(tx Tx) (sql.Result, error) {
+			// The oldest events first (by id, the primary key): a step
+			// reads at most pruneStep of them.
+			var to sql.NullInt64
+			if err := tx.QueryRow(`SELECT max(e.id) FROM (SELECT id, created_at FROM api_events ORDER BY id LIMIT ?) e
+				WHERE e.created_at < ? AND e.id <= (SELECT id FROM api_webhook_fanout)
+				AND e.id < coalesce((SELECT min(d.event_id) FROM api_webhook_deliveries d WHERE d.state = 'pending'), e.id + 1)`,
+				pruneStep, cut).Scan(&to); err != nil || !to.Valid {
+				return nil, err
+			}
+			if _, err := tx.Exec(`DELETE FROM api_webhook_deliveries WHERE event_id IN
+				(SELECT id FROM api_events WHERE id <= ? AND created_at < ?)`, to.Int64, cut); err != nil {
+				return nil, err
+			}
+			return tx.Exec(`DELETE FROM api_events WHERE id <= ? AND created_at < ?`, to.Int64, cut)
+		})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("store: prune events: %w", err)
+		}
+	}
+	if idempotency > 0 {
+		cut := now.Add(-idempotency).UTC().UnixNano()
+		n, err := s.pruneSteps(ctx, func(tx Tx) (sql.Result, error) {
+			return tx.Exec(`DELETE FROM api_idempotency WHERE (key_id, idem_key) IN
+				(SELECT key_id, idem_key FROM api_idempotency WHERE created_at < ? LIMIT ?)`, cut, pruneStep)
+		})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("store: prune idempotency keys: %w", err)
+		}
+	}
+	return total, nil
+}
+
+// pruneSteps runs step, each time its own write, until it deletes
+// nothing (a nil result: nothing to delete); it returns the rows
+// deleted.
+func (s *core) pruneSteps(ctx context.Context, step func(tx Tx) (sql.Result, error)) (int, error) {
+	total := 0
+	for {
+		var n int64
+		err := s.write(ctx, func(tx Tx) error {
+			n = 0
+			res, err := step(tx)
+			if err != nil || res == nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if n == 0 {
+			return total, nil
+		}
+	}
 }

@@ -56,7 +56,11 @@ func (s *core) Ingest(ctx context.Context, in *Incoming) (Outcome, error) {
 	}
 	var out Outcome
 	var owed *owedOOPS
-	err := s.write(ctx, func(tx Tx) error {
+	write := s.write
+	if in.Direction == DirOut {
+		write = s.writeLogged // logs message.sent
+	}
+	err := write(ctx, func(tx Tx) error {
 		o, ow, err := ingestTx(tx, in, true)
 		out, owed = o, ow
 		return err
@@ -367,7 +371,7 @@ func (s *core) OwedOOPSList(ctx context.Context, olderThan time.Time, limit int)
 // first, so it is settled once.
 func (s *core) ResolveOOPS(ctx context.Context, owed OwedOOPS, msg *Outgoing, body json.RawMessage, reason string) (*OOPSRecord, error) {
 	var rec *OOPSRecord
-	err := s.write(ctx, func(tx Tx) error {
+	err := s.writeLogged(ctx, func(tx Tx) error {
 		rec = nil
 		var qid int64
 		err := tx.QueryRow(`SELECT queue_id FROM oops_sent WHERE id = ?`+tx.dialect().forUpdate, owed.ID).Scan(&qid)

@@ -674,7 +674,13 @@ CREATE TABLE api_lists (
 `,
 	// 22: metrics count the event log by time (EventCounts).
 	`CREATE INDEX api_events_created ON api_events (created_at, type);`,
-	// 23: the search index's vocabulary (fts5vocab, read only: no data of
+	// 23: raw bytes stored compressed (rawcodec.go): codec says how a
+	// row's raw is encoded. Rows from before are left as they are
+	// (codec 0, the bytes as received) and read as before.
+	`
+ALTER TABLE message_raw ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
+`,
+	// 24: the search index's vocabulary (fts5vocab, read only: no data of
 	// its own). A prefix term ("order"*) makes FTS5 merge the doclists of
 	// every term with that prefix before it yields a row, a cost that
 	// grows with the number of matches; the search expands a prefix to
@@ -685,7 +691,7 @@ CREATE TABLE api_lists (
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 23
+const SchemaVersion = 24
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

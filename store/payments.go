@@ -309,7 +309,7 @@ func (s *core) SettlePayment(ctx context.Context, id int64, st Settlement) error
 	if warns == nil {
 		warns = []string{}
 	}
-	return s.write(ctx, func(tx Tx) error {
+	return s.writeLogged(ctx, func(tx Tx) error {
 		res, err := tx.Exec(`UPDATE payments SET state = ?, reason = ?, token = CASE WHEN ? != '' THEN ? ELSE token END,
 			paid = ?, to_addr = ?, from_addr = ?, block = ?, confirmations = ?, warnings = ?, checked_at = ?, next_check_at = ?
 			WHERE message_id = ? AND state = 'pending'`,

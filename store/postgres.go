@@ -452,6 +452,7 @@ func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	}
 	n := t.n
 	t.n++
+	z, codec := raws.encode(raw)
 	// One round trip: the row with its id from the transaction id, its
 	// raw bytes, and the NOTIFY (delivered at commit, like any NOTIFY in
 	// a transaction).
@@ -460,9 +461,9 @@ func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
 		ON CONFLICT (md5(message_id), mailbox, direction, content_hash) DO NOTHING RETURNING id),
-		raw AS (INSERT INTO message_raw (message_id, raw) SELECT id, ? FROM ins)
+		raw AS (INSERT INTO message_raw (message_id, raw, codec) SELECT id, ?, ? FROM ins)
 		SELECT ins.id FROM ins CROSS JOIN LATERAL (SELECT pg_notify(?, '')) AS notified`,
-		append(args[:len(args):len(args)], n, raw, t.msgChan)...).Scan(&got)
+		append(args[:len(args):len(args)], n, z, codec, t.msgChan)...).Scan(&got)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}

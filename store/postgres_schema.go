@@ -578,7 +578,12 @@ CREATE TABLE api_lists (
 `},
 	// 22: metrics count the event log by time (SQLite migration 22).
 	{22, `CREATE INDEX api_events_created ON api_events (created_at, type);`},
-	// 23: SQLite's search vocabulary (fts5vocab); the tsvector index
+	// 23: raw bytes stored compressed (SQLite migration 23). A constant
+	// default adds the column without rewriting the table.
+	{23, `
+ALTER TABLE message_raw ADD COLUMN codec smallint NOT NULL DEFAULT 0;
+`},
+	// 24: SQLite's search vocabulary (fts5vocab); the tsvector index
 	// needs none (a GIN index answers a prefix from its own entries).
-	{23, `SELECT 1;`},
+	{24, `SELECT 1;`},
 }

@@ -23,7 +23,7 @@ func (s *core) Enqueue(ctx context.Context, out *Outgoing) (int64, error) {
 		return 0, err
 	}
 	var id int64
-	err := s.write(ctx, func(tx Tx) error {
+	err := s.writeLogged(ctx, func(tx Tx) error {
 		var err error
 		id, err = enqueueTx(tx, out, time.Now().UTC())
 		return err
@@ -115,9 +115,17 @@ func (s *core) ClaimDue(ctx context.Context, now time.Time, lease time.Duration,
 		limit = 100
 	}
 	var dues []Due
-	err := s.write(ctx, func(tx Tx) error {
+	n := now.UTC().UnixNano()
+	// Expiring a recipient logs its bounce: only then is this a logged
+	// write (the read keeps an idle claim from catching the log up).
+	write := s.write
+	var expiring bool
+	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM queue_rcpts WHERE state = 'pending'
+		AND queue_id IN (SELECT id FROM queue WHERE expires_at <= ?))`, n).Scan(&expiring); err != nil || expiring {
+		write = s.writeLogged
+	}
+	err := write(ctx, func(tx Tx) error {
 		dues = nil
-		n := now.UTC().UnixNano()
 		if _, err := tx.Exec(`UPDATE queue_rcpts SET state = 'failed', last_error = 'expired: delivery given up'
 			WHERE state = 'pending' AND queue_id IN (SELECT id FROM queue WHERE expires_at <= ?)`, n); err != nil {
 			return fmt.Errorf("store: expire queue: %w", err)
@@ -177,7 +185,7 @@ func (s *core) RecordDelivery(ctx context.Context, queueID int64, rcpt, state, l
 	default:
 		return fmt.Errorf("%w: queue state %q", ErrBadInput, state)
 	}
-	return s.write(ctx, func(tx Tx) error {
+	return s.writeLogged(ctx, func(tx Tx) error {
 		res, err := tx.Exec(`UPDATE queue_rcpts SET state = ?, last_error = ?, next_attempt_at = ?
 			WHERE queue_id = ? AND rcpt = ?`, state, lastErr, next.UTC().UnixNano(), queueID, rcpt)
 		if err != nil {

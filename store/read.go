@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// rawCols are a message's stored raw bytes and their codec (rawcodec.go),
+// from message_raw r.
+const rawCols = `r.raw, coalesce(r.codec, 0)`
+
 const messageCols = `m.id, m.mailbox, m.direction, m.message_id, m.sender, m.recipients, m.subject, m.type,
 	m.envelopay_id, m.status, m.thread_id, m.received_at, m.errors, m.warnings, m.result, m.dkim,
 	m.auth_results, m.size, m.oops`
@@ -25,11 +29,22 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 	var result, dkim, oops []byte
 	dest := []any{&m.ID, &m.Mailbox, &m.Direction, &m.MessageID, &m.Sender, &rcpts, &m.Subject, &m.Type,
 		&m.EnvelopayID, &m.Status, &m.ThreadID, &at, &errs, &warns, &result, &dkim, &m.AuthResults, &m.Size, &oops}
+	var codec int64
 	if withRaw {
-		dest = append(dest, &m.Raw)
+		dest = append(dest, &m.Raw, &codec)
 	}
 	if err := sc.Scan(dest...); err != nil {
 		return Message{}, err
+	}
+	if withRaw && m.Raw == nil {
+		m.Raw = []byte{}
+	}
+	if withRaw && codec != codecNone {
+		raw, err := raws.decode(m.Raw, codec)
+		if err != nil {
+			return Message{}, err
+		}
+		m.Raw = raw
 	}
 	m.Recipients = []string{}
 	if err := json.Unmarshal([]byte(rcpts), &m.Recipients); err != nil {
@@ -58,7 +73,7 @@ func (s *core) Message(ctx context.Context, id int64) (*Message, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	row := s.r.QueryRowContext(ctx, `SELECT `+messageCols+`, coalesce(r.raw, `+s.d.emptyBlob+`)
+	row := s.r.QueryRowContext(ctx, `SELECT `+messageCols+`, `+rawCols+`
 		FROM messages m LEFT JOIN message_raw r ON r.message_id = m.id WHERE m.id = ?`, id)
 	m, err := scanMessage(row, true)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -139,7 +154,7 @@ func (s *core) Messages(ctx context.Context, f Filter) ([]Message, error) {
 	}
 	q := `SELECT ` + messageCols
 	if f.WithRaw {
-		q += `, coalesce(r.raw, ` + s.d.emptyBlob + `) FROM messages m LEFT JOIN message_raw r ON r.message_id = m.id`
+		q += `, ` + rawCols + ` FROM messages m LEFT JOIN message_raw r ON r.message_id = m.id`
 	} else {
 		q += ` FROM messages m`
 	}

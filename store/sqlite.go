@@ -70,6 +70,9 @@ type SQLite struct {
 	done chan struct{}
 
 	commits, writes atomic.Int64
+	// afterCommit, when set (tests), runs in the writer after each
+	// committed transaction.
+	afterCommit func(tx *wtx)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -111,8 +114,9 @@ var sqliteDialect = &dialect{
 					WHERE m.id > max(?1, (SELECT id FROM search_floor)) AND m.id <= ?2
 			) WHERE t IS NOT NULL`,
 	},
-	eventsLag:  `SELECT coalesce((SELECT max(id) FROM messages), 0) > (SELECT id FROM event_sync)`,
-	syncEvents: `UPDATE event_sync SET id = min(id + ?, (SELECT max(id) FROM messages)) WHERE id < (SELECT max(id) FROM messages)`,
+	eventsLag:    `SELECT coalesce((SELECT max(id) FROM messages), 0) > (SELECT id FROM event_sync)`,
+	eventsBehind: `SELECT coalesce((SELECT max(id) FROM messages), 0) - (SELECT id FROM event_sync)`,
+	syncEvents:   `UPDATE event_sync SET id = id + ?`,
 	// Without statistics SQLite would walk the whole inbox by its
 	// primary key instead of the thread's index.
 	inboxThreadIndex: " INDEXED BY inbox_messages_thread",

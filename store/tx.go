@@ -107,13 +107,15 @@ type dialect struct {
 	// transaction (migration 15): an FTS5 insert in every message's
 	// savepoint cost ingest ≈ 40 % of its CPU.
 	indexSearch []string
-	// eventsLag (a query yielding a boolean) and syncEvents (a write
-	// taking at most ? messages further) are how the event log catches
-	// up with the committed messages where
-	// their message.received events are not written at insert (SQLite,
-	// migration 16); "" where a trigger writes them (Postgres). Event
-	// reads catch up first (core.syncEvents).
-	eventsLag, syncEvents string
+	// eventsLag (a query yielding a boolean), eventsBehind (the message
+	// ids not caught up yet) and syncEvents (a write taking the log ?
+	// message ids further) are how the event log catches up with the
+	// committed messages where their message.received events are not
+	// written at insert (SQLite, migration 16); "" where a trigger
+	// writes them (Postgres). Event reads catch up first
+	// (core.syncEvents), and so do the writes whose triggers log an
+	// event (core.writeLogged).
+	eventsLag, eventsBehind, syncEvents string
 	// key converts a claims/states key or value for binding: Postgres
 	// keeps them in bytea (they hold NUL bytes), SQLite in TEXT.
 	key func(string) any

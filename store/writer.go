@@ -154,6 +154,9 @@ func (s *SQLite) commit(tx *wtx, batch []*op) {
 	}
 	s.commits.Add(1)
 	s.writes.Add(int64(len(batch)))
+	if s.afterCommit != nil {
+		s.afterCommit(tx)
+	}
 	// Wake WaitNew and the hand-off workers only after a batch that
 	// stored messages: they write (claims), and a wake on every commit
 	// would wake them on their own.
@@ -176,7 +179,7 @@ func (s *SQLite) commit(tx *wtx, batch []*op) {
 // to its savepoint and the others go on. err is a failed BEGIN, COMMIT
 // or rollback.
 func (s *SQLite) try(tx *wtx, batch []*op, errs []error, safe bool) (failed bool, err error) {
-	tx.stored, tx.queue = false, false
+	tx.stored, tx.queue, tx.caught = false, false, 0
 	if _, err := tx.Exec("BEGIN IMMEDIATE"); err != nil {
 		return false, fmt.Errorf("store: begin: %w", err)
 	}

@@ -24,6 +24,17 @@ type wtx struct {
 	stmts  map[string]*sql.Stmt
 	queue  bool // the batch queued mail (QueueChanged)
 	stored bool // the batch stored messages (WaitNew, MessagesChanged)
+	// caught counts the message ids whose received events this
+	// transaction wrote (core.catchUpStep, core.writeLogged), so that
+	// the writes of one batch share one step's bound.
+	caught int64
+}
+
+// caughtUp adds n to the message ids this transaction's event log
+// catch-ups cover and returns the total.
+func (w *wtx) caughtUp(n int64) int64 {
+	w.caught += n
+	return w.caught
 }
 
 func (w *wtx) stmt(q string) (*sql.Stmt, error) {
@@ -92,7 +103,8 @@ func (w *wtx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 		return 0, false, err
 	}
 	w.stored = true
-	if _, err := w.Exec(`INSERT INTO message_raw (message_id, raw) VALUES (?, ?)`, id, raw); err != nil {
+	z, codec := raws.encode(raw)
+	if _, err := w.Exec(`INSERT INTO message_raw (message_id, raw, codec) VALUES (?, ?, ?)`, id, z, codec); err != nil {
 		return 0, false, fmt.Errorf("insert raw: %w", err)
 	}
 	return id, true, nil

@@ -28,6 +28,8 @@ import (
 type httpFlags struct {
 	addr    string
 	maxBody int64
+	// retention of the event log and the Idempotency-Key records.
+	eventRetention, idemRetention time.Duration
 	// throttle counts failed API keys: serve sets the process's shared
 	// authguard (authguard.KeyThrottle); nil: none.
 	throttle api.AuthThrottle
@@ -68,6 +70,8 @@ func (e explorerFlag) Set(v string) error {
 func (h *httpFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.addr, "http", "", "serve the AgentMail-compatible HTTP API under /v0 and the web inbox at / on this address (e.g. 127.0.0.1:8025); keys: envelopd apikey create")
 	fs.Int64Var(&h.maxBody, "http-max-body", api.DefaultMaxBody, "largest HTTP API request body (larger → 413)")
+	fs.DurationVar(&h.eventRetention, "event-retention", store.DefaultEventRetention, "how long the API's event log (websocket, webhooks) keeps an event already delivered (0: forever)")
+	fs.DurationVar(&h.idemRetention, "idempotency-retention", store.DefaultIdempotencyRetention, "how long an Idempotency-Key is remembered (0: forever)")
 	h.mcpSign.register(fs, "mcp-")
 	h.explorers = explorerFlag{}
 	fs.Var(h.explorers, "explorer", "`CHAIN=URL`: the block explorer the web inbox links a payment's transaction to ({tx} is the hash; appended when absent); built in for ethereum, sepolia, base, base-sepolia, polygon, arbitrum, optimism, solana, solana-devnet (repeatable)")
@@ -139,7 +143,7 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 		return nil, err
 	}
 	svc, err := api.NewService(api.Config{Store: rt.store, Relay: relay.on, Domains: domains, DomainService: dsvc, Mailer: mailer, Wake: wake, Logger: rt.log,
-		WebhookLimits: h.webhooks, Chains: chains})
+		WebhookLimits: h.webhooks, Chains: chains, EventRetention: h.eventRetention, IdempotencyRetention: h.idemRetention})
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Nodes", func(t *testing.T) { testNodes(t, open) })
 	t.Run("OwedOOPS", func(t *testing.T) { testOwedOOPS(t, open) })
 	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, open) })
+	t.Run("Retention", func(t *testing.T) { testRetention(t, open) })
 	t.Run("WebhookOwners", func(t *testing.T) { testWebhookOwners(t, open) })
 	t.Run("Drafts", func(t *testing.T) { testDrafts(t, open) })
 	t.Run("Lists", func(t *testing.T) { testLists(t, open) })

@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestEventBacklogInSteps: mail stored while nothing read the event log
+// (SQLite writes message.received late, migration 16) is caught up in
+// steps when a send, a delivery or an event read needs it — no writer
+// transaction covers more than syncEventsStep message ids, even with
+// other mail committing meanwhile — and the log keeps its order: every
+// received event once, in message order, before the sent event of a
+// message stored after them, ids ascending, a paging cursor skipping
+// none.
+func TestEventBacklogInSteps(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	in := func(n int) *Incoming {
+		return &Incoming{Direction: DirIn, MessageID: fmt.Sprintf("m%d@x.test", n), Sender: "alice@x.test",
+			Recipients: []string{"b@x.test"}, Raw: []byte(fmt.Sprintf("m%d", n)), Status: StatusAccepted, ReceivedAt: now}
+	}
+	const backlog = 30000
+	for i := 0; i < backlog; i += 1000 {
+		if err := s.write(ctx, func(tx *wtx) error {
+			for j := i; j < i+1000; j++ {
+				if _, _, err := ingestTx(tx, in(j), true); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The message ids each transaction caught up, read in the writer
+	// after each commit.
+	var steps []int64
+	var last int64
+	if err := s.rdb.QueryRowContext(ctx, `SELECT id FROM event_sync`).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	s.afterCommit = func(tx *wtx) {
+		var id int64
+		if err := tx.QueryRow(`SELECT id FROM event_sync`).Scan(&id); err != nil {
+			t.Error(err)
+			return
+		}
+		if id != last {
+			steps = append(steps, id-last)
+			last = id
+		}
+	}
+
+	// More mail arrives while the send and its deliveries are written.
+	var wg sync.WaitGroup
+	const more = 2000
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := backlog; i < backlog+more; i++ {
+			if _, err := s.Ingest(ctx, in(i)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	qid, err := s.Enqueue(ctx, &Outgoing{From: "b@x.test", MessageID: "s1@x.test", Raw: []byte("s1"),
+		Recipients: []string{"c@y.test"},
+		Copy:       &Incoming{MessageID: "s1@x.test", Sender: "b@x.test", Recipients: []string{"c@y.test"}, Raw: []byte("s1"), Status: StatusAccepted}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordDelivery(ctx, qid, "c@y.test", QueueSent, "", now); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	var all []Event
+	for after := int64(0); ; {
+		page, err := s.Events(ctx, EventFilter{After: after, Limit: 777})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		all = append(all, page...)
+		after = page[len(page)-1].ID
+	}
+	s.afterCommit = nil
+	// One more write so that the hook's last run is ordered before the
+	// reads below.
+	if err := s.write(ctx, func(*wtx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	var total, biggest int64
+	for _, n := range steps {
+		total += n
+		biggest = max(biggest, n)
+	}
+	if biggest > syncEventsStep {
+		t.Errorf("a transaction caught up %d message ids, over the step %d (steps %v)", biggest, syncEventsStep, steps)
+	}
+	if total < backlog {
+		t.Errorf("caught up %d message ids in %d steps, want ≥ %d", total, len(steps), backlog)
+	}
+	if len(steps) < backlog/syncEventsStep {
+		t.Errorf("%d steps for a backlog of %d: want ≥ %d", len(steps), backlog, backlog/syncEventsStep)
+	}
+
+	var sentID, sentMsg, deliveredID int64
+	received := map[int64]int64{} // message id → event id
+	var prevID, prevMsg int64
+	for _, e := range all {
+		if e.ID <= prevID {
+			t.Fatalf("event ids out of order: %d after %d", e.ID, prevID)
+		}
+		prevID = e.ID
+		switch e.Type {
+		case EventReceived:
+			if e.MessageID <= prevMsg {
+				t.Fatalf("received event of message %d after message %d's", e.MessageID, prevMsg)
+			}
+			prevMsg = e.MessageID
+			received[e.MessageID] = e.ID
+		case EventSent:
+			sentID, sentMsg = e.ID, e.MessageID
+		case EventDelivered:
+			deliveredID = e.ID
+		}
+	}
+	if len(received) != backlog+more {
+		t.Errorf("%d received events, want %d", len(received), backlog+more)
+	}
+	if sentID == 0 || deliveredID < sentID {
+		t.Fatalf("sent event %d, delivered event %d", sentID, deliveredID)
+	}
+	for m, id := range received {
+		if m < sentMsg && id > sentID {
+			t.Errorf("message %d stored before the sent message %d has its received event %d after the sent event %d", m, sentMsg, id, sentID)
+		}
+	}
+}
