@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 )
@@ -643,15 +644,19 @@ func (q *InboxQuery) where(d *dialect) (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
-// FTSQuery turns free text into an FTS5 query: each word (a run of
-// letters and digits) a quoted prefix term, all required; "" when the
-// text has no word. User text never reaches FTS5's query syntax.
+// searchWords are the words of free text a search requires: runs of
+// letters and digits, at most 16.
+func searchWords(text string) []string {
+	words := strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	return words[:min(len(words), 16)]
+}
+
+// FTSQuery turns free text into an FTS5 query: each word a quoted
+// prefix term, all required; "" when the text has no word. User text
+// never reaches FTS5's query syntax.
 func FTSQuery(text string) string {
 	var terms []string
-	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		if len(terms) == 16 {
-			break
-		}
+	for _, w := range searchWords(text) {
 		terms = append(terms, `"`+w+`"*`)
 	}
 	return strings.Join(terms, " ")
@@ -663,13 +668,73 @@ func FTSQuery(text string) string {
 // syntax.
 func TSQuery(text string) string {
 	var terms []string
-	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		if len(terms) == 16 {
-			break
-		}
+	for _, w := range searchWords(text) {
 		terms = append(terms, `'`+w+`':*`)
 	}
 	return strings.Join(terms, " & ")
+}
+
+// maxPrefixTerms bounds the index terms one search word is expanded to;
+// a word with more stays a prefix term.
+const maxPrefixTerms = 32
+
+// sqliteMatch is FTSQuery(text) with the prefix term of each ASCII word
+// replaced by the index terms it covers (from the vocabulary
+// message_fts_terms, migration 24): ("order" OR "orders"), or the word
+// itself as an exact term when the index has none (it then matches
+// nothing, as the prefix would). The meaning is the prefix's, and FTS5
+// walks exact terms' doclists lazily, where a prefix term first merges
+// every matching doclist. An ASCII word's FTS5 token is the word in lower
+// case (unicode61 folds nothing else in it); other words, and words
+// covering more than maxPrefixTerms terms, stay prefix terms.
+func (s *core) sqliteMatch(ctx context.Context, text string) (string, error) {
+	var out []string
+	for _, w := range searchWords(text) {
+		out = append(out, `"`+w+`"*`)
+		lw := strings.ToLower(w)
+		if !isASCII(lw) {
+			continue
+		}
+		// Every term with prefix lw sorts in [lw, hi): lw's last byte
+		// is a letter or digit, below 0x7f.
+		hi := lw[:len(lw)-1] + string(lw[len(lw)-1]+1)
+		var terms []string
+		from := lw
+		for len(terms) <= maxPrefixTerms {
+			// A range scan of the vocabulary seeks to its lower bound;
+			// the next term is the first at or after term+"\x01" (terms
+			// hold no control characters), which skips the current
+			// term's instances instead of stepping over them.
+			var t string
+			err := s.r.QueryRowContext(ctx, `SELECT term FROM message_fts_terms WHERE term >= ? AND term < ? LIMIT 1`, from, hi).Scan(&t)
+			if errors.Is(err, sql.ErrNoRows) {
+				break
+			}
+			if err != nil {
+				return "", fmt.Errorf("store: search: %w", err)
+			}
+			terms = append(terms, `"`+strings.ReplaceAll(t, `"`, `""`)+`"`)
+			from = t + "\x01"
+		}
+		switch {
+		case len(terms) > maxPrefixTerms:
+		case len(terms) == 0:
+			out[len(out)-1] = `"` + lw + `"`
+		default:
+			out[len(out)-1] = "(" + strings.Join(terms, " OR ") + ")"
+		}
+	}
+	// An explicit AND: FTS5 ANDs adjacent phrases, not groups.
+	return strings.Join(out, " AND "), nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // sqliteSearch is the dialect's search condition on SQLite: the FTS5
@@ -680,6 +745,15 @@ func sqliteSearch(text string) (string, []any) {
 		return "", nil
 	}
 	return `m.id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ?)`, []any{match}
+}
+
+// sqliteSearchWalk is the dialect's ordered search on SQLite: FTS5 walks
+// a MATCH (sqliteMatch's) in rowid order (ascending or descending) and
+// takes a rowid range as part of the query (the cursor), so a page reads
+// about as many matches as it shows (divided by the share of matches its
+// inbox holds).
+func sqliteSearchWalk(match string) (from, id, cond string, args []any) {
+	return `message_fts f`, `f.rowid`, `message_fts MATCH ?`, []any{match}
 }
 
 // pgSearch is the dialect's search condition on Postgres: the tsvector
@@ -747,18 +821,49 @@ func (s *core) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessage,
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	where, args := q.where(s.d)
 	op, order := "<", "DESC"
 	if q.Ascending {
 		op, order = ">", "ASC"
 	}
+	tag, err := s.rareTag(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if tag == "" && q.Inbox != "" && q.ThreadID == "" && s.d.searchWalk != nil {
+		match, err := s.sqliteMatch(ctx, q.Search)
+		if err != nil {
+			return nil, err
+		}
+		if match != "" {
+			from, id, cond, cargs := s.d.searchWalk(match)
+			// Walk the page from the index: its matches newest first
+			// (after the cursor, pushed into the index as an id range),
+			// each looked up in the inbox by primary key. CROSS JOIN
+			// fixes that order of the loops.
+			sub := q
+			sub.Search = ""
+			conds, args := cond, cargs
+			if q.CursorID > 0 {
+				conds += ` AND ` + id + ` ` + op + ` ?`
+				args = append(args, q.CursorID)
+			}
+			where, wargs := sub.where(s.d)
+			args = append(args, wargs...)
+			sqlq := `SELECT x.inbox, x.labels, ` + messageCols + ` FROM ` + from + ` CROSS JOIN inbox_messages x CROSS JOIN messages m
+				WHERE ` + conds + ` AND x.message_id = ` + id + ` AND m.id = ` + id + ` AND ` + where + ` ORDER BY ` + id + ` ` + order
+			if q.Limit > 0 {
+				sqlq += ` LIMIT ?`
+				args = append(args, q.Limit)
+			}
+			return s.inboxQuery(ctx, sqlq, args...)
+		}
+	}
+	where, args := q.where(s.d)
 	if q.CursorID > 0 {
 		where += ` AND x.message_id ` + op + ` ?`
 		args = append(args, q.CursorID)
 	}
-	if tag, err := s.rareTag(ctx, q); err != nil {
-		return nil, err
-	} else if tag != "" {
+	if tag != "" {
 		// A rare filter value: start from its few messages (the other
 		// conditions above still apply) instead of walking the inbox.
 		where += ` AND m.id IN (SELECT message_id FROM message_tags WHERE tag = ?)`
@@ -931,6 +1036,50 @@ func (s *core) HideMessages(ctx context.Context, inbox, thread string, ids []int
 	})
 }
 
+// commonMatches is how many matches make a search common: a thread list
+// then walks the threads newest first and probes the index for each of
+// their messages (a page is found after a few threads), where a rarer
+// search starts from its matches' threads. Tests make it small to take
+// both ways.
+var commonMatches = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(5000)
+	return &n
+}()
+
+// threadSearch returns a thread list's search conditions on SQLite: on
+// the thread's messages x (inner) and on the thread t (outer), with
+// sqliteMatch's terms. A common search probes the index for each message
+// of the threads walked (exact terms only: a probe of a prefix term
+// would merge its doclists each time); a rarer one restricts the threads
+// to its matches' (each match looked up in every inbox, found by a skip
+// scan of inbox_threads) and tests the messages against the set of
+// matches. inner is "" when neither applies (the dialect's condition
+// then).
+func (s *core) threadSearch(ctx context.Context, text string) (inner string, innerArgs []any, outer string, outerArgs []any, err error) {
+	match, err := s.sqliteMatch(ctx, text)
+	if err != nil || match == "" {
+		return "", nil, "", nil, err
+	}
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_fts WHERE message_fts MATCH ? LIMIT ?) AS c`,
+		match, commonMatches.Load()).Scan(&n); err != nil {
+		return "", nil, "", nil, fmt.Errorf("store: threads: %w", err)
+	}
+	if int64(n) >= commonMatches.Load() {
+		if strings.Contains(match, `"*`) {
+			return "", nil, "", nil, nil // a prefix term was left: no cheap probe
+		}
+		return `EXISTS (SELECT 1 FROM message_fts f WHERE message_fts MATCH ? AND f.rowid = x.message_id)`, []any{match}, "", nil, nil
+	}
+	return `x.message_id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ?)`, []any{match},
+		`(t.inbox, t.thread_id) IN (SELECT y.inbox, y.thread_id FROM message_fts f CROSS JOIN inbox_messages y
+			WHERE message_fts MATCH ? AND y.message_id = f.rowid AND y.inbox IN (
+				WITH RECURSIVE b(inbox) AS (SELECT min(inbox) FROM inbox_threads
+					UNION ALL SELECT (SELECT min(inbox) FROM inbox_threads WHERE inbox > b.inbox) FROM b WHERE b.inbox IS NOT NULL)
+				SELECT inbox FROM b WHERE inbox IS NOT NULL))`, []any{match}, nil
+}
+
 // ThreadRef is one thread of an inbox: its id and last message row id.
 type ThreadRef struct {
 	Inbox    string
@@ -974,10 +1123,26 @@ func (s *core) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, err
 	}
 	if len(q.Labels) > 0 || !q.Before.IsZero() || !q.After.IsZero() || q.Type != "" || q.Sender != "" || q.ErrorCode != "" || FTSQuery(q.Search) != "" {
 		sub := InboxQuery{Labels: q.Labels, Before: q.Before, After: q.After, Type: q.Type, Sender: q.Sender, ErrorCode: q.ErrorCode, Search: q.Search}
+		var inner, outer string
+		var innerArgs, outerArgs []any
+		if s.d.searchWalk != nil && FTSQuery(q.Search) != "" {
+			var err error
+			if inner, innerArgs, outer, outerArgs, err = s.threadSearch(ctx, q.Search); err != nil {
+				return nil, err
+			}
+			if inner != "" {
+				sub.Search = ""
+				inner = ` AND ` + inner
+			}
+		}
 		w, a := sub.where(s.d)
 		conds = append(conds, `EXISTS (SELECT 1 FROM inbox_messages x JOIN messages m ON m.id = x.message_id
-			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND `+w+`)`)
-		args = append(args, a...)
+			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND `+w+inner+`)`)
+		args = append(append(args, a...), innerArgs...)
+		if outer != "" {
+			conds = append(conds, outer)
+			args = append(args, outerArgs...)
+		}
 	}
 	where := "true"
 	if len(conds) > 0 {

@@ -37,3 +37,8 @@ func PGMigrateTo(ctx context.Context, dsn string, v int) (*sql.DB, error) {
 // SetProofBatch sets how many old proofs migration 18 reads at once and
 // returns the previous value.
 func SetProofBatch(n int64) int64 { return proofBatch.Swap(n) }
+
+// SetCommonMatches sets how many matches make a search common (a thread
+// search then probes the index per thread) and returns the previous
+// value.
+func SetCommonMatches(n int64) int64 { return commonMatches.Swap(n) }

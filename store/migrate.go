@@ -680,11 +680,18 @@ CREATE TABLE api_lists (
 	`
 ALTER TABLE message_raw ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
 `,
+	// 24: the search index's vocabulary (fts5vocab, read only: no data of
+	// its own). A prefix term ("order"*) makes FTS5 merge the doclists of
+	// every term with that prefix before it yields a row, a cost that
+	// grows with the number of matches; the search expands a prefix to
+	// the index's own terms (searchTerms) and walks their doclists lazily
+	// instead.
+	`CREATE VIRTUAL TABLE message_fts_terms USING fts5vocab (message_fts, 'instance');`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 23
+const SchemaVersion = 24
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -583,4 +583,7 @@ CREATE TABLE api_lists (
 	{23, `
 ALTER TABLE message_raw ADD COLUMN codec smallint NOT NULL DEFAULT 0;
 `},
+	// 24: SQLite's search vocabulary (fts5vocab); the tsvector index
+	// needs none (a GIN index answers a prefix from its own entries).
+	{24, `SELECT 1;`},
 }

@@ -90,11 +90,12 @@ var sqliteDialect = &dialect{
 		return `SELECT min(id), thread_id FROM messages INDEXED BY messages_copy
 			WHERE message_id IN (` + placeholders(n) + `) AND mailbox = ?`
 	},
-	emptyBlob: "x''",
-	greatest:  "max",
-	key:       func(s string) any { return s },
-	instr:     "instr",
-	search:    sqliteSearch,
+	emptyBlob:  "x''",
+	greatest:   "max",
+	key:        func(s string) any { return s },
+	instr:      "instr",
+	search:     sqliteSearch,
+	searchWalk: sqliteSearchWalk,
 	indexSearch: []string{
 		`INSERT INTO message_fts (rowid, subject, note)
 			SELECT id, subject, CASE WHEN result IS NOT NULL AND json_valid(CAST(result AS TEXT))

@@ -78,6 +78,14 @@ type dialect struct {
 	// search is the condition on messages m for the web inbox's free
 	// text search ("" when the text has no word).
 	search func(text string) (string, []any)
+	// searchWalk, when not nil, is an index that yields the matches of
+	// an FTS query (core.sqliteMatch's) in message id order, ascending or
+	// descending, with an id bound pushed into it: from is a FROM item
+	// aliased f, id its message id column, cond (with args) its match
+	// condition. A page is then walked from the index side, its cost
+	// bounded by the page, not by the number of matches; nil where the
+	// index only answers a set (Postgres's GIN).
+	searchWalk func(match string) (from, id, cond string, args []any)
 	// instr is the function giving the position of a substring (text,
 	// sub).
 	instr string

@@ -1,0 +1,128 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/envelopd/envelopd/internal/pgtest"
+	"github.com/envelopd/envelopd/store"
+)
+
+// TestSearchPaths: a search answers the same pages whichever way the
+// store walks it — from the index (SQLite's ordered FTS5 walk, a word's
+// prefix expanded to the index's terms), probing the index per thread (a
+// common search) or from the set of matches (a rare one) — in both
+// orders and across page cursors.
+func TestSearchPaths(t *testing.T) {
+	testSearchPaths(t, filepath.Join(t.TempDir(), "s.db"))
+}
+
+// TestPostgresSearchPaths is TestSearchPaths on Postgres.
+func TestPostgresSearchPaths(t *testing.T) {
+	testSearchPaths(t, pgtest.Schema(t))
+}
+
+func testSearchPaths(t *testing.T, db string) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Two inboxes (a: threads one, three, five; b: two, four, six),
+	// threads of two.
+	subjects := []string{
+		"Order one", "Re: Order one", "orders two", "Re: orders two", "ordering three", "Re: ordering three",
+		"Ordnung four", "Re: Ordnung four", "crêpe five", "Re: crêpe five", "ORD six", "Re: ORD six",
+	}
+	for i, subj := range subjects {
+		mid := fmt.Sprintf("p%d@x.test", i)
+		var irt []string
+		if i%2 == 1 {
+			irt = []string{fmt.Sprintf("p%d@x.test", i-1)}
+		}
+		rcpt := []string{"a@x.test", "b@x.test"}[(i/2)%2]
+		if _, err := s.Ingest(ctx, &store.Incoming{Direction: store.DirIn, MessageID: mid, InReplyTo: irt, References: irt,
+			Sender: "s@y.test", Recipients: []string{rcpt}, Raw: []byte(mid), Subject: subj,
+			Status: store.StatusAccepted, ReceivedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIndexed(t, s, len(subjects), "a@x.test", "b@x.test")
+	// pages walks every page of size 1 and returns the subjects.
+	pages := func(q store.InboxQuery) []string {
+		var got []string
+		q.Limit = 1
+		for range subjects {
+			ms, err := s.InboxMessages(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ms) == 0 {
+				return got
+			}
+			got = append(got, ms[0].Subject)
+			q.CursorID = ms[0].ID
+		}
+		return got
+	}
+	threads := func(q store.InboxQuery) []string {
+		var got []string
+		q.Limit = 1
+		for range subjects {
+			ts, err := s.InboxThreads(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ts) == 0 {
+				return got
+			}
+			got = append(got, fmt.Sprint(ts[0].Inbox, " ", ts[0].LastID))
+			q.CursorID, q.CursorInbox = ts[0].LastID, ts[0].Inbox
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		search string
+		inbox  string
+		want   []string // newest first
+	}{
+		{"order", "a@x.test", []string{"Re: ordering three", "ordering three", "Re: Order one", "Order one"}},
+		{"order", "b@x.test", []string{"Re: orders two", "orders two"}},
+		{"ord", "b@x.test", []string{"Re: ORD six", "ORD six", "Re: Ordnung four", "Ordnung four", "Re: orders two", "orders two"}},
+		{"ORDN re", "b@x.test", []string{"Re: Ordnung four"}},
+		{"crepe", "b@x.test", nil},
+		{"crepe", "a@x.test", []string{"Re: crêpe five", "crêpe five"}},
+		{"orderz", "a@x.test", nil},
+		{"one order", "a@x.test", []string{"Re: Order one", "Order one"}},
+	} {
+		q := store.InboxQuery{Inbox: tc.inbox, Search: tc.search}
+		if got := pages(q); !slices.Equal(got, tc.want) {
+			t.Errorf("search %q in %s: %q, want %q", tc.search, tc.inbox, got, tc.want)
+		}
+		q.Ascending = true
+		want := slices.Clone(tc.want)
+		slices.Reverse(want)
+		if got := pages(q); !slices.Equal(got, want) {
+			t.Errorf("search %q in %s ascending: %q, want %q", tc.search, tc.inbox, got, want)
+		}
+		// Threads, org-wide and in the inbox: the same whichever way.
+		for _, tq := range []store.InboxQuery{{Search: tc.search}, {Search: tc.search, Inbox: tc.inbox}} {
+			old := store.SetCommonMatches(1 << 40)
+			rare := threads(tq)
+			store.SetCommonMatches(1)
+			common := threads(tq)
+			store.SetCommonMatches(old)
+			if !slices.Equal(rare, common) {
+				t.Errorf("threads %q in %q: %q from the matches, %q probing", tc.search, tq.Inbox, rare, common)
+			}
+			if want := (len(tc.want) + 1) / 2; tq.Inbox != "" && len(rare) != want {
+				t.Errorf("threads %q in %q: %q, want %d", tc.search, tq.Inbox, rare, want)
+			}
+		}
+	}
+}
