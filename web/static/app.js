@@ -656,10 +656,17 @@ function localInput(iso) {
   return d.getFullYear() + "-" + pad2(d.getMonth() + 1) + "-" + pad2(d.getDate()) + "T" + pad2(d.getHours()) + ":" + pad2(d.getMinutes()) + ":" + pad2(d.getSeconds());
 }
 
-// localText writes an instant for a person: local date and time, the zone.
+// utcOffset is the local zone's offset from UTC at d ("UTC+05:30").
+function utcOffset(d) {
+  const m = -d.getTimezoneOffset(), a = Math.abs(m);
+  return "UTC" + (m < 0 ? "-" : "+") + pad2(Math.floor(a / 60)) + ":" + pad2(a % 60);
+}
+
+// localText writes an instant for a person: local date and time, the
+// offset (the API keeps it in UTC: send_at, in the tooltip).
 function localText(iso) {
   const d = new Date(iso);
-  return isNaN(d) ? "" : localInput(iso).replace("T", " ") + " " + ZONE;
+  return isNaN(d) ? "" : localInput(iso).replace("T", " ") + " " + utcOffset(d);
 }
 
 function draftState(d) {
@@ -703,7 +710,7 @@ function draftForm(inbox, d) {
     d?.in_reply_to ? null : addrField("cc", "Cc", d?.cc),
     d?.in_reply_to ? null : el("label", {}, "Subject", el("input", { name: "subject", value: d?.subject || "", autocomplete: "off" })),
     el("label", {}, "Text (an Envelopay message is its JSON)", el("textarea", { name: "text", rows: "8", spellcheck: "false" }, d?.text || "")),
-    el("label", {}, "Send at (" + ZONE + ")", el("span", { class: "row" },
+    el("label", {}, "Send at (your time: " + ZONE + ", " + utcOffset(new Date()) + ")", el("span", { class: "row" },
       el("input", { name: "send_at", type: "datetime-local", step: "1", value: d?.send_at ? localInput(d.send_at) : "" }),
       el("span", { class: "muted" }, "empty: not scheduled"))),
     d ? el("p", { class: "state" }, draftState(d)) : null);
@@ -789,17 +796,14 @@ const DIRECTIONS = [
 async function renderLists(inbox, gen) {
   $("crumb").textContent = inbox + " › allow / block";
   window.scrollTo(0, 0);
-  const sections = [];
-  for (const [dir, title, what] of DIRECTIONS) {
-    const boxes = [];
-    for (const typ of ["allow", "block"]) boxes.push(await listBox(inbox, dir, typ, what));
-    if (gen !== S.gen) return;
-    sections.push(el("section", { class: "listdir", dataset: { direction: dir } }, el("h2", {}, title), el("div", { class: "listpair" }, boxes)));
-  }
+  const sections = await Promise.all(DIRECTIONS.map(async ([dir, title, what]) =>
+    el("section", { class: "listdir", dataset: { direction: dir } }, el("h2", {}, title),
+      el("div", { class: "listpair" }, await Promise.all(["allow", "block"].map((typ) => listBox(inbox, dir, typ, what)))))));
+  if (gen !== S.gen) return;
   $("pane").replaceChildren(viewTabs(inbox, "l"),
     el("p", { class: "muted rule" }, "An entry is an address (name@example.com) or a domain (example.com). A block entry refuses what it matches; a non-empty allow list refuses everything it does not match. Refused sends are not sent; refused mail is kept, with the label ",
       el("code", {}, "blocked"), ". The inbox's lists decide when they hold any entry for the direction, the organisation's otherwise."),
-    sections);
+    ...sections);
 }
 
 async function listBox(inbox, dir, typ, what) {
