@@ -78,6 +78,14 @@ func webDraftsAndLists(t *testing.T, c webClient, ctx context.Context, run func(
 	if err != nil {
 		t.Fatal(err)
 	}
+	// local is t as a datetime-local value in the browser's zone (which
+	// drops ":00" seconds: SetValue reads the value back).
+	local := func(at time.Time) string {
+		if at.Second() == 0 {
+			return at.In(zone).Format("2006-01-02T15:04")
+		}
+		return at.In(zone).Format("2006-01-02T15:04:05")
+	}
 
 	// Save the reply being written as a draft: a draft answering the OFFER
 	// (once the reply forced before is in the timeline: its arrival
@@ -117,7 +125,7 @@ func webDraftsAndLists(t *testing.T, c webClient, ctx context.Context, run func(
 	// browser's zone): the API gets that instant.
 	at := time.Now().Add(time.Hour).Truncate(time.Second)
 	run("schedule", chromedp.SetValue(css(`.draft-form input[name="to"]`), BOB),
-		chromedp.SetValue(css(`.draft-form input[name="send_at"]`), at.In(zone).Format("2006-01-02T15:04:05")),
+		chromedp.SetValue(css(`.draft-form input[name="send_at"]`), local(at)),
 		chromedp.Click(css(`.draft-form [data-action="save"]`)), poll(`/^#\/d\/shop%40shop\.test\/drf_/.test(location.hash)`),
 		has(".draft-form .state", "scheduled for "+at.In(zone).Format("2006-01-02 15:04:05 UTC-07:00")))
 	id = draftID()
@@ -126,14 +134,14 @@ func webDraftsAndLists(t *testing.T, c webClient, ctx context.Context, run func(
 	}
 	shot(ctx, "web-drafts.png")
 	// In the past: refused.
-	run("past", chromedp.SetValue(css(`.draft-form input[name="send_at"]`), time.Now().Add(-time.Hour).In(zone).Format("2006-01-02T15:04:05")),
+	run("past", chromedp.SetValue(css(`.draft-form input[name="send_at"]`), local(time.Now().Add(-time.Hour))),
 		chromedp.Click(css(`.draft-form [data-action="save"]`)), has(".draft-form .outcome .refused", "is in the past"))
 	// In the list: scheduled, in local time.
 	run("drafts list", goTo("#/d/shop%40shop.test"), poll(fmt.Sprintf(`document.querySelector('#drafts li[data-id=%q]')?.textContent.includes("scheduled for %s")`, id, at.In(zone).Format("2006-01-02 15:04:05 UTC-07:00"))))
 	// Due in two seconds: the server's worker sends it, the draft goes.
 	soon := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
 	run("reschedule", goTo("#/d/shop%40shop.test/"+id), chromedp.WaitVisible(css(`.draft-form input[name="send_at"]`)),
-		chromedp.SetValue(css(`.draft-form input[name="send_at"]`), soon.In(zone).Format("2006-01-02T15:04:05")),
+		chromedp.SetValue(css(`.draft-form input[name="send_at"]`), local(soon)),
 		chromedp.Click(css(`.draft-form [data-action="save"]`)), has(".draft-form .outcome", "Saved: scheduled for"))
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if _, code := getDraft(id); code == 404 {
@@ -168,18 +176,18 @@ func webDraftsAndLists(t *testing.T, c webClient, ctx context.Context, run func(
 	// Lists: a bad entry refused; Bob blocked on receive; his next mail
 	// is kept, labelled blocked, shown in words; the entry removed.
 	recvBlock := `.list-form[data-list="receive-block"]`
-	run("lists", goTo("#/l/shop%40shop.test"), poll(`document.querySelectorAll(".list-form").length === 6`),
-		chromedp.SetValue(css(recvBlock+` input[name="entry"]`), "*.buyer.test"), chromedp.Click(css(recvBlock+` [data-action="add-entry"]`)),
-		has(recvBlock+" .outcome .refused", "neither an address"))
-	if got := value("bad entry", `document.querySelector(`+strconv.Quote(recvBlock+" .outcome")+`).textContent`); !strings.Contains(got, "HTTP 400, ValidationError") {
-		t.Errorf("bad entry: %q", got)
-	}
+	run("lists", goTo("#/l/shop%40shop.test"), poll(`document.querySelectorAll(".list-form").length === 6`))
 	run("block bob", chromedp.SetValue(css(recvBlock+` input[name="entry"]`), "Bob@Buyer.test"),
 		chromedp.SetValue(css(recvBlock+` input[name="reason"]`), "testing"), chromedp.Click(css(recvBlock+` [data-action="add-entry"]`)),
 		chromedp.WaitVisible(css(recvBlock+` li[data-entry="bob@buyer.test"]`)))
 	run("allow a domain to send to", chromedp.SetValue(css(`.list-form[data-list="send-allow"] input[name="entry"]`), "buyer.test"),
 		chromedp.Click(css(`.list-form[data-list="send-allow"] [data-action="add-entry"]`)),
 		chromedp.WaitVisible(css(`.list-form[data-list="send-allow"] li[data-entry="buyer.test"]`)))
+	run("bad entry", chromedp.SetValue(css(recvBlock+` input[name="entry"]`), "*.buyer.test"), chromedp.Click(css(recvBlock+` [data-action="add-entry"]`)),
+		has(recvBlock+" .outcome .refused", "neither an address"))
+	if got := value("bad entry", `document.querySelector(`+strconv.Quote(recvBlock+" .outcome")+`).textContent`); !strings.Contains(got, "HTTP 400, ValidationError") {
+		t.Errorf("bad entry: %q", got)
+	}
 	var entries struct {
 		Entries []struct {
 			Entry  string `json:"entry"`
@@ -191,6 +199,16 @@ func webDraftsAndLists(t *testing.T, c webClient, ctx context.Context, run func(
 		t.Errorf("receive block list after the page: %+v", entries.Entries)
 	}
 	shot(ctx, "web-lists.png")
+	// The send allow list refuses a draft to another domain: the API's
+	// MessageRejectedError, shown; nothing is sent, the draft stays.
+	run("refused recipient", goTo("#/d/shop%40shop.test/new"), chromedp.WaitVisible(css(`.draft-form input[name="to"]`)),
+		chromedp.SetValue(css(`.draft-form input[name="to"]`), "eve@elsewhere.test"), chromedp.SetValue(css(`.draft-form textarea`), "not allowed"),
+		chromedp.Click(css(`.draft-form [data-action="save"]`)), poll(`/^#\/d\/shop%40shop\.test\/drf_/.test(location.hash) && document.querySelector('.draft-form [data-action="send-now"]')`),
+		chromedp.Click(css(`.draft-form [data-action="send-now"]`)), has(".draft-form .outcome .refused", "HTTP 403, MessageRejectedError"))
+	if got := value("refused recipient", `document.querySelector(".draft-form .outcome").textContent`); !strings.Contains(got, "eve@elsewhere.test") || strings.Contains(got, "force") {
+		t.Errorf("refused recipient: %q", got)
+	}
+	run("delete refused", chromedp.Click(css(`.draft-form [data-action="delete"]`)), poll(`location.hash === "#/d/shop%40shop.test" && document.querySelector("#drafts-empty")`))
 	c.do("POST", "/v0/inboxes/"+BOB+"/messages/send", map[string]any{"to": SHOP, "subject": "unwanted offer", "text": "buy now"}, nil)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		var l struct {

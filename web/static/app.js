@@ -823,7 +823,7 @@ async function listBox(inbox, dir, typ, what) {
   const res = await call("GET", path + "?limit=100");
   if (res.ok) ul.replaceChildren(...(res.body.entries || []).map(item));
   else out.replaceChildren(refusal(res));
-  const entry = el("input", { name: "entry", placeholder: "name@example.com or example.com", autocomplete: "off", spellcheck: "false", "aria-label": dir + " " + typ + " entry" });
+  const entry = el("input", { name: "entry", placeholder: "address or domain", autocomplete: "off", spellcheck: "false", "aria-label": dir + " " + typ + " entry" });
   const reason = el("input", { name: "reason", placeholder: "reason (optional)", autocomplete: "off", "aria-label": "reason" });
   const form = el("form", { class: "act list-form", dataset: { list: dir + "-" + typ }, onsubmit: async (ev) => {
     ev.preventDefault();
