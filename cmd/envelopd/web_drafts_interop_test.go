@@ -138,6 +138,13 @@ func webDraftsAndLists(t *testing.T, c webClient, ctx context.Context, run func(
 		chromedp.Click(css(`.draft-form [data-action="save"]`)), has(".draft-form .outcome .refused", "is in the past"))
 	// In the list: scheduled, in local time.
 	run("drafts list", goTo("#/d/shop%40shop.test"), poll(fmt.Sprintf(`document.querySelector('#drafts li[data-id=%q]')?.textContent.includes("scheduled for %s")`, id, at.In(zone).Format("2006-01-02 15:04:05 UTC-07:00"))))
+	// The field emptied: not scheduled any more.
+	run("unschedule", goTo("#/d/shop%40shop.test/"+id), chromedp.WaitVisible(css(`.draft-form input[name="send_at"]`)),
+		chromedp.SetValue(css(`.draft-form input[name="send_at"]`), ""),
+		chromedp.Click(css(`.draft-form [data-action="save"]`)), has(".draft-form .state", "not scheduled"))
+	if d, code := getDraft(id); code != 200 || d.SendStatus != "" || d.SendAt != nil {
+		t.Errorf("unscheduled draft: %d %+v", code, d)
+	}
 	// Due in two seconds: the server's worker sends it, the draft goes.
 	soon := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
 	run("reschedule", goTo("#/d/shop%40shop.test/"+id), chromedp.WaitVisible(css(`.draft-form input[name="send_at"]`)),
