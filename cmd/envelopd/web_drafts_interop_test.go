@@ -74,6 +74,22 @@ func webDraftsAndLists(t *testing.T, c webClient, ctx context.Context, run func(
 		}
 		return d, resp.StatusCode
 	}
+	// listed waits until the API lists one message at path.
+	listed := func(path, failure string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var l struct {
+				Count int `json:"count"`
+			}
+			c.do("GET", path, nil, &l)
+			if l.Count == 1 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(failure)
+			}
+		}
+	}
 	zone, err := time.LoadLocation(webZone)
 	if err != nil {
 		t.Fatal(err)
@@ -158,18 +174,7 @@ func webDraftsAndLists(t *testing.T, c webClient, ctx context.Context, run func(
 			t.Fatal("the scheduled draft was not sent")
 		}
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var l struct {
-			Count int `json:"count"`
-		}
-		c.do("GET", "/v0/inboxes/"+BOB+"/messages?q=scheduled", nil, &l)
-		if l.Count == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the scheduled draft never reached Bob")
-		}
-	}
+	listed("/v0/inboxes/"+BOB+"/messages?q=scheduled", "the scheduled draft never reached Bob")
 	// Delete.
 	run("draft to delete", goTo("#/d/shop%40shop.test/new"), chromedp.WaitVisible(css(`.draft-form input[name="to"]`)),
 		chromedp.SetValue(css(`.draft-form input[name="to"]`), BOB), chromedp.SetValue(css(`.draft-form textarea`), "never sent"),
@@ -217,18 +222,7 @@ func webDraftsAndLists(t *testing.T, c webClient, ctx context.Context, run func(
 	}
 	run("delete refused", chromedp.Click(css(`.draft-form [data-action="delete"]`)), poll(`location.hash === "#/d/shop%40shop.test" && document.querySelector("#drafts-empty")`))
 	c.do("POST", "/v0/inboxes/"+BOB+"/messages/send", map[string]any{"to": SHOP, "subject": "unwanted offer", "text": "buy now"}, nil)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var l struct {
-			Count int `json:"count"`
-		}
-		c.do("GET", "/v0/inboxes/"+SHOP+"/messages?labels=blocked", nil, &l)
-		if l.Count == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Bob's mail was not labelled blocked")
-		}
-	}
+	listed("/v0/inboxes/"+SHOP+"/messages?labels=blocked", "Bob's mail was not labelled blocked")
 	run("blocked in the list", goTo("#/i/shop%40shop.test?status=blocked"), poll(`document.querySelectorAll("#list li").length === 1`),
 		has("#list li .badge.blocked", "Blocked: the allow/block lists refuse this sender"), has("#list li .badge.blocked code", "blocked"))
 	run("blocked in the thread", chromedp.Click(css(`#list li a`)), chromedp.WaitVisible(css(".step.focus .badge.blocked")))
