@@ -21,6 +21,7 @@ import (
 
 	"github.com/chromedp/cdproto/audits"
 	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/emulation"
 	cdplog "github.com/chromedp/cdproto/log"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -279,7 +280,7 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	ctx, cancel := context.WithTimeout(bctx, 240*time.Second)
 	defer cancel()
 	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -317,7 +318,12 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 		if _, err := chromedp.Call(ctx, audits.Enable, struct{}{}); err != nil {
 			return err
 		}
-		_, err := chromedp.Call(ctx, cdplog.Enable, struct{}{})
+		if _, err := chromedp.Call(ctx, cdplog.Enable, struct{}{}); err != nil {
+			return err
+		}
+		// The person is not in UTC: a draft's send_at typed in local
+		// time must reach the API as the right instant.
+		_, err := chromedp.Call(ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: webZone})
 		return err
 	}), chromedp.Navigate(srv.url+"/"), chromedp.WaitVisible(css("#login")))
 	run("log in", chromedp.SetValue(css("#key"), srv.key), chromedp.Click(css(`#login button[type="submit"]`)),
@@ -650,10 +656,15 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 	shot(ctx, "web-actions.png")
 	run("forced", chromedp.Click(css(offerStep+` [data-action="force"]`)),
 		poll(`document.querySelector(`+strconv.Quote(offerStep+" .outcome")+`)?.textContent.includes("Sent FULFILL (forced: invalid, sent anyway)")`))
+	webDraftsAndLists(t, c, ctx, run, shot, offerStep)
 	// A key scoped to another inbox is refused, cleanly: the page says so.
 	login(apikey(BOB))
 	run("out of scope", goTo("#/t/shop%40shop.test/"+url.PathEscape(of.ThreadID)),
 		poll(`document.querySelector("#pane .error")?.textContent.startsWith("NotFoundError: ")`))
+	run("drafts out of scope", goTo("#/d/shop%40shop.test"),
+		poll(`document.querySelector("#pane .error")?.textContent.startsWith("NotFoundError: ")`))
+	run("lists out of scope", goTo("#/l/shop%40shop.test"),
+		poll(`document.querySelectorAll(".list-form .refused").length === 6 && [...document.querySelectorAll(".list-form .refused")].every((e) => e.textContent.includes("NotFoundError"))`))
 	login(srv.key)
 
 	// A phone-sized window: one column, nothing wider than the screen.
@@ -689,6 +700,13 @@ func testWebInbox(t *testing.T, db string, bulk int) {
 		t.Errorf("phone-sized thread: the page scrolls sideways (%q)", wide)
 	}
 	shot(ctx, "web-thread-phone.png")
+	// The drafts and the lists: nothing sideways either.
+	for _, h := range []string{"#/d/shop%40shop.test", "#/d/shop%40shop.test/new", "#/l/shop%40shop.test"} {
+		run("phone "+h, goTo(h), poll(`document.querySelector(".views a.current") && (document.querySelector("#drafts, #drafts-empty, .draft-form") || document.querySelectorAll(".list-form").length === 6)`))
+		if browserValue(t, ctx, "phone width "+h, chromedp.Steps(), chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`)) {
+			t.Errorf("phone-sized %s: the page scrolls sideways", h)
+		}
+	}
 
 	// Log out: the key leaves sessionStorage.
 	run("log out", chromedp.Click(css("#logout")), chromedp.WaitVisible(css("#login")))

@@ -98,7 +98,8 @@ function fail(e) {
   $("pane").replaceChildren(el("p", { class: "error", role: "alert" }, String(e.message || e)));
 }
 
-// Routing: #/i/INBOX?filters, #/t/INBOX/THREAD[/ROW].
+// Routing: #/i/INBOX?filters, #/t/INBOX/THREAD[/ROW], #/d/INBOX[/DRAFT|new]
+// (drafts), #/l/INBOX (allow and block lists).
 
 function parseHash() {
   const h = location.hash.replace(/^#\/?/, "");
@@ -126,6 +127,8 @@ async function route() {
     if (parts[0] === "t" && parts[1] && parts[2]) await renderThread(parts[1], parts[2], parts[3] || "", gen);
     else if (parts[0] === "m" && parts[1] && parts[2]) await renderMessageRef(parts[1], parts[2], gen);
     else if (parts[0] === "i" && parts[1]) await renderInbox(parts[1], q, gen);
+    else if (parts[0] === "d" && parts[1]) await renderDrafts(parts[1], parts[2] || "", gen);
+    else if (parts[0] === "l" && parts[1]) await renderLists(parts[1], gen);
     else {
       const first = document.querySelector("#inboxes a");
       if (first) location.replace(first.getAttribute("href"));
@@ -186,7 +189,7 @@ function filterForm(inbox, f) {
     value: f[name] || "", placeholder: ph, autocomplete: "off", spellcheck: "false" }));
   const form = el("form", { id: "filters", class: "filters", role: "search" },
     sel("type", "Type", TYPES),
-    sel("status", "Status", ["accepted", "quarantined", "duplicate"]),
+    sel("status", "Status", ["accepted", "quarantined", "duplicate", "blocked"]),
     inp("error", "Error", "any code"),
     inp("sender", "Sender", "a@b.example"),
     inp("q", "Search", "subject, note", "search"),
@@ -227,7 +230,7 @@ async function renderInbox(inbox, q, gen) {
   const list = el("ol", { id: "list", class: "msgs" });
   const more = el("button", { id: "more", type: "button", hidden: true }, "Older messages");
   const count = el("span", { id: "count", class: "muted" });
-  $("pane").replaceChildren(filterForm(inbox, f), el("div", { class: "listhead" }, count), list, more);
+  $("pane").replaceChildren(viewTabs(inbox, "i"), filterForm(inbox, f), el("div", { class: "listhead" }, count), list, more);
   const l = await api("/inboxes/" + enc(inbox) + "/messages?" + listQuery(f, ""));
   if (gen !== S.gen) return;
   append(list, l.messages, false);
@@ -466,13 +469,28 @@ function replyForm(inbox, m) {
         el("button", { type: "button", "data-action": "force", onclick: () => send(true).catch(fail) }, "Send anyway (force)")));
     }
   };
+  // Save as draft: the same check, then a draft answering m (in_reply_to),
+  // sent later from the Drafts view (where the API's force rule applies
+  // again, at send time).
+  const save = async () => {
+    out.replaceChildren();
+    if (type.value) {
+      const bad = checkBody(text.value, type.value);
+      if (bad.length) { out.replaceChildren(el("div", { class: "refused", role: "alert" }, el("p", {}, "Not saved: fix these first."), el("ul", {}, bad.map((x) => el("li", {}, x))))); return; }
+    }
+    const res = await call("POST", "/inboxes/" + enc(inbox) + "/drafts", { in_reply_to: m.message_id, text: text.value });
+    if (!res.ok) { out.replaceChildren(refusal(res)); return; }
+    out.replaceChildren(el("p", { class: "sent-ok" }, "Saved as draft ",
+      el("a", { href: "#/d/" + enc(inbox) + "/" + enc(res.body.draft_id), class: "draftlink" }, res.body.draft_id), " (not sent)"));
+  };
   return el("form", { class: "act reply", onsubmit: (ev) => { ev.preventDefault(); send(false).catch(fail); } },
     el("label", {}, "Type ", type), text,
     el("div", { class: "row" }, el("button", { type: "submit", "data-action": "send" }, "Check and send"),
+      el("button", { type: "button", "data-action": "save-draft", onclick: () => save().catch(fail) }, "Save as draft"),
       el("span", { class: "muted" }, "replies from " + inbox + " to " + (m.from || ""))), out);
 }
 
-const COMPUTED = ["received", "sent", "accepted", "quarantined", "duplicate", "unread", "read"];
+const COMPUTED = ["received", "sent", "accepted", "quarantined", "duplicate", "unread", "read", "blocked", "draft"];
 
 function labelForm(inbox, m) {
   const path = "/inboxes/" + enc(inbox) + "/messages/" + enc(m.message_id);
@@ -615,6 +633,212 @@ function step(inbox, m, byEid, stepHref) {
     el("div", { class: "badges" }, verdictBadges(m)),
     rows.length ? el("dl", { class: "fields" }, rows) : null,
     checks, actions, detail);
+}
+
+// The views of an inbox: its messages, its drafts, its allow and block
+// lists.
+function viewTabs(inbox, cur) {
+  return el("nav", { class: "views", "aria-label": "views of " + inbox }, [["i", "Messages"], ["d", "Drafts"], ["l", "Allow / block"]].map(([k, name]) =>
+    el("a", { href: "#/" + k + "/" + enc(inbox), class: k === cur ? "current" : "", "aria-current": k === cur ? "page" : undefined, "data-view": k }, name)));
+}
+
+// Drafts: GET/POST/PATCH/DELETE /v0/inboxes/{inbox}/drafts[/{id}], POST
+// …/{id}/send (docs/api.md#drafts). send_at is shown and typed in the
+// person's local time and sent as RFC 3339 in UTC.
+
+const ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
+const pad2 = (n) => String(n).padStart(2, "0");
+
+// localInput writes an instant as a datetime-local value (local time).
+function localInput(iso) {
+  const d = new Date(iso);
+  if (isNaN(d)) return "";
+  return d.getFullYear() + "-" + pad2(d.getMonth() + 1) + "-" + pad2(d.getDate()) + "T" + pad2(d.getHours()) + ":" + pad2(d.getMinutes()) + ":" + pad2(d.getSeconds());
+}
+
+// utcOffset is the local zone's offset from UTC at d ("UTC+05:30").
+function utcOffset(d) {
+  const m = -d.getTimezoneOffset(), a = Math.abs(m);
+  return "UTC" + (m < 0 ? "-" : "+") + pad2(Math.floor(a / 60)) + ":" + pad2(a % 60);
+}
+
+// localText writes an instant for a person: local date and time, the
+// offset (the API keeps it in UTC: send_at, in the tooltip).
+function localText(iso) {
+  const d = new Date(iso);
+  return isNaN(d) ? "" : localInput(iso).replace("T", " ") + " " + utcOffset(d);
+}
+
+function draftState(d) {
+  if (d.send_status === "scheduled" && d.send_at) return el("span", { class: "badge sched", title: "send_at " + d.send_at }, "scheduled for " + localText(d.send_at));
+  if (d.send_status === "failed") return el("span", { class: "badge err", title: d.error || "" }, "scheduled send refused: " + (d.error || ""));
+  return el("span", { class: "badge" }, "not scheduled");
+}
+
+async function renderDrafts(inbox, id, gen) {
+  $("crumb").textContent = inbox + " › drafts";
+  window.scrollTo(0, 0);
+  const base = "/inboxes/" + enc(inbox) + "/drafts";
+  if (id) {
+    const d = id === "new" ? null : await api(base + "/" + enc(id));
+    if (gen !== S.gen) return;
+    $("pane").replaceChildren(viewTabs(inbox, "d"), el("p", {}, el("a", { href: "#/d/" + enc(inbox), class: "back" }, "← drafts of " + inbox)), draftForm(inbox, d));
+    return;
+  }
+  const l = await api(base + "?limit=100");
+  if (gen !== S.gen) return;
+  const ds = l.drafts || [];
+  $("pane").replaceChildren(viewTabs(inbox, "d"),
+    el("p", {}, el("a", { href: "#/d/" + enc(inbox) + "/new", class: "new-draft" }, "New draft")),
+    ds.length ? el("ol", { id: "drafts", class: "msgs" }, ds.map((d) => el("li", { class: "msg draft", dataset: { id: d.draft_id } },
+      el("a", { href: "#/d/" + enc(inbox) + "/" + enc(d.draft_id) },
+        el("span", { class: "when" }, el("time", { datetime: d.updated_at, title: "last edited" }, fmtTime(d.updated_at))),
+        el("span", { class: "who" }, d.in_reply_to ? "reply to " + d.in_reply_to : "→ " + (d.to || []).join(", ")),
+        el("span", { class: "what" }, el("span", { class: "note" }, (d.subject || "") + (d.subject && d.preview ? " — " : "") + (d.preview || ""))),
+        el("span", { class: "badges" }, draftState(d))))))
+      : el("p", { id: "drafts-empty", class: "muted" }, "No drafts in " + inbox + "."),
+    l.next_page_token ? el("p", { class: "muted" }, "The 100 newest drafts are shown.") : null);
+}
+
+function draftForm(inbox, d) {
+  const base = "/inboxes/" + enc(inbox) + "/drafts";
+  const id = () => d?.draft_id || "";
+  const addrField = (name, label, v) => el("label", {}, label, el("input", { name, value: (v || []).join(", "), autocomplete: "off", spellcheck: "false", placeholder: "a@b.example, …" }));
+  const form = el("form", { class: "act draft-form" },
+    d?.in_reply_to ? el("p", { class: "muted" }, "A reply to ", el("code", {}, d.in_reply_to), ": sent to its sender, in its thread.") : null,
+    d?.in_reply_to ? null : addrField("to", "To", d?.to),
+    d?.in_reply_to ? null : addrField("cc", "Cc", d?.cc),
+    d?.in_reply_to ? null : el("label", {}, "Subject", el("input", { name: "subject", value: d?.subject || "", autocomplete: "off" })),
+    el("label", {}, "Text (an Envelopay message is its JSON)", el("textarea", { name: "text", rows: "8", spellcheck: "false" }, d?.text || "")),
+    el("label", {}, "Send at (your time: " + ZONE + ", " + utcOffset(new Date()) + ")", el("span", { class: "row" },
+      el("input", { name: "send_at", type: "datetime-local", step: "1", value: d?.send_at ? localInput(d.send_at) : "" }),
+      el("span", { class: "muted" }, "empty: not scheduled"))),
+    d ? el("p", { class: "state" }, draftState(d)) : null);
+  const out = el("div", { class: "outcome", "aria-live": "polite" });
+  const v = (n) => form.querySelector('[name="' + n + '"]')?.value.trim() ?? null;
+  const list = (n) => { const s = v(n); return s === null ? undefined : s ? s.split(/[,;\s]+/).filter(Boolean) : []; };
+  // body is the draft's fields as the API takes them; send_at typed in
+  // local time becomes an instant (RFC 3339, UTC). Emptying it on a
+  // scheduled draft unschedules it (the zero time: the API's "not
+  // scheduled").
+  const body = () => {
+    const b = { text: form.querySelector('[name="text"]').value };
+    if (!d?.in_reply_to) { b.to = list("to"); b.cc = list("cc"); b.subject = v("subject"); }
+    const at = v("send_at");
+    if (at) {
+      const t = new Date(at);
+      if (isNaN(t)) throw new Error("send_at: not a date and time");
+      b.send_at = t.toISOString();
+    } else if (d?.send_at) b.send_at = "0001-01-01T00:00:00Z";
+    return b;
+  };
+  const save = async () => {
+    out.replaceChildren();
+    let b;
+    try { b = body(); } catch (e) { out.replaceChildren(el("div", { class: "refused", role: "alert" }, e.message)); return null; }
+    const res = id() ? await call("PATCH", base + "/" + enc(id()), b) : await call("POST", base, b);
+    if (!res.ok) { out.replaceChildren(refusal(res)); return null; }
+    return res.body;
+  };
+  const send = async (force) => {
+    // The fields as shown are saved first, then sent.
+    const saved = await save();
+    if (!saved) return;
+    d = saved;
+    const res = await call("POST", base + "/" + enc(id()) + "/send" + (force ? "?force=true" : ""), {});
+    if (res.ok) {
+      out.replaceChildren(el("p", { class: "sent-ok" }, "Sent " + (res.body?.envelopay?.type || "mail").toUpperCase() +
+        (res.body?.envelopay?.forced ? " (forced: invalid, sent anyway)" : "") + " as " + (res.body?.message_id || "") + "; the draft is gone."),
+        el("p", {}, el("a", { href: "#/d/" + enc(inbox) }, "← drafts")));
+      for (const b of form.querySelectorAll("button")) b.disabled = true;
+      return;
+    }
+    out.replaceChildren(refusal(res));
+    if (res.status === 400 && res.body?.name === "ValidationError" && Array.isArray(res.body.errors) && res.body.errors.length) {
+      out.append(el("p", { class: "force" }, "The API refuses an invalid Envelopay message unless the send sets ",
+        el("code", {}, "force: true"), "; forced, it is sent as written and its recipient sees these errors. ",
+        el("button", { type: "button", "data-action": "force", onclick: () => send(true).catch(fail) }, "Send anyway (force)")));
+    }
+  };
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      const saved = await save();
+      if (!saved) return;
+      if (!id()) { location.replace("#/d/" + enc(inbox) + "/" + enc(saved.draft_id)); return; }
+      d = saved;
+      form.querySelector(".state")?.replaceChildren(draftState(d));
+      out.replaceChildren(el("p", { class: "sent-ok" }, "Saved" + (d.send_status === "scheduled" ? ": scheduled for " + localText(d.send_at) : "") + "."));
+    } catch (e) { fail(e); }
+  });
+  form.append(el("div", { class: "row" },
+    el("button", { type: "submit", "data-action": "save" }, d ? "Save" : "Save draft"),
+    d ? el("button", { type: "button", "data-action": "send-now", onclick: () => send(false).catch(fail) }, "Send now") : null,
+    d ? el("button", { type: "button", "data-action": "delete", onclick: async () => {
+      out.replaceChildren();
+      const res = await call("DELETE", base + "/" + enc(id())).catch((e) => { fail(e); return null; });
+      if (!res) return;
+      if (!res.ok) { out.replaceChildren(refusal(res)); return; }
+      location.hash = "#/d/" + enc(inbox);
+    } }, "Delete") : null), out);
+  return form;
+}
+
+// Allow and block lists of an inbox: /v0/inboxes/{inbox}/lists/{direction}/{type}
+// (docs/api.md#allow-and-block-lists).
+
+const DIRECTIONS = [
+  ["receive", "Receiving", "mail from these senders"],
+  ["send", "Sending", "mail to these recipients"],
+  ["reply", "Replies", "mail in threads this inbox has written in"],
+];
+
+async function renderLists(inbox, gen) {
+  $("crumb").textContent = inbox + " › allow / block";
+  window.scrollTo(0, 0);
+  const sections = await Promise.all(DIRECTIONS.map(async ([dir, title, what]) =>
+    el("section", { class: "listdir", dataset: { direction: dir } }, el("h2", {}, title),
+      el("div", { class: "listpair" }, await Promise.all(["allow", "block"].map((typ) => listBox(inbox, dir, typ, what)))))));
+  if (gen !== S.gen) return;
+  $("pane").replaceChildren(viewTabs(inbox, "l"),
+    el("p", { class: "muted rule" }, "An entry is an address (name@example.com) or a domain (example.com). A block entry refuses what it matches; a non-empty allow list refuses everything it does not match. Refused sends are not sent; refused mail is kept, with the label ",
+      el("code", {}, "blocked"), ". The inbox's lists decide when they hold any entry for the direction, the organisation's otherwise."),
+    ...sections);
+}
+
+async function listBox(inbox, dir, typ, what) {
+  const path = "/inboxes/" + enc(inbox) + "/lists/" + dir + "/" + typ;
+  const ul = el("ul", { class: "entries" });
+  const out = el("div", { class: "outcome", "aria-live": "polite" });
+  const item = (e) => el("li", { dataset: { entry: e.entry } }, el("span", { class: "addr", title: e.entry }, e.entry),
+    e.reason ? el("span", { class: "muted" }, " — " + e.reason) : null, " ",
+    el("button", { type: "button", class: "x", "aria-label": "remove " + e.entry, "data-action": "remove-entry", onclick: async (ev) => {
+      out.replaceChildren();
+      const li = ev.currentTarget.closest("li");
+      const res = await call("DELETE", path + "/" + enc(e.entry)).catch((err) => { fail(err); return null; });
+      if (!res) return;
+      if (!res.ok) { out.replaceChildren(refusal(res)); return; }
+      li.remove();
+    } }, "×"));
+  const res = await call("GET", path + "?limit=100");
+  if (res.ok) ul.replaceChildren(...(res.body.entries || []).map(item));
+  else out.replaceChildren(refusal(res));
+  const entry = el("input", { name: "entry", placeholder: "address or domain", autocomplete: "off", spellcheck: "false", "aria-label": dir + " " + typ + " entry" });
+  const reason = el("input", { name: "reason", placeholder: "reason (optional)", autocomplete: "off", "aria-label": "reason" });
+  const form = el("form", { class: "act list-form", dataset: { list: dir + "-" + typ }, onsubmit: async (ev) => {
+    ev.preventDefault();
+    out.replaceChildren();
+    if (!entry.value.trim()) return;
+    const r = await call("POST", path, { entry: entry.value.trim(), reason: reason.value.trim() || undefined }).catch((e) => { fail(e); return null; });
+    if (!r) return;
+    if (!r.ok) { out.replaceChildren(refusal(r)); return; }
+    ul.querySelector('li[data-entry="' + CSS.escape(r.body.entry) + '"]')?.remove();
+    ul.append(item(r.body));
+    entry.value = ""; reason.value = "";
+  } },
+  el("h3", {}, typ === "allow" ? "Allow" : "Block", el("span", { class: "muted" }, " — " + what)),
+  ul, el("div", { class: "row" }, entry, reason, el("button", { type: "submit", "data-action": "add-entry" }, typ === "allow" ? "Allow" : "Block")), out);
+  return form;
 }
 
 route();

@@ -177,6 +177,13 @@ export function verdictBadges(m) {
   const out = [];
   const st = ep.status || (m.labels || []).find((l) => ["accepted", "quarantined", "duplicate"].includes(l));
   if (st) out.push(badge(st, "st-" + st, "status"));
+  // Refused by the inbox's allow/block lists: kept, labelled blocked
+  // (docs/api.md#allow-and-block-lists).
+  if ((m.labels || []).includes("blocked")) {
+    const b = badge("", "blocked err", "label blocked: the sender is refused by the inbox's (or the organisation's) allow/block lists");
+    b.append(...say("Blocked: the allow/block lists refuse this sender", "blocked"));
+    out.push(b);
+  }
   const pay = ep.payment;
   if (pay) {
     const b = badge("", "pay pay-" + pay.state, paymentTitle(pay));
