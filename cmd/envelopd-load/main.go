@@ -48,8 +48,8 @@ func commands() map[string]command {
 		"noop":      {"run the no-op baseline SMTP server (reads DATA, discards it)", runNoop},
 		"compare":   {"run the same load against envelopd serve and the no-op server, print the ratio", runCompare},
 		"budget":    {"measure the CPU per message of the no-op pair and of envelopd's stages, print the ratio they allow", runBudget},
-		"hostile":   {"send the hostile mail shapes of issue 17 to a fresh envelopd serve each, print peak RSS and times", runHostile},
-		"api":       {"fill a store with N messages, print HTTP API list/get latencies and send throughput (issue 19)", runAPIBench},
+		"hostile":   {"send the hostile mail shapes (docs/security.md) to a fresh envelopd serve each, print peak RSS and times", runHostile},
+		"api":       {"fill a store with N messages, print HTTP API list/get latencies and send throughput", runAPIBench},
 		"api-abuse": {"a valid key's p99 latency idle, under 100 unauthenticated clients and beside one tenant's dead webhooks", runAPIAbuse},
 	}
 }
