@@ -63,7 +63,9 @@ func record(raw []byte) *store.Incoming {
 	return in
 }
 
-func newEnv(t testing.TB, relay bool) *env {
+// openStore opens a fresh store for one test: SQLite, or Postgres when
+// the test runs on it (onPostgres); closed when the test ends.
+func openStore(t testing.TB) store.DB {
 	t.Helper()
 	ctx := context.Background()
 	var st store.DB
@@ -77,6 +79,12 @@ func newEnv(t testing.TB, relay bool) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func newEnv(t testing.TB, relay bool) *env {
+	t.Helper()
+	st := openStore(t)
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	signer := dkim.Signer{Domain: "shop.test", Selector: "s1", Key: priv}
 	svc, err := api.NewService(api.Config{Store: st, Relay: relay, Domains: []string{"shop.test", "buyer.test"},

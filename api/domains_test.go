@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/envelopd/envelopd/authdns"
 	"github.com/envelopd/envelopd/authdns/dnstest"
 	"github.com/envelopd/envelopd/domain"
-	"github.com/envelopd/envelopd/internal/pgtest"
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/store"
 )
@@ -24,17 +22,7 @@ import (
 func TestDomainsAPI(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var st store.DB
-	var err error
-	if onPostgres(t) {
-		st, err = store.OpenPostgres(ctx, pgtest.Schema(t))
-	} else {
-		st, err = store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "t.db"))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	dns, err := dnstest.Start()
 	if err != nil {
 		t.Fatal(err)

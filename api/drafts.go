@@ -26,16 +26,6 @@ import (
 // scheduled send the rules refuse leaves the draft with send_status
 // "failed" and the reason in its error.
 
-// DraftStore is what drafts need of the store (store.DB: SQLite or Postgres).
-type DraftStore interface {
-	CreateDraft(ctx context.Context, d store.Draft) (store.Draft, bool, error)
-	DraftByID(ctx context.Context, id string) (store.Draft, error)
-	Drafts(ctx context.Context, inbox string, cursorAt int64, cursorID string, limit int) ([]store.Draft, error)
-	UpdateDraft(ctx context.Context, d store.Draft) error
-	DeleteDraft(ctx context.Context, id string) error
-	ClaimDueDrafts(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.Draft, error)
-}
-
 // draftLease is how long a node holds a due draft it is sending; a node
 // killed meanwhile leaves it to another after this.
 const draftLease = 30 * time.Second
@@ -161,8 +151,8 @@ func draftObject(d store.Draft) (DraftObject, error) {
 	return o, nil
 }
 
-func (s *Service) drafts() (DraftStore, error) {
-	if ds, ok := s.cfg.Store.(DraftStore); ok {
+func (s *Service) drafts() (store.DraftStore, error) {
+	if ds, ok := s.cfg.Store.(store.DraftStore); ok {
 		return ds, nil
 	}
 	return nil, &Error{Status: http.StatusNotImplemented, Name: "NotImplementedError", Message: "this store keeps no drafts"}
@@ -287,7 +277,7 @@ func (s *Service) CreateDraft(ctx context.Context, p *Principal, inbox string, r
 }
 
 // draft returns a draft p may see (in inbox when not "").
-func (s *Service) draft(ctx context.Context, p *Principal, inbox, id string) (DraftStore, store.Draft, error) {
+func (s *Service) draft(ctx context.Context, p *Principal, inbox, id string) (store.DraftStore, store.Draft, error) {
 	ds, err := s.drafts()
 	if err != nil {
 		return nil, store.Draft{}, err
@@ -443,7 +433,7 @@ func (s *Service) sendDraft(ctx context.Context, p *Principal, d store.Draft, u 
 // error leaves it to be claimed again after its lease. It returns how
 // many were sent.
 func (s *Service) SendDueDrafts(ctx context.Context) (int, error) {
-	ds, ok := s.cfg.Store.(DraftStore)
+	ds, ok := s.cfg.Store.(store.DraftStore)
 	if !ok {
 		return 0, nil
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/envelopd/envelopd/api"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -92,7 +91,7 @@ func TestDrafts(t *testing.T) {
 	}
 	// A crash after the queue took it and before the draft was deleted:
 	// the draft is back; sending it again queues nothing new.
-	ds := e.st.(api.DraftStore)
+	ds := e.st.(store.DraftStore)
 	raw := `{"to":["buyer@buyer.test"],"subject":"hello","text":"second","labels":["x"]}`
 	now := time.Now().UTC()
 	if _, _, err := ds.CreateDraft(ctx, store.Draft{ID: d.DraftID, Inbox: "shop@shop.test", Request: []byte(raw), CreatedAt: now, UpdatedAt: now}); err != nil {
@@ -152,7 +151,7 @@ func TestScheduledDrafts(t *testing.T) {
 		t.Errorf("sent before due: %d %v", n, err)
 	}
 	// Make both due (the store takes any time; the API only future ones).
-	ds := e.st.(api.DraftStore)
+	ds := e.st.(store.DraftStore)
 	for _, id := range []string{d.DraftID, bad.DraftID} {
 		sd, err := ds.DraftByID(ctx, id)
 		if err != nil {

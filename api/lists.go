@@ -18,15 +18,6 @@ import (
 // recipient the lists refuse is a 403 MessageRejectedError, nothing
 // queued.
 
-// ListStore is what lists need of the store (store.DB: SQLite or Postgres).
-type ListStore interface {
-	PutListEntry(ctx context.Context, e store.ListEntry) (store.ListEntry, error)
-	GetListEntry(ctx context.Context, scope, direction, typ, entry string) (store.ListEntry, error)
-	ListEntries(ctx context.Context, scope, direction, typ, after string, limit int) ([]store.ListEntry, error)
-	DeleteListEntry(ctx context.Context, scope, direction, typ, entry string) error
-	ListVerdict(ctx context.Context, inbox, direction, address string) (bool, string, error)
-}
-
 // ListEntryObject is the SDK's ListEntry / PodListEntry.
 type ListEntryObject struct {
 	Entry          string    `json:"entry"`
@@ -57,8 +48,8 @@ func listEntryObject(e store.ListEntry) ListEntryObject {
 	return o
 }
 
-func (s *Service) lists() (ListStore, error) {
-	if ls, ok := s.cfg.Store.(ListStore); ok {
+func (s *Service) lists() (store.ListStore, error) {
+	if ls, ok := s.cfg.Store.(store.ListStore); ok {
 		return ls, nil
 	}
 	return nil, &Error{Status: http.StatusNotImplemented, Name: "NotImplementedError", Message: "this store keeps no lists"}
@@ -88,7 +79,7 @@ func (s *Service) listScope(ctx context.Context, p *Principal, inbox, direction,
 }
 
 // list is the store and the scope of one list p may manage.
-func (s *Service) list(ctx context.Context, p *Principal, inbox, direction, typ string) (ListStore, string, error) {
+func (s *Service) list(ctx context.Context, p *Principal, inbox, direction, typ string) (store.ListStore, string, error) {
 	ls, err := s.lists()
 	if err != nil {
 		return nil, "", err
@@ -176,7 +167,7 @@ func (s *Service) ListListEntries(ctx context.Context, p *Principal, inbox, dire
 // checkSendLists refuses a send from inbox to a recipient its send lists
 // block (403 MessageRejectedError).
 func (s *Service) checkSendLists(ctx context.Context, inbox string, rcpts []string) error {
-	ls, ok := s.cfg.Store.(ListStore)
+	ls, ok := s.cfg.Store.(store.ListStore)
 	if !ok {
 		return nil
 	}

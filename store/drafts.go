@@ -214,3 +214,14 @@ func (s *core) ClaimDueDrafts(ctx context.Context, now time.Time, lease time.Dur
 	})
 	return out, err
 }
+
+// DraftStore is the drafts' room: what the HTTP API's drafts need of a
+// store, and what the conformance suite checks (both backends).
+type DraftStore interface {
+	CreateDraft(ctx context.Context, d Draft) (Draft, bool, error)
+	DraftByID(ctx context.Context, id string) (Draft, error)
+	Drafts(ctx context.Context, inbox string, cursorAt int64, cursorID string, limit int) ([]Draft, error)
+	UpdateDraft(ctx context.Context, d Draft) error
+	DeleteDraft(ctx context.Context, id string) error
+	ClaimDueDrafts(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Draft, error)
+}

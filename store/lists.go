@@ -220,3 +220,13 @@ func inboundBlocked(tx Tx, inbox, thread, sender string) (bool, error) {
 	blocked, _, err := listVerdict(tx.QueryRow, inbox, dir, sender)
 	return blocked, err
 }
+
+// ListStore is the allow/block lists' room: what the HTTP API and the
+// conformance suite use of a store (both backends).
+type ListStore interface {
+	PutListEntry(ctx context.Context, e ListEntry) (ListEntry, error)
+	GetListEntry(ctx context.Context, scope, direction, typ, entry string) (ListEntry, error)
+	ListEntries(ctx context.Context, scope, direction, typ, after string, limit int) ([]ListEntry, error)
+	DeleteListEntry(ctx context.Context, scope, direction, typ, entry string) error
+	ListVerdict(ctx context.Context, inbox, direction, address string) (bool, string, error)
+}

@@ -11,16 +11,6 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// draftStore is what the drafts' rules need of a store.
-type draftStore interface {
-	CreateDraft(ctx context.Context, d store.Draft) (store.Draft, bool, error)
-	DraftByID(ctx context.Context, id string) (store.Draft, error)
-	Drafts(ctx context.Context, inbox string, cursorAt int64, cursorID string, limit int) ([]store.Draft, error)
-	UpdateDraft(ctx context.Context, d store.Draft) error
-	DeleteDraft(ctx context.Context, id string) error
-	ClaimDueDrafts(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.Draft, error)
-}
-
 // testDrafts: drafts are stored whole or not at all (bad input writes
 // nothing), idempotent per client_id, listed newest first by keyset; a
 // due scheduled draft is leased to exactly one of several racing
@@ -29,7 +19,7 @@ func testDrafts(t *testing.T, open func(t *testing.T) store.Store) {
 	ctx := context.Background()
 	st := open(t)
 	defer st.Close()
-	s, ok := st.(draftStore)
+	s, ok := st.(store.DraftStore)
 	if !ok {
 		t.Skip("no drafts")
 	}

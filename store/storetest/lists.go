@@ -9,14 +9,6 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-type listStore interface {
-	PutListEntry(ctx context.Context, e store.ListEntry) (store.ListEntry, error)
-	GetListEntry(ctx context.Context, scope, direction, typ, entry string) (store.ListEntry, error)
-	ListEntries(ctx context.Context, scope, direction, typ, after string, limit int) ([]store.ListEntry, error)
-	DeleteListEntry(ctx context.Context, scope, direction, typ, entry string) error
-	ListVerdict(ctx context.Context, inbox, direction, address string) (bool, string, error)
-}
-
 // testLists: the allow/block rule (ListVerdict): the most specific scope
 // with entries for the direction decides; a block entry matches the
 // address or its domain; a non-empty allow list blocks the rest.
@@ -24,7 +16,7 @@ func testLists(t *testing.T, open func(t *testing.T) store.Store) {
 	ctx := context.Background()
 	st := open(t)
 	defer st.Close()
-	s, ok := st.(listStore)
+	s, ok := st.(store.ListStore)
 	if !ok {
 		t.Skip("no lists")
 	}
