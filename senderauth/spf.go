@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"blitiri.com.ar/go/spf"
+	"github.com/envelopd/envelopd/internal/spf"
 
 	"github.com/envelopd/envelopd/dkim"
 )
