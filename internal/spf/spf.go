@@ -308,6 +308,9 @@ type resolution struct {
 	// Result of doing a reverse lookup for ip (so we only do it once).
 	ipNames []string
 
+	// The validated names of ip for the %{p} macro (nil until needed).
+	pNames []string
+
 	// Context for this resolution.
 	ctx context.Context
 
@@ -688,6 +691,57 @@ func (r *resolution) ptrField(res Result, field, domain string) (bool, Result, e
 	return false, "", nil
 }
 
+// validatedName is the value of the %{p} macro (RFC 7208 §7.3): a
+// validated domain name of the client's IP, found as the ptr mechanism
+// finds them (§5.5: the first 10 PTR names, each kept only when one of
+// its addresses is the IP) — domain itself when it is among them, else
+// a subdomain of domain, else the first; "unknown" when there is none or
+// a DNS error occurs. Like the ptr mechanism's A/AAAA lookups, these are
+// not counted against the 10-term limit (§4.6.4 counts terms; the macro
+// is none). The answer is kept for the rest of the evaluation.
+//
+// envelopd's patch: upstream always expanded "unknown", which §7.3
+// allows only when no validated name is found.
+func (r *resolution) validatedName(domain string) string {
+	if r.pNames == nil {
+		r.pNames = []string{}
+		ns, err := r.resolver.LookupAddr(r.ctx, r.ip.String())
+		if err != nil {
+			r.trace("p macro: reverse lookup error: %v", err)
+			ns = nil
+		}
+		if len(ns) > 10 {
+			ns = ns[:10]
+		}
+		for _, n := range ns {
+			addrs, err := r.resolver.LookupIPAddr(r.ctx, n)
+			if err != nil {
+				continue
+			}
+			for _, addr := range addrs {
+				if addr.IP.Equal(r.ip) {
+					r.pNames = append(r.pNames, strings.TrimSuffix(n, "."))
+					break
+				}
+			}
+		}
+	}
+	for _, n := range r.pNames {
+		if isSubdomain(n, domain) && len(labels(n)) == len(labels(domain)) {
+			return n
+		}
+	}
+	for _, n := range r.pNames {
+		if isSubdomain(n, domain) {
+			return n
+		}
+	}
+	if len(r.pNames) > 0 {
+		return r.pNames[0]
+	}
+	return "unknown"
+}
+
 // isSubdomain returns whether the given name is the domain itself, or a
 // subdomain of it. A trailing dot on either of them is ignored, so it can be
 // used to compare the fully qualified names we get from DNS against the ones
@@ -849,38 +903,47 @@ func ipMatch(ip, tomatch net.IP, masks dualMasks) bool {
 	return ip.Equal(tomatch)
 }
 
-var aRegexp = regexp.MustCompile(`^[aA](:([^/]+))?(/(\w+))?(//(\w+))?$`)
-var mxRegexp = regexp.MustCompile(`^[mM][xX](:([^/]+))?(/(\w+))?(//(\w+))?$`)
-
-func domainAndMask(re *regexp.Regexp, field, domain string) (string, dualMasks, error) {
+// domainAndMask splits an "a" or "mx" field (its mechanism name given)
+// into its domain-spec (domain when it has none) and its
+// dual-cidr-length (RFC 7208 §5.3, §5.4, §12). The CIDR lengths are cut
+// from the end of the field ("//" 1*DIGIT, then "/" 1*DIGIT): a
+// domain-spec may itself hold "/", since a macro-literal is any visible
+// character but "%" (§7.1), as in "a:foo:bar/baz.example.com".
+//
+// envelopd's patch: upstream matched the field with a regexp that ends
+// the domain-spec at the first "/", giving permerror for such domains.
+func domainAndMask(name, field, domain string) (string, dualMasks, error) {
 	masks := dualMasks{}
-	groups := re.FindStringSubmatch(field)
-	if groups == nil {
-		// In the regexp we enforce that if ":" is used, there must be a
-		// domain after it, and if "/" is used, there must be at least one
-		// character after it. So if we found no groups, it must be malformed.
-		// For example, "a:", "mx:/24", "a//", "a:x/".
-		// We use the presence of "/" to decide which error to return.
-		// https://tools.ietf.org/html/rfc7208#section-5.3
-		if strings.Contains(field, "/") {
+	rest := field[len(name):]
+	rest, v6 := cutLength(rest, "//")
+	rest, v4 := cutLength(rest, "/")
+	switch {
+	case strings.HasPrefix(rest, ":"):
+		spec := rest[1:]
+		// A "/" left in the domain-spec's last label is a malformed CIDR
+		// length ("a:x/", "a:d/montoto"): domain-end is a toplabel or a
+		// macro-expand (§7.1), never holding "/".
+		if spec == "" && strings.Contains(field, "/") || badDomainEnd(spec) {
 			return "", masks, ErrInvalidMask
 		}
-		return "", masks, ErrInvalidDomain
+		if spec == "" {
+			return "", masks, ErrInvalidDomain
+		}
+		domain = spec
+	case rest != "":
+		// "a/", "mx//", "a/x": a "/" not followed by a length.
+		return "", masks, ErrInvalidMask
 	}
-
-	if groups[2] != "" {
-		domain = groups[2]
-	}
-	if groups[4] != "" {
-		i, err := strconv.Atoi(groups[4])
+	if v4 != "" {
+		i, err := strconv.Atoi(v4)
 		mask4 := net.CIDRMask(i, 32)
 		if err != nil || mask4 == nil {
 			return "", masks, ErrInvalidMask
 		}
 		masks.v4 = mask4
 	}
-	if groups[6] != "" {
-		i, err := strconv.Atoi(groups[6])
+	if v6 != "" {
+		i, err := strconv.Atoi(v6)
 		mask6 := net.CIDRMask(i, 128)
 		if err != nil || mask6 == nil {
 			return "", masks, ErrInvalidMask
@@ -891,10 +954,35 @@ func domainAndMask(re *regexp.Regexp, field, domain string) (string, dualMasks, 
 	return domain, masks, nil
 }
 
+// cutLength cuts a trailing sep 1*DIGIT off s, returning the rest and
+// the digits ("" and s unchanged when s does not end so).
+func cutLength(s, sep string) (string, string) {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	if i == len(s) || !strings.HasSuffix(s[:i], sep) {
+		return s, ""
+	}
+	return s[:i-len(sep)], s[i:]
+}
+
+// badDomainEnd reports whether the domain-spec s (before expansion) has a
+// "/" in its last label, which domain-end forbids unless s ends in a
+// macro-expand (RFC 7208 §7.1: domain-end = ( "." toplabel [ "." ] ) /
+// macro-expand).
+func badDomainEnd(s string) bool {
+	d := strings.TrimSuffix(s, ".")
+	if strings.HasSuffix(d, "}") {
+		return false
+	}
+	return strings.Contains(d[strings.LastIndexByte(d, '.')+1:], "/")
+}
+
 // aField processes an "a" field.
 func (r *resolution) aField(res Result, field, domain string) (bool, Result, error) {
 	// https://tools.ietf.org/html/rfc7208#section-5.3
-	aDomain, masks, err := domainAndMask(aRegexp, field, domain)
+	aDomain, masks, err := domainAndMask("a", field, domain)
 	r.trace("masks on %q, %q: %q %v", field, domain, aDomain, masks)
 	if err != nil {
 		return true, PermError, err
@@ -931,7 +1019,7 @@ func (r *resolution) aField(res Result, field, domain string) (bool, Result, err
 // mxField processes an "mx" field.
 func (r *resolution) mxField(res Result, field, domain string) (bool, Result, error) {
 	// https://tools.ietf.org/html/rfc7208#section-5.4
-	mxDomain, masks, err := domainAndMask(mxRegexp, field, domain)
+	mxDomain, masks, err := domainAndMask("mx", field, domain)
 	r.trace("masks on %q, %q: %q %v", field, domain, mxDomain, masks)
 	if err != nil {
 		return true, PermError, err
@@ -1030,11 +1118,14 @@ var macroRegexp = regexp.MustCompile(
 // field or larger (that has problematic security implications).
 // https://tools.ietf.org/html/rfc7208#section-7
 func (r *resolution) expandMacros(s, domain string) (string, error) {
-	// Macros/domains shouldn't contain CIDR. Our parsing should prevent it
-	// from happening in case where it matters (a, mx), but for the ones which
-	// doesn't, prevent them from sneaking through.
-	if strings.Contains(s, "/") {
-		r.trace("macro contains /")
+	// A domain-spec may hold "/" (a macro-literal is any visible
+	// character but "%", RFC 7208 §7.1), but not in its last label: a
+	// CIDR length sneaking in where none is allowed ("include:d/24").
+	//
+	// envelopd's patch: upstream refused every "/", giving permerror for
+	// a valid domain-spec such as "foo:bar/baz.example.com".
+	if badDomainEnd(s) {
+		r.trace("macro contains / in its last label")
 		return "", ErrInvalidDomain
 	}
 
@@ -1123,10 +1214,8 @@ func (r *resolution) expandMacros(s, domain string) (string, error) {
 			case "i":
 				str = ipToMacroStr(r.ip)
 			case "p":
-				// This shouldn't be used, we don't want to support it, it's
-				// risky. "unknown" is a safe value.
-				// https://tools.ietf.org/html/rfc7208#section-7.3
-				str = "unknown"
+				// envelopd's patch: upstream always expanded "unknown".
+				str = r.validatedName(domain)
 			case "v":
 				if r.ip.To4() != nil {
 					str = "in-addr"
