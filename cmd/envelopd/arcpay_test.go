@@ -46,7 +46,8 @@ var arcPayCases = []arcPayCase{
 	{"cv_tampered.eml", "", senderauth.Fail, store.StatusQuarantined, store.PaymentUnverified, "the message is quarantined: its payment is not checked"},
 }
 
-// readRecords reads gen.py's records.txt: "name TXT-value" per line.
+// readRecords reads DNS TXT records written "name TXT-value" per line
+// (gen.py's records.txt and keys.txt).
 func readRecords(t *testing.T, path string) [][2]string {
 	t.Helper()
 	f, err := os.Open(path)
@@ -61,7 +62,7 @@ func readRecords(t *testing.T, path string) [][2]string {
 			recs = append(recs, [2]string{n, v})
 		}
 	}
-	if err := sc.Err(); err != nil || len(recs) < 4 {
+	if err := sc.Err(); err != nil || len(recs) == 0 {
 		t.Fatalf("%s: %d records, %v", path, len(recs), err)
 	}
 	return recs
