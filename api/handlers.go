@@ -192,8 +192,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // returns nil.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key string) *Principal {
 	p, e := Authenticate(r.Context(), h.keys, h.throttle, h.log, clientIP(r), key)
-	if e != nil && e.Status == http.StatusTooManyRequests {
-		h.tenants.Refused(r.Context())
+	if e != nil {
+		h.tenants.Refused(r.Context(), e)
 	}
 	if e == nil {
 		e = h.tenants.Allow(p.KeyID)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -21,13 +22,19 @@ type TenantLimits struct {
 	RequestsPerSecond float64 // default 1,000
 	Burst             int     // default 2,000
 	Websockets        int     // open websockets of one key; default 16
-	// RefusalDelay holds the answer to a request refused for failed
-	// authentication (429: its address locked out, or the global budget
-	// of failures spent) that long, at most Tarpit such answers at once
-	// (beyond, they are answered at once): a stranger hammering the API
-	// in a loop is slowed to about one request a RefusalDelay per
-	// connection, at the cost of a sleeping goroutine, never of a valid
-	// key's time. Defaults 1 s and 1,024.
+	// RefusalDelay holds the answer to a request whose authentication
+	// failed (401) or was refused (429: its address locked out, or the
+	// global budget of failures spent) about that long, at most Tarpit
+	// such answers at once (beyond, they are answered at once). The
+	// failure is counted before the hold, so attempts in flight still
+	// count; what is held is only the answer, at the cost of a sleeping
+	// goroutine and a timer, never of a valid key's time. A stranger
+	// looping on the API, with or without a key, is slowed to about one
+	// request a RefusalDelay per connection — a hundred of them to a
+	// hundred requests a second, not thousands of failed key lookups
+	// before their lockouts. Each hold is drawn uniformly from ½ to 1½
+	// RefusalDelay, so that clients refused together do not all come
+	// back together. Defaults 1 s and 1,024.
 	RefusalDelay time.Duration
 	Tarpit       int
 }
@@ -87,9 +94,14 @@ func NewTenants(keys KeyStore, l TenantLimits) *Tenants {
 		watched: map[string]map[*watch]struct{}{}, tarpit: make(chan struct{}, d.Tarpit)}
 }
 
-// Refused holds a refusal for failed authentication (RefusalDelay) when
-// a tarpit slot is free, or returns at once.
-func (t *Tenants) Refused(ctx context.Context) {
+// Refused holds e, the answer of Authenticate to a request whose
+// authentication failed (401) or was refused (429), about RefusalDelay
+// (see TenantLimits) when a tarpit slot is free, or returns at once.
+// Other answers (a store failure: 500) are not held.
+func (t *Tenants) Refused(ctx context.Context, e *Error) {
+	if e == nil || e.Status != http.StatusUnauthorized && e.Status != http.StatusTooManyRequests {
+		return
+	}
 	if t.limits.RefusalDelay <= 0 {
 		return
 	}
@@ -99,12 +111,19 @@ func (t *Tenants) Refused(ctx context.Context) {
 		return
 	}
 	defer func() { <-t.tarpit }()
-	tm := time.NewTimer(t.limits.RefusalDelay)
+	tm := time.NewTimer(t.hold())
 	defer tm.Stop()
 	select {
 	case <-tm.C:
 	case <-ctx.Done():
 	}
+}
+
+// hold is how long one refusal is held: uniformly from ½ to 1½
+// RefusalDelay.
+func (t *Tenants) hold() time.Duration {
+	d := t.limits.RefusalDelay
+	return d/2 + rand.N(d)
 }
 
 // Limits are the effective limits.

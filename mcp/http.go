@@ -70,8 +70,8 @@ func NewHTTPHandler(cfg Config, o HTTPOptions) http.Handler {
 			key = f[1]
 		}
 		p, e := api.Authenticate(r.Context(), o.Keys, o.Throttle, cfg.Logger, clientIP(r), key)
-		if e != nil && e.Status == http.StatusTooManyRequests {
-			o.Tenants.Refused(r.Context())
+		if e != nil {
+			o.Tenants.Refused(r.Context(), e)
 		}
 		if e == nil {
 			if e = o.Tenants.Allow(p.KeyID); e != nil {

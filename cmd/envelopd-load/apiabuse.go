@@ -14,9 +14,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
+	"runtime"
+	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/envelopd/envelopd/api"
@@ -48,11 +51,27 @@ import (
 // p99, and the p99 ratios against idle. Every loop is bounded by its
 // phase.
 //
+// What each phase cost in CPU is printed beside it: process_cpu_seconds
+// is this process's (the server and the valid client, and the strangers
+// too unless --strangers-process runs them in a process of their own,
+// whose CPU is then strangers_cpu_seconds). list_slowest names the
+// slowest list requests of a phase by round and time into the phase.
+// --profile DIR writes a CPU profile of each strangers phase
+// (cpu.N.pprof) and the block and mutex profiles of all of them, the
+// goroutines labelled role=server, strangers or webhooks.
+//
 //	envelopd-load api-abuse [--rounds 4] [--requests 400] [--sends 100] [--strangers 100]
+//	    [--strangers-process] [--profile DIR]
 
 type abusePhase struct {
 	List *latency `json:"list_messages"`
 	Send *latency `json:"send"`
+	// ListSlowest are the slowest list requests of the phase.
+	ListSlowest []slowSample `json:"list_slowest"`
+	// ProcessCPU is this process's CPU over the phase's rounds;
+	// StrangersCPU the strangers process's (--strangers-process).
+	ProcessCPU   float64 `json:"process_cpu_seconds"`
+	StrangersCPU float64 `json:"strangers_cpu_seconds,omitempty"`
 	// Stranger and tenant traffic during the phase.
 	StrangerRequests int64         `json:"stranger_requests,omitempty"`
 	StrangerStatus   map[int]int64 `json:"stranger_status,omitempty"`
@@ -60,10 +79,40 @@ type abusePhase struct {
 	DeadConnections  int64         `json:"dead_endpoint_connections,omitempty"`
 }
 
+// slowSample is one request of the valid client: in which round, how
+// long into its phase it started, how long it took.
+type slowSample struct {
+	Round int     `json:"round"`
+	AtMS  float64 `json:"at_ms"`
+	MS    float64 `json:"ms"`
+}
+
+// phaseSamples are a phase's list requests and sends.
+type phaseSamples struct {
+	list, send []time.Duration
+	slow       []slowSample
+	cpu        time.Duration
+}
+
+func (p *phaseSamples) result() *abusePhase {
+	slices.SortFunc(p.slow, func(a, b slowSample) int {
+		switch {
+		case a.MS > b.MS:
+			return -1
+		case a.MS < b.MS:
+			return 1
+		}
+		return 0
+	})
+	return &abusePhase{List: percentiles(p.list), Send: percentiles(p.send), ListSlowest: p.slow[:min(8, len(p.slow))],
+		ProcessCPU: p.cpu.Seconds()}
+}
+
 type abuseResult struct {
 	Rate             float64     `json:"valid_client_rate_per_sec"`
 	Rounds           int         `json:"rounds"`
 	Strangers        int         `json:"strangers"`
+	StrangersApart   bool        `json:"strangers_process"`
 	StrangerRate     float64     `json:"stranger_rate_per_sec_each"`
 	DeadWebhooks     int         `json:"dead_webhooks"`
 	TenantMailRate   float64     `json:"tenant_mail_per_sec"`
@@ -89,6 +138,8 @@ func runAPIAbuse(ctx context.Context, e *env) int {
 	tenantMail := fs.Float64("tenant-mail", 20, "mails a second the tenant's inboxes receive in the dead-webhooks phase")
 	dir := fs.String("dir", "", "directory of the store (default: a temporary one)")
 	rounds := fs.Int("rounds", 4, "rounds of the three phases in turn (the samples of a phase are split over them)")
+	apart := fs.Bool("strangers-process", false, "run the strangers in a process of their own and report its CPU")
+	profile := fs.String("profile", "", "directory to write CPU, block and mutex profiles of the strangers phases to")
 	if err := fs.Parse(e.args); err != nil {
 		return 2
 	}
@@ -96,7 +147,9 @@ func runAPIAbuse(ctx context.Context, e *env) int {
 		fmt.Fprintln(e.stderr, "envelopd-load api-abuse: positive --rounds, --rate, and --requests, --sends of at least --rounds needed")
 		return 2
 	}
-	res, err := apiAbuse(ctx, e.stderr, *dir, *requests, *sends, *rate, *strangers, *strangerRate, *dead, *tenantMail, *rounds)
+	o := abuseOptions{dir: *dir, requests: *requests, sends: *sends, rate: *rate, strangers: *strangers, strangerRate: *strangerRate,
+		dead: *dead, tenantMail: *tenantMail, rounds: *rounds, apart: *apart, profile: *profile}
+	res, err := apiAbuse(ctx, e.stderr, o)
 	if err != nil {
 		fmt.Fprintln(e.stderr, "envelopd-load api-abuse:", err)
 		return 2
@@ -105,8 +158,22 @@ func runAPIAbuse(ctx context.Context, e *env) int {
 	return 0
 }
 
-func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends int, rate float64, strangers int, strangerRate float64,
-	dead int, tenantMail float64, rounds int) (*abuseResult, error) {
+type abuseOptions struct {
+	dir             string
+	requests, sends int
+	rate            float64
+	strangers       int
+	strangerRate    float64
+	dead            int
+	tenantMail      float64
+	rounds          int
+	apart           bool   // the strangers in a process of their own
+	profile         string // directory of the profiles, or ""
+}
+
+func apiAbuse(ctx context.Context, log io.Writer, o abuseOptions) (*abuseResult, error) {
+	dir, requests, sends, rate, strangers, strangerRate := o.dir, o.requests, o.sends, o.rate, o.strangers, o.strangerRate
+	dead, tenantMail, rounds := o.dead, o.tenantMail, o.rounds
 	if dir == "" {
 		d, err := os.MkdirTemp("", "envelopd-abuse-")
 		if err != nil {
@@ -138,15 +205,17 @@ func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends in
 		return nil, err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	pprof.Do(ctx, pprof.Labels("role", "server"), func(context.Context) { go srv.Serve(ln) })
 	defer srv.Close()
 	base := "http://" + ln.Addr().String()
 	sctx, stopSender := context.WithCancel(ctx)
 	senderDone := make(chan struct{})
-	go func() {
-		(&api.WebhookSender{Service: svc}).Run(sctx)
-		close(senderDone)
-	}()
+	pprof.Do(ctx, pprof.Labels("role", "webhooks"), func(context.Context) {
+		go func() {
+			(&api.WebhookSender{Service: svc}).Run(sctx)
+			close(senderDone)
+		}()
+	})
 	defer func() { stopSender(); <-senderDone }()
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
@@ -171,19 +240,25 @@ func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends in
 		return d, nil
 	}
 	sent := 0
-	// One phase's samples of the valid client: n list requests, then m
-	// sends, paced at rate.
-	measure := func(n, m int, list, send *[]time.Duration) error {
+	// One phase's samples of the valid client in round r: n list
+	// requests, then m sends, paced at rate; ps.cpu counts this process's
+	// CPU meanwhile.
+	measure := func(r, n, m int, ps *phaseSamples) error {
 		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 		defer tick.Stop()
 		path := "/v0/inboxes/" + benchInbox(1) + "/messages?limit=20"
+		t0, cpu0 := time.Now(), rusageCPU(syscall.RUSAGE_SELF)
+		defer func() { ps.cpu += rusageCPU(syscall.RUSAGE_SELF) - cpu0 }()
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 		for range n {
 			<-tick.C
+			at := time.Since(t0)
 			d, err := do("GET", path, nil)
 			if err != nil {
 				return err
 			}
-			*list = append(*list, d)
+			ps.list = append(ps.list, d)
+			ps.slow = append(ps.slow, slowSample{Round: r, AtMS: ms(at), MS: ms(d)})
 		}
 		for range m {
 			<-tick.C
@@ -194,51 +269,55 @@ func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends in
 			if err != nil {
 				return err
 			}
-			*send = append(*send, d)
+			ps.send = append(ps.send, d)
 		}
 		return nil
 	}
 
-	// Strangers: started and stopped around their phase.
-	var reqs atomic.Int64
-	var smu sync.Mutex
-	status := map[int]int64{}
-	startStrangers := func() func() {
-		actx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		for i := range strangers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				src := &net.TCPAddr{IP: net.IPv4(127, 0, byte(1+(i+1)/250), byte(2+(i+1)%250))}
-				c := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: src}).DialContext, MaxIdleConnsPerHost: 1}}
-				defer c.CloseIdleConnections()
-				tick := time.NewTicker(time.Duration(float64(time.Second) / strangerRate))
-				defer tick.Stop()
-				for n := 0; ; n++ {
-					select {
-					case <-actx.Done():
-						return
-					case <-tick.C:
-					}
-					req, _ := http.NewRequestWithContext(actx, "GET", base+"/v0/inboxes", nil)
-					if n%2 == 1 {
-						req.Header.Set("Authorization", fmt.Sprintf("Bearer ek_%012x_%s", n, strings.Repeat("A", 43)))
-					}
-					resp, err := c.Do(req)
-					if err != nil {
-						continue
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					reqs.Add(1)
-					smu.Lock()
-					status[resp.StatusCode]++
-					smu.Unlock()
-				}
-			}()
+	// Strangers: started and stopped around their phase, here or in a
+	// process of their own.
+	var (
+		strCPU   time.Duration
+		strCount strangerCounts
+		local    *strangerClients
+		proc     *strangerProcess
+	)
+	if o.apart {
+		proc, err = startStrangerProcess(ctx, base, strangers, strangerRate)
+		if err != nil {
+			return nil, err
 		}
-		return func() { stop(); wg.Wait() }
+		defer proc.close()
+	} else {
+		local = newStrangers(base, strangers, strangerRate)
+	}
+	startStrangers := func() (func() error, error) {
+		if local != nil {
+			var stop func()
+			pprof.Do(ctx, pprof.Labels("role", "strangers"), func(ctx context.Context) { stop = local.start(ctx) })
+			return func() error {
+				stop()
+				strCount = local.counts()
+				return nil
+			}, nil
+		}
+		c0, err := proc.cpu()
+		if err != nil {
+			return nil, err
+		}
+		if err := proc.start(); err != nil {
+			return nil, err
+		}
+		return func() error {
+			c, err := proc.stop()
+			if err != nil {
+				return err
+			}
+			strCount = c
+			c1, err := proc.cpu()
+			strCPU += c1 - c0
+			return err
+		}, nil
 	}
 
 	// The tenant: a key scoped to two inboxes, its webhooks pointing at
@@ -332,18 +411,27 @@ func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends in
 
 	// Warm up, then rounds of the three phases in turn: the machine's
 	// noise falls on all three alike.
-	var warm []time.Duration
-	if err := measure(requests/rounds, sends/rounds, &warm, &warm); err != nil {
+	if err := measure(0, requests/rounds, sends/rounds, &phaseSamples{}); err != nil {
 		return nil, err
 	}
-	var idleL, idleS, strL, strS, tenL, tenS []time.Duration
+	var idle, str, ten phaseSamples
+	prof := &abuseProfiler{dir: o.profile}
 	for r := range rounds {
-		if err := measure(requests/rounds, sends/rounds, &idleL, &idleS); err != nil {
+		if err := measure(r+1, requests/rounds, sends/rounds, &idle); err != nil {
 			return nil, err
 		}
-		stop := startStrangers()
-		err := measure(requests/rounds, sends/rounds, &strL, &strS)
-		stop()
+		if err := prof.start(r + 1); err != nil {
+			return nil, err
+		}
+		stop, err := startStrangers()
+		if err != nil {
+			return nil, err
+		}
+		err = measure(r+1, requests/rounds, sends/rounds, &str)
+		if serr := stop(); err == nil {
+			err = serr
+		}
+		prof.stop()
 		if err != nil {
 			return nil, err
 		}
@@ -352,7 +440,7 @@ func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends in
 			if err != nil {
 				return nil, err
 			}
-			err = measure(requests/rounds, sends/rounds, &tenL, &tenS)
+			err = measure(r+1, requests/rounds, sends/rounds, &ten)
 			if serr := stop(); err == nil {
 				err = serr
 			}
@@ -362,13 +450,20 @@ func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends in
 		}
 		fmt.Fprintf(log, "envelopd-load api-abuse: round %d of %d done\n", r+1, rounds)
 	}
-	res := &abuseResult{Rate: rate, Rounds: rounds, Strangers: strangers, StrangerRate: strangerRate, DeadWebhooks: dead, TenantMailRate: tenantMail, Goal: 2}
-	res.Idle = &abusePhase{List: percentiles(idleL), Send: percentiles(idleS)}
-	res.UnderStrangers = &abusePhase{List: percentiles(strL), Send: percentiles(strS), StrangerRequests: reqs.Load(), StrangerStatus: status}
+	if err := prof.finish(); err != nil {
+		return nil, err
+	}
+	res := &abuseResult{Rate: rate, Rounds: rounds, Strangers: strangers, StrangersApart: o.apart, StrangerRate: strangerRate, DeadWebhooks: dead,
+		TenantMailRate: tenantMail, Goal: 2}
+	res.Idle = idle.result()
+	res.UnderStrangers = str.result()
+	res.UnderStrangers.StrangerRequests, res.UnderStrangers.StrangerStatus = strCount.Requests, strCount.Status
+	res.UnderStrangers.StrangersCPU = strCPU.Seconds()
 	res.ListP99Strangers = res.UnderStrangers.List.P99MS / res.Idle.List.P99MS
 	res.SendP99Strangers = res.UnderStrangers.Send.P99MS / res.Idle.Send.P99MS
 	if tenantMail > 0 {
-		res.UnderDeadHooks = &abusePhase{List: percentiles(tenL), Send: percentiles(tenS), TenantMail: mail.Load(), DeadConnections: conns.Load()}
+		res.UnderDeadHooks = ten.result()
+		res.UnderDeadHooks.TenantMail, res.UnderDeadHooks.DeadConnections = mail.Load(), conns.Load()
 		res.ListP99DeadHooks = res.UnderDeadHooks.List.P99MS / res.Idle.List.P99MS
 		res.SendP99DeadHooks = res.UnderDeadHooks.Send.P99MS / res.Idle.Send.P99MS
 	}
@@ -377,9 +472,66 @@ func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends in
 		p    *abusePhase
 	}{{"idle", res.Idle}, {"strangers", res.UnderStrangers}, {"dead webhooks", res.UnderDeadHooks}} {
 		if p.p != nil {
-			fmt.Fprintf(log, "envelopd-load api-abuse: %s: list median %.2f p99 %.2f ms, send median %.2f p99 %.2f ms\n",
-				p.name, p.p.List.MedianMS, p.p.List.P99MS, p.p.Send.MedianMS, p.p.Send.P99MS)
+			fmt.Fprintf(log, "envelopd-load api-abuse: %s: list median %.2f p99 %.2f ms, send median %.2f p99 %.2f ms; CPU %.2f s here, %.2f s in the strangers' process\n",
+				p.name, p.p.List.MedianMS, p.p.List.P99MS, p.p.Send.MedianMS, p.p.Send.P99MS, p.p.ProcessCPU, p.p.StrangersCPU)
 		}
 	}
 	return res, nil
+}
+
+// abuseProfiler writes the profiles of --profile: a CPU profile of each
+// strangers phase, and the block and mutex profiles of all of them
+// (recorded during those phases only). A zero dir writes nothing.
+type abuseProfiler struct {
+	dir string
+	f   *os.File
+}
+
+func (p *abuseProfiler) start(round int) error {
+	if p.dir == "" {
+		return nil
+	}
+	f, err := os.Create(filepath.Join(p.dir, fmt.Sprintf("cpu.%d.pprof", round)))
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	p.f = f
+	runtime.SetBlockProfileRate(1)
+	runtime.SetMutexProfileFraction(1)
+	return nil
+}
+
+func (p *abuseProfiler) stop() {
+	if p.f == nil {
+		return
+	}
+	pprof.StopCPUProfile()
+	p.f.Close()
+	p.f = nil
+	runtime.SetBlockProfileRate(0)
+	runtime.SetMutexProfileFraction(0)
+}
+
+func (p *abuseProfiler) finish() error {
+	if p.dir == "" {
+		return nil
+	}
+	for _, n := range []string{"block", "mutex"} {
+		f, err := os.Create(filepath.Join(p.dir, n+".pprof"))
+		if err != nil {
+			return err
+		}
+		err = pprof.Lookup(n).WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

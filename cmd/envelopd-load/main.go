@@ -34,6 +34,7 @@ import (
 // env is what a command may touch: its arguments and standard streams.
 type env struct {
 	args           []string
+	stdin          io.Reader
 	stdout, stderr io.Writer
 }
 
@@ -44,19 +45,20 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"run":       {"drive an SMTP server with generated DKIM-signed Envelopay mail", runLoad},
-		"noop":      {"run the no-op baseline SMTP server (reads DATA, discards it)", runNoop},
-		"compare":   {"run the same load against envelopd serve and the no-op server, print the ratio", runCompare},
-		"budget":    {"measure the CPU per message of the no-op pair and of envelopd's stages, print the ratio they allow", runBudget},
-		"hostile":   {"send the hostile mail shapes (docs/security.md) to a fresh envelopd serve each, print peak RSS and times", runHostile},
-		"api":       {"fill a store with N messages, print HTTP API list/get latencies and send throughput", runAPIBench},
-		"api-abuse": {"a valid key's p99 latency idle, under 100 unauthenticated clients and beside one tenant's dead webhooks", runAPIAbuse},
+		"run":                 {"drive an SMTP server with generated DKIM-signed Envelopay mail", runLoad},
+		"noop":                {"run the no-op baseline SMTP server (reads DATA, discards it)", runNoop},
+		"compare":             {"run the same load against envelopd serve and the no-op server, print the ratio", runCompare},
+		"budget":              {"measure the CPU per message of the no-op pair and of envelopd's stages, print the ratio they allow", runBudget},
+		"hostile":             {"send the hostile mail shapes (docs/security.md) to a fresh envelopd serve each, print peak RSS and times", runHostile},
+		"api":                 {"fill a store with N messages, print HTTP API list/get latencies and send throughput", runAPIBench},
+		"api-abuse":           {"a valid key's p99 latency idle, under 100 unauthenticated clients and beside one tenant's dead webhooks", runAPIAbuse},
+		"api-abuse-strangers": {"the unauthenticated clients of api-abuse --strangers-process (started by it)", runAPIAbuseStrangers},
 	}
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := dispatch(ctx, &env{args: os.Args[1:], stdout: os.Stdout, stderr: os.Stderr})
+	code := dispatch(ctx, &env{args: os.Args[1:], stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
 	stop()
 	os.Exit(code)
 }
