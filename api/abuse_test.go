@@ -207,3 +207,55 @@ func TestStructuralHeadersRefused(t *testing.T) {
 		t.Errorf("X- header: %d, want 200", c)
 	}
 }
+
+// TestFailedKeyAnswerHeld: the answer to a wrong key is held, the
+// failure counted before it (here locking the address out at once) and
+// the answer (429: this failure locked it out) written when the hold or
+// the request ends, while a valid key from another address is served at
+// once.
+func TestFailedKeyAnswerHeld(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	th := authguard.NewThrottle(authguard.Policy{LockoutAfter: 1})
+	tenants := api.NewTenants(e.st, api.TenantLimits{RefusalDelay: time.Hour})
+	h := api.NewHandler(e.svc, api.HandlerOptions{Tenants: tenants,
+		Throttle: authguard.KeyThrottle{Guard: &authguard.Guard{Throttle: th}, Service: "http", Mechanism: "bearer"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	r := httptest.NewRequestWithContext(ctx, "GET", "/v0/inboxes", nil)
+	r.RemoteAddr = "198.51.100.9:4000"
+	r.Header.Set("Authorization", "Bearer ek_000000000001_"+strings.Repeat("A", 43))
+	w := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		h.ServeHTTP(w, r)
+		close(done)
+	}()
+	for tenants.Held() == 0 {
+		select {
+		case <-done:
+			t.Fatalf("wrong key answered at once: %d", w.Code)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if th.LockedFor("198.51.100.9") == 0 {
+		t.Fatal("the failure was not counted before its answer")
+	}
+	v := httptest.NewRequest("GET", "/v0/inboxes", nil)
+	v.RemoteAddr = "198.51.100.10:4000"
+	v.Header.Set("Authorization", "Bearer "+e.key)
+	vw := httptest.NewRecorder()
+	h.ServeHTTP(vw, v)
+	if vw.Code != 200 {
+		t.Errorf("valid key while a failure is held: %d %s", vw.Code, vw.Body)
+	}
+	select {
+	case <-done:
+		t.Fatal("the held answer ended by itself")
+	default:
+	}
+	cancel()
+	<-done
+	if w.Code != 429 || tenants.Held() != 0 {
+		t.Errorf("held answer: %d, %d still held; want 429, 0", w.Code, tenants.Held())
+	}
+}

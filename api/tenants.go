@@ -119,6 +119,9 @@ func (t *Tenants) Refused(ctx context.Context, e *Error) {
 	}
 }
 
+// Held is the number of answers being held now (see Refused).
+func (t *Tenants) Held() int { return len(t.tarpit) }
+
 // hold is how long one refusal is held: uniformly from ½ to 1½
 // RefusalDelay.
 func (t *Tenants) hold() time.Duration {

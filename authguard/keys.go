@@ -12,13 +12,14 @@ import (
 // What it counts is only what the client controls: its address. A key
 // id is not an account (256 random bits cannot be guessed, and counting
 // failures per id, or per the empty id of requests without a key, would
-// let anyone slow down the key's owner, or everyone). Nothing waits: a
-// valid key is checked and served at once, whoever failed before; a
-// failure is answered at once, 401 below the lockout threshold and 429
-// from it on. Failures are counted when they end, atomically, so
-// attempts sent at once are all counted: past LockoutAfter the ones
-// still in flight are answered 429. No hashing gate applies: a key check
-// is one SHA-256.
+// let anyone slow down the key's owner, or everyone). Nothing here
+// waits: a valid key is checked and served at once, whoever failed
+// before; a failure is decided at once, 401 below the lockout threshold
+// and 429 from it on (the front end may then hold the answer: the API's
+// tarpit, api.TenantLimits.RefusalDelay). Failures are counted when they
+// end, atomically, so attempts sent at once are all counted: past
+// LockoutAfter the ones still in flight are answered 429. No hashing
+// gate applies: a key check is one SHA-256.
 type KeyThrottle struct {
 	Guard     *Guard
 	Service   string // "http"
