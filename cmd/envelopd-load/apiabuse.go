@@ -73,6 +73,7 @@ type abusePhase struct {
 	ProcessCPU   float64 `json:"process_cpu_seconds"`
 	StrangersCPU float64 `json:"strangers_cpu_seconds,omitempty"`
 	// Stranger and tenant traffic during the phase.
+	StrangerSent     int64         `json:"stranger_requests_sent,omitempty"`
 	StrangerRequests int64         `json:"stranger_requests,omitempty"`
 	StrangerStatus   map[int]int64 `json:"stranger_status,omitempty"`
 	TenantMail       int64         `json:"tenant_mail,omitempty"`
@@ -457,7 +458,7 @@ func apiAbuse(ctx context.Context, log io.Writer, o abuseOptions) (*abuseResult,
 		TenantMailRate: tenantMail, Goal: 2}
 	res.Idle = idle.result()
 	res.UnderStrangers = str.result()
-	res.UnderStrangers.StrangerRequests, res.UnderStrangers.StrangerStatus = strCount.Requests, strCount.Status
+	res.UnderStrangers.StrangerSent, res.UnderStrangers.StrangerRequests, res.UnderStrangers.StrangerStatus = strCount.Sent, strCount.Requests, strCount.Status
 	res.UnderStrangers.StrangersCPU = strCPU.Seconds()
 	res.ListP99Strangers = res.UnderStrangers.List.P99MS / res.Idle.List.P99MS
 	res.SendP99Strangers = res.UnderStrangers.Send.P99MS / res.Idle.Send.P99MS

@@ -17,9 +17,11 @@ import (
 	"time"
 )
 
-// strangerCounts is what a strangers phase did: requests answered, by
-// status.
+// strangerCounts is what the strangers did: requests sent, requests
+// answered, by status (a request still held when its phase ended is
+// sent, not answered).
 type strangerCounts struct {
+	Sent     int64         `json:"sent"`
 	Requests int64         `json:"requests"`
 	Status   map[int]int64 `json:"status"`
 }
@@ -33,6 +35,7 @@ type strangerClients struct {
 	n    int
 	rate float64
 
+	sent   atomic.Int64
 	reqs   atomic.Int64
 	mu     sync.Mutex
 	status map[int]int64
@@ -65,6 +68,7 @@ func (s *strangerClients) start(ctx context.Context) (stop func()) {
 				if n%2 == 1 {
 					req.Header.Set("Authorization", fmt.Sprintf("Bearer ek_%012x_%s", n, strings.Repeat("A", 43)))
 				}
+				s.sent.Add(1)
 				resp, err := c.Do(req)
 				if err != nil {
 					continue
@@ -85,7 +89,7 @@ func (s *strangerClients) start(ctx context.Context) (stop func()) {
 func (s *strangerClients) counts() strangerCounts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := strangerCounts{Requests: s.reqs.Load(), Status: map[int]int64{}}
+	c := strangerCounts{Sent: s.sent.Load(), Requests: s.reqs.Load(), Status: map[int]int64{}}
 	for k, v := range s.status {
 		c.Status[k] = v
 	}
