@@ -36,7 +36,7 @@ import (
 //
 //   - idle: nothing else;
 //   - strangers: --strangers clients, each from its own loopback address
-//     (127.0.0.2, …), sending requests without a key or with a wrong one
+//     (127.0.1.3, …), sending requests without a key or with a wrong one
 //     at --stranger-rate each, for the whole phase;
 //   - dead webhooks: one tenant (a key scoped to two inboxes) whose
 //     --dead-webhooks webhooks point at a listener that accepts

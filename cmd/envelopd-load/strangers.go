@@ -27,7 +27,7 @@ type strangerCounts struct {
 }
 
 // strangerClients are the unauthenticated clients of api-abuse: n of them,
-// each from its own loopback address (127.0.0.2, …), each sending GET
+// each from its own loopback address (127.0.1.3, …), each sending GET
 // /v0/inboxes at rate a second, alternately without a key and with a
 // wrong one, one request at a time on one kept-alive connection.
 type strangerClients struct {
