@@ -230,7 +230,11 @@ type Throttle struct {
 	p   Policy
 	Now func() time.Time // nil: time.Now
 
-	mu       sync.Mutex
+	// mu guards the maps and the budget; the checks every request makes
+	// (LockedFor, Saturated, Locked) only read, under RLock, so that a
+	// crowd of refused clients does not queue a valid key's check
+	// behind its own.
+	mu       sync.RWMutex
 	ips      map[string]*record
 	accounts map[string]*record
 	swept    time.Time
@@ -373,8 +377,8 @@ func (t *Throttle) countGlobalLocked(now time.Time) {
 // over the global budget in the current minute, and until when.
 func (t *Throttle) Saturated() (bool, time.Duration) {
 	now := t.now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	if now.Sub(t.globalStart) >= time.Minute || now.Before(t.globalStart) {
 		return false, 0
 	}
@@ -421,10 +425,11 @@ func (t *Throttle) FailIP(ip string) (locked time.Duration, over, first bool) {
 
 // LockedFor is how much longer ip is locked out (0: it is not).
 func (t *Throttle) LockedFor(ip string) time.Duration {
+	ip = IPKey(ip)
 	now := t.now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if r := t.ips[IPKey(ip)]; r != nil && now.Before(r.lockedUntil) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if r := t.ips[ip]; r != nil && now.Before(r.lockedUntil) {
 		return r.lockedUntil.Sub(now)
 	}
 	return 0
@@ -433,20 +438,31 @@ func (t *Throttle) LockedFor(ip string) time.Duration {
 // Forgive clears the failures of ip unless it is locked out: the client
 // has just proved it holds a valid random key (KeyThrottle.Succeed).
 func (t *Throttle) Forgive(ip string) {
+	ip = IPKey(ip)
 	now := t.now()
+	// Most valid requests come from an address with nothing to forgive:
+	// they only read.
+	t.mu.RLock()
+	r := t.ips[ip]
+	none := r == nil || r.fails == 0
+	t.mu.RUnlock()
+	if none {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if r := t.ips[IPKey(ip)]; r != nil && !now.Before(r.lockedUntil) {
+	if r := t.ips[ip]; r != nil && !now.Before(r.lockedUntil) {
 		r.fails = 0
 	}
 }
 
 // Locked reports whether ip is locked out now.
 func (t *Throttle) Locked(ip string) bool {
+	ip = IPKey(ip)
 	now := t.now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r := t.ips[IPKey(ip)]
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r := t.ips[ip]
 	return r != nil && now.Before(r.lockedUntil)
 }
 
