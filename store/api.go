@@ -305,15 +305,39 @@ type Delivery struct {
 	Result    json.RawMessage
 }
 
-// Store is what every backend implements. All methods are safe for
-// concurrent use.
+// Store is the rules core and the relay's mailboxes, what mailin's
+// pipeline, hand-off, poller and IMAP view are given: the small
+// interfaces of the rules room (Ingester, Reader), the queue room
+// (OutboundQueue), the hand-off room (HandoffLog), the state room
+// (StateStore) and the relay room (Mailboxes). A consumer that needs less
+// holds the small one. All methods are safe for concurrent use.
 type Store interface {
+	Ingester
+	Reader
+	OutboundQueue
+	HandoffLog
+	StateStore
+	// Relay mailboxes and their folder view (mailbox.go).
+	Mailboxes
+
+	Close() error
+}
+
+// Ingester is the rules room's ingest: every stateful decision about a
+// message is made here (ingest.go, check.go).
+type Ingester interface {
 	// Ingest stores one message and makes every stateful decision (exact
 	// redelivery, duplicate_id, duplicate_proof, ACCEPT↔OFFER amounts,
 	// claims, chain links, threading, hand-off log, courtesy OOPS) in one
 	// transaction. It returns only after the transaction is durable.
 	Ingest(ctx context.Context, in *Incoming) (Outcome, error)
+	// Check runs the same rules on in without storing anything: the
+	// outcome Ingest would give now.
+	Check(ctx context.Context, in *Incoming) (Outcome, error)
+}
 
+// Reader is the rules room's reads of stored messages (read.go).
+type Reader interface {
 	Message(ctx context.Context, id int64) (*Message, error)
 	Messages(ctx context.Context, f Filter) ([]Message, error)
 	// Thread returns the messages of the thread holding ref (a thread id, a
@@ -321,8 +345,14 @@ type Store interface {
 	Thread(ctx context.Context, ref string) ([]Message, error)
 	// WaitNew blocks until a message with ID > after exists or ctx ends.
 	WaitNew(ctx context.Context, after int64) error
+	// MessagesChanged returns a channel closed at the next commit that
+	// may have stored messages (on any node, for Postgres).
+	MessagesChanged() <-chan struct{}
+}
 
-	// Outbound queue.
+// OutboundQueue is the queue room: outbound mail, one row per recipient
+// (queue.go).
+type OutboundQueue interface {
 	Enqueue(ctx context.Context, out *Outgoing) (int64, error)
 	// ClaimDue returns recipients due at now and, before returning, records
 	// the attempt (attempts+1, next attempt pushed to now+lease) so that a
@@ -334,30 +364,38 @@ type Store interface {
 	Queue(ctx context.Context, state string) ([]QueueEntry, error)
 	QueueRetry(ctx context.Context, id int64) error
 	QueueDrop(ctx context.Context, id int64) error
+	// QueueChanged returns a channel closed at the next commit that may
+	// have queued outbound mail (on any node, for Postgres).
+	QueueChanged() <-chan struct{}
+}
 
-	// Hand-off log (at-least-once delivery to the agent).
+// HandoffLog is the hand-off room's worker side: at-least-once delivery
+// of stored messages to the agent (delivery.go).
+type HandoffLog interface {
 	ClaimDeliveries(ctx context.Context, target string, now time.Time, lease time.Duration, limit int) ([]Delivery, error)
 	DeliveryDone(ctx context.Context, id int64) error
 	DeliveryRetry(ctx context.Context, id int64, next time.Time, lastErr string) error
 	// DeliveryRelease puts a claimed hand-off back unattempted: pending,
 	// due at now, its claim's attempt taken back.
 	DeliveryRelease(ctx context.Context, id int64, now time.Time) error
+}
 
+// StateStore is the state room: what the protocols and pollers keep
+// between messages (state.go).
+type StateStore interface {
 	// IMAP poll positions, per account+mailbox key.
 	IMAPState(ctx context.Context, key string) (uidValidity uint32, lastUID uint32, err error)
 	SetIMAPState(ctx context.Context, key string, uidValidity, lastUID uint32) error
 
 	// Keys for tunnelled protocols (e.g. protocol "aicp", handle "alice").
 	PutKey(ctx context.Context, protocol, handle, key string) error
+	// PutKeyIfAbsent stores key unless the handle has one, and returns
+	// the stored one: one winner however many nodes ask.
+	PutKeyIfAbsent(ctx context.Context, protocol, handle, key string) (string, error)
 	Keys(ctx context.Context, protocol string) (map[string]string, error)
 	// ChainTip returns the tip (seq, hash) of a hash chain, or 0 and the
 	// zero hash when empty.
 	ChainTip(ctx context.Context, chain string) (int64, string, error)
-
-	// Relay mailboxes and their folder view (mailbox.go).
-	Mailboxes
-
-	Close() error
 }
 
 // Mailbox is a relay mailbox: one address at a local domain. Its stored

@@ -182,12 +182,12 @@ func (f *ingestFlags) handoffs(st store.Store, log *slog.Logger) []*mailin.Hando
 			lease = 2 * f.handoffTimeout
 		}
 		ho := &mailin.Handoff{Store: st, Target: target, Deliver: d, DeliverTimeout: f.handoffTimeout, Lease: lease, Logger: log}
-		if c, ok := st.(interface{ MessagesChanged() <-chan struct{} }); ok && store.IsPostgresDSN(f.db) {
+		if store.IsPostgresDSN(f.db) {
 			// Postgres: wake on new mail from any node (NOTIFY) rather
 			// than poll the shared database. (SQLite keeps its poll: a
 			// claim released unattempted still counts an attempt, and
 			// waking sooner makes `poll --once` meet that more often.)
-			ho.Changed = c.MessagesChanged
+			ho.Changed = st.MessagesChanged
 		}
 		return ho
 	}
