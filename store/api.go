@@ -4,12 +4,18 @@
 // queue, IMAP poll positions, tunnelled-protocol keys and state, and relay
 // mailboxes.
 //
-// Store is the interface every backend implements; SQLite (modernc.org/sqlite,
-// pure Go) is the one backend, and storetest holds the conformance suite that
-// any backend must pass. The store knows nothing of SMTP or IMAP: callers hand
-// it parsed facts (Incoming) and it makes the stateful decisions atomically,
-// race-free by construction (UNIQUE keys and INSERT … ON CONFLICT, never
-// check-then-insert).
+// The store is one engine (core: Tx, the dialect, the single writer)
+// shared by rooms, one per concern — the rules core (ingest, check, reads,
+// queue, hand-off, state), the HTTP API's keys, inbox index, event log,
+// webhooks and idempotency, the relay's mailboxes and folders, payments,
+// managed domains, drafts, lists and settings — each its own type with a
+// small interface (rooms.go); a consumer holds only the interfaces it
+// uses, and DB is all of them. The backends are SQLite (modernc.org/sqlite,
+// pure Go) and Postgres; storetest holds the conformance suites, one per
+// room, that both pass. The store knows nothing of SMTP or IMAP: callers
+// hand it parsed facts (Incoming) and it makes the stateful decisions
+// atomically, race-free by construction (UNIQUE keys and INSERT … ON
+// CONFLICT, never check-then-insert).
 package store
 
 import (
