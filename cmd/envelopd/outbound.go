@@ -158,7 +158,7 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 
 // worker is the outbound queue worker submitting to --smtp-url, or nil
 // when no smarthost is set.
-func (o *outboundFlags) worker(st store.Store, log *slog.Logger) (*mailout.Worker, error) {
+func (o *outboundFlags) worker(st store.OutboundQueue, log *slog.Logger) (*mailout.Worker, error) {
 	if o.submitTimeout < 0 {
 		return nil, fmt.Errorf("--submit-timeout must not be negative")
 	}

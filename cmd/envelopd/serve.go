@@ -174,7 +174,7 @@ func (f *ingestFlags) prepareSecrets() error {
 }
 
 // handoffs builds the hand-off workers the flags ask for (exec, webhook).
-func (f *ingestFlags) handoffs(st store.Store, log *slog.Logger) []*mailin.Handoff {
+func (f *ingestFlags) handoffs(st mailin.HandoffStore, log *slog.Logger) []*mailin.Handoff {
 	var hs []*mailin.Handoff
 	h := func(target string, d mailin.DeliverFunc) *mailin.Handoff {
 		lease := time.Duration(0) // the default, unless the timeout is set lower
@@ -336,7 +336,7 @@ func (rt *runtime) close() {
 }
 
 // aicpKeySource reads AICP keys from the store, cached for a few seconds.
-func aicpKeySource(st store.Store) func(ctx context.Context) map[string][]byte {
+func aicpKeySource(st store.StateStore) func(ctx context.Context) map[string][]byte {
 	var mu sync.Mutex
 	var cached map[string][]byte
 	var at time.Time
