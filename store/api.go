@@ -310,12 +310,12 @@ type Delivery struct {
 	Result    json.RawMessage
 }
 
-// Store is the rules core and the relay's mailboxes, what mailin's
-// pipeline, hand-off, poller and IMAP view are given: the small
+// Store is the rules core and the relay's mailboxes together: the small
 // interfaces of the rules room (Ingester, Reader), the queue room
 // (OutboundQueue), the hand-off room (HandoffLog), the state room
-// (StateStore) and the relay room (Mailboxes). A consumer that needs less
-// holds the small one. All methods are safe for concurrent use.
+// (StateStore) and the relay room (Mailboxes). It is what a process that
+// ingests mail opens (DB adds the other rooms); each consumer holds only
+// the small interfaces it uses. All methods are safe for concurrent use.
 type Store interface {
 	Ingester
 	Reader
@@ -336,8 +336,9 @@ type Ingester interface {
 	// claims, chain links, threading, hand-off log, courtesy OOPS) in one
 	// transaction. It returns only after the transaction is durable.
 	Ingest(ctx context.Context, in *Incoming) (Outcome, error)
-	// Check runs the same rules on in without storing anything: the
-	// outcome Ingest would give now.
+	// Check returns the Outcome Ingest would return for in, writing
+	// nothing; it also requires each typed ref to name a stored message
+	// (unknown_ref): how an outbound message is checked before queueing.
 	Check(ctx context.Context, in *Incoming) (Outcome, error)
 }
 
