@@ -149,8 +149,8 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 	id, inserted, err := tx.InsertMessage(rawBytes(in.Raw),
 		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
 		status, thread, now.UnixNano(), jsonOrEmpty(errs, "[]"), jsonOrEmpty(warns, "[]"),
-		nullJSON(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
-		wantAmount, wantToken, wantChain)
+		raws.encodeResult(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
+		wantAmount, wantToken, wantChain, resultNote(in.Result))
 	if err != nil {
 		return Outcome{}, nil, fmt.Errorf("store: insert message: %w", err)
 	}

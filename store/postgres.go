@@ -460,7 +460,7 @@ func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	// a transaction).
 	var got int64
 	err := t.QueryRow(`WITH ins AS (`+insertMessageSQL+`, id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
 		ON CONFLICT (md5(message_id), mailbox, direction, content_hash) DO NOTHING RETURNING id),
 		raw AS (INSERT INTO message_raw (message_id, raw, codec) SELECT id, ?, ? FROM ins)

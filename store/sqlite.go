@@ -99,8 +99,8 @@ var sqliteDialect = &dialect{
 	searchWalk: sqliteSearchWalk,
 	indexSearch: []string{
 		`INSERT INTO message_fts (rowid, subject, note)
-			SELECT id, subject, CASE WHEN result IS NOT NULL AND json_valid(CAST(result AS TEXT))
-				THEN json_extract(CAST(result AS TEXT), '$.note') END
+			SELECT id, subject, coalesce(note, CASE WHEN result IS NOT NULL AND json_valid(CAST(result AS TEXT))
+				THEN json_extract(CAST(result AS TEXT), '$.note') END)
 			FROM messages WHERE id > max(?, (SELECT id FROM search_floor)) AND id <= ?`,
 		`INSERT OR IGNORE INTO message_tags (tag, message_id)
 			SELECT t, id FROM (
