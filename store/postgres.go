@@ -45,6 +45,7 @@ import (
 // at commit; each node LISTENs on one connection and wakes its waiters.
 type Postgres struct {
 	*core
+	rooms
 	db   *sql.DB
 	opts PostgresOptions
 
@@ -179,6 +180,7 @@ func OpenPostgresOptions(ctx context.Context, dsn string, opts PostgresOptions) 
 	}
 	p.core.r = pgReader{db}
 	p.core.write = p.write
+	p.rooms = newRooms(p.core)
 	lctx, cancel := context.WithCancel(context.Background())
 	p.stopListen = cancel
 	go p.listen(lctx, cfg, conn)

@@ -58,6 +58,7 @@ func (o *Options) defaults() {
 // read-only connections; WAL lets the readers run during commits.
 type SQLite struct {
 	*core
+	rooms
 	path string
 	opts Options
 	w    *sql.DB // one connection, used only by the writer goroutine
@@ -210,6 +211,7 @@ func OpenSQLiteOptions(ctx context.Context, path string, opts Options) (*SQLite,
 	s.core.write = func(ctx context.Context, fn func(tx Tx) error) error {
 		return s.write(ctx, func(w *wtx) error { return fn(w) })
 	}
+	s.rooms = newRooms(s.core)
 	go s.writer()
 	return s, nil
 }
