@@ -415,6 +415,19 @@ func apiAbuse(ctx context.Context, log io.Writer, o abuseOptions) (*abuseResult,
 	if err := measure(0, requests/rounds, sends/rounds, &phaseSamples{}); err != nil {
 		return nil, err
 	}
+	// during measures round r of a phase between start and the stop it
+	// returns.
+	during := func(r int, start func() (func() error, error), ps *phaseSamples) error {
+		stop, err := start()
+		if err != nil {
+			return err
+		}
+		err = measure(r, requests/rounds, sends/rounds, ps)
+		if serr := stop(); err == nil {
+			err = serr
+		}
+		return err
+	}
 	var idle, str, ten phaseSamples
 	prof := &abuseProfiler{dir: o.profile}
 	for r := range rounds {
@@ -424,28 +437,13 @@ func apiAbuse(ctx context.Context, log io.Writer, o abuseOptions) (*abuseResult,
 		if err := prof.start(r + 1); err != nil {
 			return nil, err
 		}
-		stop, err := startStrangers()
-		if err != nil {
-			return nil, err
-		}
-		err = measure(r+1, requests/rounds, sends/rounds, &str)
-		if serr := stop(); err == nil {
-			err = serr
-		}
+		err := during(r+1, startStrangers, &str)
 		prof.stop()
 		if err != nil {
 			return nil, err
 		}
 		if tenantMail > 0 {
-			stop, err := startTenant()
-			if err != nil {
-				return nil, err
-			}
-			err = measure(r+1, requests/rounds, sends/rounds, &ten)
-			if serr := stop(); err == nil {
-				err = serr
-			}
-			if err != nil {
+			if err := during(r+1, startTenant, &ten); err != nil {
 				return nil, err
 			}
 		}
