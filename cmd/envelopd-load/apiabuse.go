@@ -471,8 +471,12 @@ func apiAbuse(ctx context.Context, log io.Writer, o abuseOptions) (*abuseResult,
 		p    *abusePhase
 	}{{"idle", res.Idle}, {"strangers", res.UnderStrangers}, {"dead webhooks", res.UnderDeadHooks}} {
 		if p.p != nil {
-			fmt.Fprintf(log, "envelopd-load api-abuse: %s: list median %.2f p99 %.2f ms, send median %.2f p99 %.2f ms; CPU %.2f s here, %.2f s in the strangers' process\n",
-				p.name, p.p.List.MedianMS, p.p.List.P99MS, p.p.Send.MedianMS, p.p.Send.P99MS, p.p.ProcessCPU, p.p.StrangersCPU)
+			apart := ""
+			if o.apart && p.p == res.UnderStrangers {
+				apart = fmt.Sprintf(", %.2f s in the strangers' process", p.p.StrangersCPU)
+			}
+			fmt.Fprintf(log, "envelopd-load api-abuse: %s: list median %.2f p99 %.2f ms, send median %.2f p99 %.2f ms; CPU %.2f s here%s\n",
+				p.name, p.p.List.MedianMS, p.p.List.P99MS, p.p.Send.MedianMS, p.p.Send.P99MS, p.p.ProcessCPU, apart)
 		}
 	}
 	return res, nil
