@@ -133,6 +133,7 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 	if w == nil {
 		return nil
 	}
+	w.Metrics = rt.jobs
 	if c, ok := st.(interface{ QueueChanged() <-chan struct{} }); ok && w.Wake == nil {
 		// Mail queued by any process (on Postgres: any node, NOTIFY)
 		// wakes the worker at once instead of at its next look.

@@ -30,6 +30,7 @@ import (
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/payments"
 	"github.com/envelopd/envelopd/payments/rail"
+	"github.com/envelopd/envelopd/runner"
 	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
 )
@@ -204,6 +205,7 @@ func (f *ingestFlags) handoffs(st store.Store, log *slog.Logger) []*mailin.Hando
 // runtime is what serve and poll build from ingestFlags.
 type runtime struct {
 	reg      *prometheus.Registry
+	jobs     *runner.Metrics // every worker's claims and outcomes
 	store    store.DB
 	pipeline *mailin.Pipeline
 	log      *slog.Logger
@@ -220,7 +222,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", dbName(f.db), err)
 	}
-	rt := &runtime{store: st, log: log}
+	rt := &runtime{store: st, log: log, jobs: &runner.Metrics{}}
 	f.checkDatabase(ctx, st, log)
 	rt.closers = append(rt.closers, func() {
 		// The group commit figures, for tuning (mean batch = writes/commits).
@@ -243,6 +245,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		Name: "envelopd_store_writes_total",
 		Help: "Store writes (ingests, enqueues, …) committed; writes/commits is the mean group commit size.",
 	}, func() float64 { return float64(st.Stats().Writes) }))
+	reg.MustRegister(jobsCollector{rt.jobs})
 	p := &mailin.Pipeline{
 		Store:      st,
 		Verifier:   verifier,
@@ -270,7 +273,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 	}
 	if len(f.payments.Rails) > 0 {
 		cfg := f.payments
-		cfg.Logger = log
+		cfg.Logger, cfg.Metrics = log, rt.jobs
 		cfg.OnRejected = func(ctx context.Context, pay store.Payment) {
 			// The courtesy OOPS for a rejected payment, by the
 			// ingest's rules (none when --oops=false).
@@ -285,6 +288,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 	rt.reg = reg
 	for _, h := range f.handoffs(st, log) {
 		p.Handoff = append(p.Handoff, h.Target)
+		h.Metrics = rt.jobs
 		rt.workers = append(rt.workers, h.Run)
 	}
 	if err := f.out.setup(ctx, rt, f.oops, reg); err != nil {
@@ -311,6 +315,22 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		log.Info("metrics", "addr", ln.Addr().String())
 	}
 	return rt, nil
+}
+
+// jobsCollector exports the workers' counters (runner.Metrics) as
+// envelopd_worker_jobs_total{worker, outcome}.
+type jobsCollector struct{ m *runner.Metrics }
+
+var jobsDesc = prometheus.NewDesc("envelopd_worker_jobs_total",
+	"Jobs of the background workers (queue, handoff_TARGET, webhooks, payments, oops) by outcome: claimed, succeeded, retried, dropped, released.",
+	[]string{"worker", "outcome"}, nil)
+
+func (c jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- jobsDesc }
+
+func (c jobsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, n := range c.m.Snapshot() {
+		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.CounterValue, float64(n.Value), n.Worker, n.Outcome)
+	}
 }
 
 // start runs the background workers until ctx ends; the returned wait
