@@ -11,12 +11,13 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// TestOwedOOPSRecovered (issue 21): the courtesy OOPS is composed after
-// the mail's ingest commits. A process that dies in between (here: its
-// store closes under the composer) leaves the OOPS owed; the owed-OOPS
-// worker of the next process rebuilds it from the stored message alone —
-// same code, same recipient, signed from the operator's domain — queues
-// it once, and records it on the message.
+// TestOwedOOPSRecovered: the courtesy OOPS is recorded as owed with the
+// mail and composed after the commit by the owed-OOPS worker. A process
+// that dies between composing and queueing it (here: its store closes
+// under the composer) leaves the OOPS owed; the owed-OOPS worker of the
+// next process rebuilds it from the stored message alone — same code,
+// same recipient, signed from the operator's domain — queues it once, and
+// records it on the message.
 func TestOwedOOPSRecovered(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "envelopd.db")
@@ -43,6 +44,10 @@ func TestOwedOOPSRecovered(t *testing.T) {
 	if out.OOPS == nil || !out.OOPS.Pending {
 		t.Fatalf("OOPS %+v, want owed (pending)", out.OOPS)
 	}
+	// A worker composes it and dies before queueing it.
+	if n, err := p.ComposeOwedOOPS(ctx, st, time.Now().Add(time.Hour)); err == nil {
+		t.Fatalf("settled %d on a closed store", n)
+	}
 
 	st, err = store.OpenSQLite(ctx, path)
 	if err != nil {
@@ -50,7 +55,7 @@ func TestOwedOOPSRecovered(t *testing.T) {
 	}
 	defer st.Close()
 	p.Store = st
-	// Within the grace period the deciding ingest is presumed alive.
+	// Only what was owed before olderThan is settled.
 	if n, err := p.ComposeOwedOOPS(ctx, st, time.Now().Add(-time.Hour)); err != nil || n != 0 {
 		t.Fatalf("settled %d (%v) within the grace period, want 0", n, err)
 	}

@@ -586,4 +586,11 @@ ALTER TABLE message_raw ADD COLUMN codec smallint NOT NULL DEFAULT 0;
 	// 24: SQLite's search vocabulary (fts5vocab); the tsvector index
 	// needs none (a GIN index answers a prefix from its own entries).
 	{24, `SELECT 1;`},
+	// 25: the owed courtesy OOPS's sender and lease (SQLite migration 25).
+	{25, `
+ALTER TABLE oops_sent ADD COLUMN sender text NOT NULL DEFAULT '';
+ALTER TABLE oops_sent ADD COLUMN next_at bigint NOT NULL DEFAULT 0;
+ALTER TABLE oops_sent ADD COLUMN attempts integer NOT NULL DEFAULT 0;
+CREATE INDEX oops_sent_owed ON oops_sent (next_at, id) WHERE queue_id = 0;
+`},
 }

@@ -206,6 +206,7 @@ func (f *ingestFlags) handoffs(st store.Store, log *slog.Logger) []*mailin.Hando
 type runtime struct {
 	reg      *prometheus.Registry
 	jobs     *runner.Metrics // every worker's claims and outcomes
+	oops     *mailin.OOPSWorker
 	store    store.DB
 	pipeline *mailin.Pipeline
 	log      *slog.Logger
@@ -263,9 +264,11 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 	p.DMARCEnforce = f.dmarcEnforce
 	rt.pipeline = p
 	if ow, ok := st.(mailin.OwedOOPSStore); ok {
-		// Courtesy OOPS whose ingest died before queueing them (any
-		// node's, on Postgres) are composed here.
-		rt.workers = append(rt.workers, func(ctx context.Context) error { return p.RunOwedOOPS(ctx, ow, time.Minute) })
+		// The courtesy OOPS the ingests (any node's, on Postgres) record
+		// as owed are composed, signed and queued here, woken by each
+		// commit.
+		rt.oops = &mailin.OOPSWorker{Pipeline: p, Store: ow, Metrics: rt.jobs}
+		rt.workers = append(rt.workers, rt.oops.Run)
 	}
 	if err := f.openRails(ctx, log); err != nil {
 		rt.close()
