@@ -107,11 +107,13 @@ type OOPSWorker struct {
 	Interval, Lease time.Duration
 	// Metrics, when set, counts claims and outcomes as "oops".
 	Metrics *runner.Metrics
+	// Now is the clock of claims (default time.Now).
+	Now func() time.Time
 }
 
 func (w *OOPSWorker) loop() *runner.Loop[store.OwedOOPS] {
 	l := &runner.Loop[store.OwedOOPS]{Name: "oops", Worker: oopsJobs{w}, Batch: 32, Parallel: 4,
-		Interval: w.Interval, Metrics: w.Metrics, Logger: w.Pipeline.log()}
+		Interval: w.Interval, Now: w.Now, Metrics: w.Metrics, Logger: w.Pipeline.log()}
 	if l.Interval <= 0 {
 		l.Interval = time.Minute
 	}
