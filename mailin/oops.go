@@ -83,6 +83,7 @@ type OwedOOPSStore interface {
 	Message(ctx context.Context, id int64) (*store.Message, error)
 	OwedOOPSList(ctx context.Context, olderThan time.Time, limit int) ([]store.OwedOOPS, error)
 	ClaimOwedOOPS(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.OwedOOPS, error)
+	ReleaseOwedOOPS(ctx context.Context, id int64, next time.Time) error
 	ResolveOOPS(ctx context.Context, owed store.OwedOOPS, msg *store.Outgoing, body json.RawMessage, reason string) (*store.OOPSRecord, error)
 }
 
@@ -95,8 +96,9 @@ type OwedOOPSStore interface {
 // (its parse result and errors) with the Pipeline's composer; and settles
 // it with ResolveOOPS, which queues it and marks the row in one
 // transaction, so each OOPS is queued exactly once, even with several
-// nodes running this worker. A worker killed between the claim and the
-// settle leaves the row to be claimed again when its lease ends.
+// nodes running this worker. A worker stopped between the claim and the
+// compose gives the row back (due at once); one killed leaves it to be
+// claimed again when its lease ends.
 type OOPSWorker struct {
 	Pipeline *Pipeline
 	Store    OwedOOPSStore
@@ -151,6 +153,16 @@ func (j oopsJobs) Claim(ctx context.Context, now time.Time, limit int) ([]store.
 		lease = 2 * time.Minute
 	}
 	return j.w.Store.ClaimOwedOOPS(ctx, now, lease, limit)
+}
+
+// Release gives back claimed OOPS not yet composed when the worker stops,
+// due at once for the next start (or another node).
+func (j oopsJobs) Release(ctx context.Context, owed []store.OwedOOPS) {
+	for _, o := range owed {
+		if err := j.w.Store.ReleaseOwedOOPS(ctx, o.ID, time.Time{}); err != nil {
+			j.w.Pipeline.log().Warn("owed OOPS release (composed after the lease)", "message", o.MessageID, "err", err)
+		}
+	}
 }
 
 // Attempt composes and queues one owed OOPS: Succeeded when queued (or

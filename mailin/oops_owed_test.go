@@ -85,8 +85,9 @@ func TestOwedOOPSRecovered(t *testing.T) {
 }
 
 // claimThenStop is a store whose first owed-OOPS claim stops the worker
-// (its context cancelled) right after the claim commits: the process
-// stops between the claim and the compose, the row leased.
+// (its context cancelled) right after the claim commits, and which gives
+// nothing back: the process is killed between the claim and the compose,
+// the row leased.
 type claimThenStop struct {
 	*store.SQLite
 	stop    func()
@@ -103,10 +104,12 @@ func (c *claimThenStop) ClaimOwedOOPS(ctx context.Context, now time.Time, lease 
 	return owed, err
 }
 
+func (c *claimThenStop) ReleaseOwedOOPS(context.Context, int64, time.Time) error { return nil }
+
 // TestOOPSSentOnceAfterRestart: the OOPS a mail is owed is committed with
 // the mail; a process killed after that commit and before the OOPS is
-// composed (no worker ran), or whose worker is stopped between its claim
-// and the compose (the row leased), loses nothing: after a restart the
+// composed (no worker ran), or killed between its worker's claim and the
+// compose (the row leased), loses nothing: after a restart the
 // owed-OOPS worker, woken at start, queues it, once.
 func TestOOPSSentOnceAfterRestart(t *testing.T) {
 	for _, tc := range []struct {
@@ -117,7 +120,7 @@ func TestOOPSSentOnceAfterRestart(t *testing.T) {
 		later time.Duration
 	}{
 		{"killed after commit", func(*testing.T, *Pipeline, *store.SQLite) {}, 0},
-		{"stopped between claim and compose", func(t *testing.T, p *Pipeline, st *store.SQLite) {
+		{"killed between claim and compose", func(t *testing.T, p *Pipeline, st *store.SQLite) {
 			ctx, cancel := context.WithCancel(context.Background())
 			cs := &claimThenStop{SQLite: st, stop: cancel, claimed: make(chan struct{})}
 			done := make(chan error, 1)

@@ -199,7 +199,11 @@ func (l *Loop[J]) Run(ctx context.Context) error {
 		}
 		if want && len(pending) == 0 && inflight < parallel && ctx.Err() == nil {
 			want = false
-			js, err := l.claim(ctx, batch-inflight)
+			// Not cut short by cancellation: a claim committed but
+			// reported as cancelled would hide its jobs for the whole
+			// lease. Claimed jobs not started when ctx ends are given
+			// back below.
+			js, err := l.claim(context.WithoutCancel(ctx), batch-inflight)
 			if err != nil && ctx.Err() == nil {
 				l.log().Error("claim", "worker", l.Name, "err", err)
 			}

@@ -358,6 +358,18 @@ func (s *core) ClaimOwedOOPS(ctx context.Context, now time.Time, lease time.Dura
 	return out, nil
 }
 
+// ReleaseOwedOOPS gives back a claimed owed OOPS that was not attempted
+// (its worker is stopping): due again at next, without waiting out the
+// lease. An OOPS settled meanwhile is left alone.
+func (s *core) ReleaseOwedOOPS(ctx context.Context, id int64, next time.Time) error {
+	return s.write(ctx, func(tx Tx) error {
+		if _, err := tx.Exec(`UPDATE oops_sent SET next_at = ? WHERE id = ? AND queue_id = 0`, next.UTC().UnixNano(), id); err != nil {
+			return fmt.Errorf("store: release owed OOPS: %w", err)
+		}
+		return nil
+	})
+}
+
 // OwedOOPSList returns the courtesy OOPS owed since before olderThan and
 // not queued (OwedOOPS), oldest first, at most limit.
 func (s *core) OwedOOPSList(ctx context.Context, olderThan time.Time, limit int) ([]OwedOOPS, error) {

@@ -525,6 +525,16 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	stopWorkers()
 	wait()
+	if rt.oops != nil {
+		// The SMTP server has stopped: the courtesy OOPS owed to mail it
+		// accepted are queued before serve exits (bounded; what is left
+		// stays owed, for the next start).
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := rt.oops.RunOnce(dctx); err != nil && dctx.Err() == nil {
+			rt.log.Error("courtesy OOPS", "err", err)
+		}
+		cancel()
+	}
 	return code
 }
 
