@@ -1,8 +1,8 @@
 package store
 
 import (
-	"context"
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
