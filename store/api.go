@@ -202,7 +202,9 @@ type Outcome struct {
 	// Replay is true when a claim matched an earlier one with the same value
 	// and its OnSame code is "" (a marked, harmless replay).
 	Replay bool
-	// QueuedOOPS is the queue id of an enqueued courtesy OOPS, or 0.
+	// QueuedOOPS is the queue id of the courtesy OOPS once queued, or 0:
+	// Ingest leaves it 0 (an allowed OOPS is owed, OOPS.Pending, and the
+	// owed-OOPS worker queues it: OOPSRecord.QueueID on the message).
 	QueuedOOPS int64
 	// OOPS is the courtesy OOPS decision, or nil when none was owed.
 	OOPS *OOPSRecord
