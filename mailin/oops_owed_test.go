@@ -11,6 +11,18 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
+// owedSetup opens a store in a temporary file (path) for an OOPS test,
+// with a DKIM kit to sign the mail and a recorder of the OOPS composed.
+func owedSetup(t *testing.T) (string, *store.SQLite, *dkimKit, *oopsRecorder) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "envelopd.db")
+	st, err := store.OpenSQLite(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, st, newDKIMKit(t), &oopsRecorder{}
+}
+
 // TestOwedOOPSRecovered: the courtesy OOPS is recorded as owed with the
 // mail and composed after the commit by the owed-OOPS worker. A process
 // that dies between composing and queueing it (here: its store closes
@@ -20,13 +32,7 @@ import (
 // records it on the message.
 func TestOwedOOPSRecovered(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "envelopd.db")
-	st, err := store.OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kit := newDKIMKit(t)
-	rec := &oopsRecorder{}
+	path, st, kit, rec := owedSetup(t)
 	crashed := false
 	p := &Pipeline{Store: st, Verifier: kit.v, OOPSDomains: []string{"server.test"},
 		OOPS: func(r *parse.Result, pr protocols.Problem, from string) ([]byte, error) {
@@ -138,13 +144,7 @@ func TestOOPSSentOnceAfterRestart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			path := filepath.Join(t.TempDir(), "envelopd.db")
-			st, err := store.OpenSQLite(ctx, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kit := newDKIMKit(t)
-			rec := &oopsRecorder{}
+			path, st, kit, rec := owedSetup(t)
 			p := &Pipeline{Store: st, Verifier: kit.v, OOPSDomains: []string{"server.test"}, OOPS: rec.compose}
 			out, err := p.Ingest(ctx, kit.sign(t, unknownType("alice@buyer.test", "restart@buyer.test"), "buyer.test"),
 				Meta{Rcpts: []string{"bob@server.test"}})

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -164,23 +165,11 @@ func TestOnce(t *testing.T) {
 					delete(got, k)
 				}
 			}
-			if !mapsEqual(got, tc.wantCounts) {
+			if !maps.Equal(got, tc.wantCounts) {
 				t.Errorf("counters %v, want %v", got, tc.wantCounts)
 			}
 		})
 	}
-}
-
-func mapsEqual(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // cancelClaimer cancels the context right after its claim.
