@@ -128,6 +128,30 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	return total, nil
 }
 
+// WakeOnQueue returns a loop that sends on wake (a Worker's Wake)
+// whenever st commits queued mail (on Postgres: on any node, NOTIFY),
+// until ctx ends, so that the worker looks at once instead of at its next
+// Interval; nil when st cannot tell.
+func WakeOnQueue(st any, wake chan<- struct{}) func(ctx context.Context) error {
+	c, ok := st.(interface{ QueueChanged() <-chan struct{} })
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		for {
+			select {
+			case <-c.QueueChanged():
+			case <-ctx.Done():
+				return nil
+			}
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
 // queueJobs is the queue as a runner.Worker: a job is one queue entry's
 // claimed recipients, sent in one transaction.
 type queueJobs struct {

@@ -136,37 +136,13 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 	w.Metrics = rt.jobs
 	if w.Wake == nil {
 		wake := make(chan struct{}, 1)
-		if f := wakeOnQueue(st, wake); f != nil {
+		if f := mailout.WakeOnQueue(st, wake); f != nil {
 			w.Wake = wake
 			rt.workers = append(rt.workers, f)
 		}
 	}
 	rt.workers = append(rt.workers, w.Run)
 	return nil
-}
-
-// wakeOnQueue returns a worker that sends on wake whenever st commits
-// queued mail (on Postgres: on any node, NOTIFY), so that the queue
-// worker looks at once instead of at its next interval; nil when st
-// cannot tell.
-func wakeOnQueue(st store.Store, wake chan<- struct{}) func(ctx context.Context) error {
-	c, ok := st.(interface{ QueueChanged() <-chan struct{} })
-	if !ok {
-		return nil
-	}
-	return func(ctx context.Context) error {
-		for {
-			select {
-			case <-c.QueueChanged():
-			case <-ctx.Done():
-				return nil
-			}
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-		}
-	}
 }
 
 // worker is the outbound queue worker submitting to --smtp-url, or nil

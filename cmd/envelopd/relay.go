@@ -130,7 +130,7 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 		next = sub
 	}
 	w := &mailout.Worker{Store: rt.store, Sender: relay.Sender(next), Wake: wake, Interval: time.Second, Metrics: rt.jobs, Logger: rt.log}
-	if f := wakeOnQueue(rt.store, wake); f != nil {
+	if f := mailout.WakeOnQueue(rt.store, wake); f != nil {
 		// Mail queued by another worker (the courtesy OOPS) wakes it too.
 		rt.workers = append(rt.workers, f)
 	}

@@ -125,13 +125,22 @@ func Start(t testing.TB, opts ...Option) *Relay {
 	}
 	iv := imapview.New(imapview.Options{Store: st, Authenticate: relay.Authenticate, Hostname: "relaytest"})
 	w := &mailout.Worker{Store: st, Sender: relay.Sender(nil), Wake: wake, Interval: time.Second, Initial: 200 * time.Millisecond}
-	var wg sync.WaitGroup
-	for _, run := range []func(){
+	runs := []func(){
 		func() { mx.Serve() },
 		func() { sub.Serve() },
 		func() { iv.Serve(ln) },
 		func() { w.Run(ctx) },
-	} {
+	}
+	if f := mailout.WakeOnQueue(st, wake); f != nil {
+		// The courtesy OOPS, queued by the owed-OOPS worker, wakes the
+		// queue worker.
+		runs = append(runs, func() { f(ctx) })
+	}
+	if ow, ok := st.(mailin.OwedOOPSStore); ok {
+		runs = append(runs, func() { (&mailin.OOPSWorker{Pipeline: p, Store: ow}).Run(ctx) })
+	}
+	var wg sync.WaitGroup
+	for _, run := range runs {
 		wg.Add(1)
 		go func() { defer wg.Done(); run() }()
 	}
