@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/envelopd/envelopd/runner"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -429,41 +430,57 @@ func (s *Service) sendDraft(ctx context.Context, p *Principal, d store.Draft, u 
 }
 
 // SendDueDrafts sends the scheduled drafts due now that this node
-// claims; a send the rules refuse marks the draft failed, any other
-// error leaves it to be claimed again after its lease. It returns how
-// many were sent.
+// claims (one runner.Loop pass); a send the rules refuse marks the draft
+// failed, any other error leaves it to be claimed again after its lease.
+// It returns how many were sent.
 func (s *Service) SendDueDrafts(ctx context.Context) (int, error) {
 	ds, ok := s.cfg.Store.(store.DraftStore)
 	if !ok {
 		return 0, nil
 	}
-	due, err := ds.ClaimDueDrafts(ctx, s.cfg.Now(), draftLease, 16)
-	if err != nil {
-		return 0, err
-	}
-	sent := 0
+	j := &draftJobs{s: s, ds: ds}
+	l := &runner.Loop[store.Draft]{Name: "drafts", Worker: j, Batch: 16, Parallel: 1, Now: s.cfg.Now, Logger: s.cfg.Logger}
+	_, _, err := l.Once(ctx)
+	return j.sent, err
+}
+
+// draftJobs is the scheduled drafts as a runner.Worker.
+type draftJobs struct {
+	s    *Service
+	ds   store.DraftStore
+	sent int // one attempt at a time (Parallel 1)
+}
+
+func (j *draftJobs) Claim(ctx context.Context, now time.Time, limit int) ([]store.Draft, error) {
+	return j.ds.ClaimDueDrafts(ctx, now, draftLease, limit)
+}
+
+// Attempt sends one claimed draft: Succeeded (the draft deleted),
+// Dropped (refused: marked failed) or Retried (after its lease).
+func (j *draftJobs) Attempt(ctx context.Context, d store.Draft) (runner.Outcome, error) {
+	s, ds := j.s, j.ds
 	system := &Principal{} // every inbox: the draft was checked against its creator's scope when made
-	for _, d := range due {
-		res, err := s.sendDraft(ctx, system, d, UpdateLabels{}, false)
-		var ae *Error
-		switch {
-		case err == nil:
-			if err := ds.DeleteDraft(ctx, d.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-				s.cfg.Logger.Warn("api: scheduled draft sent, delete failed", "draft", d.ID, "err", err)
-			}
-			sent++
-			s.cfg.Logger.Info("api: scheduled draft sent", "draft", d.ID, "inbox", d.Inbox, "message_id", res.MessageID)
-		case errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500:
-			d.Status, d.LastError, d.SendAt, d.UpdatedAt = store.DraftFailed, ae.Message, time.Time{}, s.cfg.Now().UTC()
-			if err := ds.UpdateDraft(ctx, d); err != nil && !errors.Is(err, store.ErrNotFound) {
-				s.cfg.Logger.Warn("api: scheduled draft failed, update failed", "draft", d.ID, "err", err)
-			}
-			s.cfg.Logger.Warn("api: scheduled draft refused", "draft", d.ID, "err", ae.Message)
-		default:
-			s.cfg.Logger.Warn("api: scheduled draft not sent; retried after its lease", "draft", d.ID, "err", err)
+	res, err := s.sendDraft(ctx, system, d, UpdateLabels{}, false)
+	var ae *Error
+	switch {
+	case err == nil:
+		if err := ds.DeleteDraft(ctx, d.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.cfg.Logger.Warn("api: scheduled draft sent, delete failed", "draft", d.ID, "err", err)
 		}
+		j.sent++
+		s.cfg.Logger.Info("api: scheduled draft sent", "draft", d.ID, "inbox", d.Inbox, "message_id", res.MessageID)
+		return runner.Succeeded, nil
+	case errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500:
+		d.Status, d.LastError, d.SendAt, d.UpdatedAt = store.DraftFailed, ae.Message, time.Time{}, s.cfg.Now().UTC()
+		if err := ds.UpdateDraft(ctx, d); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.cfg.Logger.Warn("api: scheduled draft failed, update failed", "draft", d.ID, "err", err)
+		}
+		s.cfg.Logger.Warn("api: scheduled draft refused", "draft", d.ID, "err", ae.Message)
+		return runner.Dropped, nil
+	default:
+		s.cfg.Logger.Warn("api: scheduled draft not sent; retried after its lease", "draft", d.ID, "err", err)
+		return runner.Retried, nil
 	}
-	return sent, nil
 }
 
 // Handlers.

@@ -190,7 +190,7 @@ func (p *Pipeline) Prepare(ctx context.Context, raw []byte, meta Meta) (*Analysi
 		in.HandoffVerified = p.HandoffVerified
 	}
 	if p.OOPS != nil {
-		in.OOPS = p.oopsFunc(a, meta, now, isAutomated(raw, meta, a.Result))
+		in.OOPS = p.oopsTerms(a, meta, isAutomated(raw, meta, a.Result))
 		in.OOPSLimits = p.OOPSLimits
 	}
 	return a, in

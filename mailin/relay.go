@@ -254,7 +254,7 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 		if err != nil {
 			return "", err
 		}
-		oopsDone = oopsDone || out.QueuedOOPS != 0 || out.OOPS != nil && out.OOPS.Pending // pending: owed, queued by the owed-OOPS worker
+		oopsDone = oopsDone || out.OOPS != nil && out.OOPS.Pending // pending: owed, queued by the owed-OOPS worker
 	}
 	if len(remote) > 0 {
 		// Rcpt let these through only for an authenticated user with a
@@ -388,11 +388,9 @@ func (r *Relay) deliverLocal(ctx context.Context, raw []byte, meta Meta, create 
 			return store.Outcome{}, errors.Join(ErrStore, err)
 		}
 	}
-	out, err := r.Pipeline.Ingest(ctx, raw, meta)
-	if err == nil && out.QueuedOOPS != 0 {
-		r.wake() // the courtesy OOPS is for a local sender, most likely
-	}
-	return out, err
+	// A courtesy OOPS the mail is owed is queued by the owed-OOPS
+	// worker; the queue's commit wakes the queue worker.
+	return r.Pipeline.Ingest(ctx, raw, meta)
 }
 
 // storeSent keeps the sender's copy (direction out) in its own mailbox,

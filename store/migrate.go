@@ -693,11 +693,20 @@ ALTER TABLE message_raw ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
 	// has none. Rows from before keep their JSON result and a NULL note;
 	// the index reads either (sqliteDialect.indexSearch).
 	`ALTER TABLE messages ADD COLUMN note TEXT;`,
+	// 26: the courtesy OOPS is data: an owed OOPS (oops_sent with
+	// queue_id 0) carries its sender, and the owed-OOPS worker leases it
+	// (next_at, attempts: ClaimOwedOOPS) until ResolveOOPS queues it.
+	`
+ALTER TABLE oops_sent ADD COLUMN sender TEXT NOT NULL DEFAULT '';
+ALTER TABLE oops_sent ADD COLUMN next_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE oops_sent ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX oops_sent_owed ON oops_sent (next_at, id) WHERE queue_id = 0;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 25
+const SchemaVersion = 26
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

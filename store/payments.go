@@ -495,9 +495,9 @@ func (s paymentRoom) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPla
 		return nil, fmt.Errorf("%w: no OOPS plan", ErrBadInput)
 	}
 	var rec *OOPSRecord
-	var owed *owedOOPS
+	owed := false
 	err := s.write(ctx, func(tx Tx) error {
-		rec, owed = nil, nil
+		rec, owed = nil, false
 		var thread, warnsJSON string
 		var oops []byte
 		err := tx.QueryRow(`SELECT thread_id, warnings, oops FROM messages WHERE id = ?`+tx.dialect().forUpdate, id).Scan(&thread, &warnsJSON, &oops)
@@ -517,18 +517,15 @@ func (s paymentRoom) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPla
 				return err
 			}
 		}
-		if reason == "" && plan.Compose == nil {
-			reason, detail = OOPSComposeFailed, "the OOPS could not be composed: no composer"
+		if reason == "" && plan.From == "" {
+			reason, detail = OOPSNoSigningDomain, "no domain to send it from"
 		}
 		warns := decodeProblems(warnsJSON)
 		if reason == "" {
-			var oid int64
-			if err := tx.QueryRow(`INSERT INTO oops_sent (recipient, thread_id, code, sent_at, message_id, queue_id)
-				VALUES (?, ?, ?, ?, ?, 0) RETURNING id`, plan.To, thread, string(plan.Code), now.UnixNano(), id).Scan(&oid); err != nil {
-				return fmt.Errorf("store: payment OOPS: %w", err)
+			if err := insertOwedOOPS(tx, plan, thread, id, now); err != nil {
+				return err
 			}
-			r.Pending = true
-			owed = &owedOOPS{OwedOOPS: OwedOOPS{ID: oid, MessageID: id, Code: plan.Code, To: plan.To, At: now}, plan: plan}
+			r.Pending, owed = true, true
 		} else {
 			r.Reason = reason
 			warns = append(warns, suppressedWarning(plan.Code, reason, detail))
@@ -540,12 +537,10 @@ func (s paymentRoom) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPla
 		rec = r
 		return nil
 	})
-	if err != nil || owed == nil {
-		return rec, err
+	if err == nil && owed {
+		// Committed as owed: wake the owed-OOPS worker
+		// (MessagesChanged), which composes and queues it.
+		s.notify()
 	}
-	// Committed as owed; composed and queued now, outside the decision's
-	// transaction (or by the owed-OOPS worker if this process dies).
-	out := Outcome{ID: id, OOPS: rec}
-	rulesRoom{s.core}.composeOwed(ctx, owed, &out) // the rules room composes every owed OOPS
-	return out.OOPS, nil
+	return rec, err
 }

@@ -601,4 +601,11 @@ BEGIN
 END
 $fn$;
 `},
+	// 26: the owed courtesy OOPS's sender and lease (SQLite migration 26).
+	{26, `
+ALTER TABLE oops_sent ADD COLUMN sender text NOT NULL DEFAULT '';
+ALTER TABLE oops_sent ADD COLUMN next_at bigint NOT NULL DEFAULT 0;
+ALTER TABLE oops_sent ADD COLUMN attempts integer NOT NULL DEFAULT 0;
+CREATE INDEX oops_sent_owed ON oops_sent (next_at, id) WHERE queue_id = 0;
+`},
 }

@@ -127,10 +127,13 @@ var (
 	_ Settings         = settingRoom{}
 )
 
-// OOPSLog is the rules room's owed courtesy OOPS: those decided by an
-// ingest that died before composing them (ingest.go).
+// OOPSLog is the rules room's owed courtesy OOPS: the rows an ingest
+// records as owed, which the owed-OOPS worker claims, composes and
+// settles (ingest.go).
 type OOPSLog interface {
 	OwedOOPSList(ctx context.Context, olderThan time.Time, limit int) ([]OwedOOPS, error)
+	ClaimOwedOOPS(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]OwedOOPS, error)
+	ReleaseOwedOOPS(ctx context.Context, id int64, next time.Time) error
 	ResolveOOPS(ctx context.Context, owed OwedOOPS, msg *Outgoing, body json.RawMessage, reason string) (*OOPSRecord, error)
 }
 

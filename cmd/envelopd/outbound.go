@@ -133,24 +133,11 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 	if w == nil {
 		return nil
 	}
+	w.Metrics = rt.jobs
 	if w.Wake == nil {
-		// Mail queued by any process (on Postgres: any node, NOTIFY)
-		// wakes the worker at once instead of at its next look.
 		wake := make(chan struct{}, 1)
 		w.Wake = wake
-		rt.workers = append(rt.workers, func(ctx context.Context) error {
-			for {
-				select {
-				case <-st.QueueChanged():
-				case <-ctx.Done():
-					return nil
-				}
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
-			}
-		})
+		rt.workers = append(rt.workers, mailout.WakeOnQueue(st, wake))
 	}
 	rt.workers = append(rt.workers, w.Run)
 	return nil

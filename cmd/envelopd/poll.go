@@ -125,8 +125,9 @@ func runPoll(ctx context.Context, e *env) int {
 	return 0
 }
 
-// drainOnce delivers, once, what is due now: the exec and webhook hand-offs
-// and the outbound queue (courtesy OOPS mails), with the same settings as
+// drainOnce delivers, once, what is due now: the exec and webhook
+// hand-offs, the owed courtesy OOPS and the outbound queue (the OOPS
+// mails), with the same settings as
 // the workers build and outboundFlags.setup start. It stops starting new
 // deliveries after timeout; failures stay pending for the next run (at
 // least once).
@@ -152,6 +153,13 @@ func drainOnce(ctx context.Context, rt *runtime, f *ingestFlags, timeout time.Du
 	}
 	if ctx.Err() != nil {
 		return
+	}
+	if rt.oops != nil {
+		// The courtesy OOPS this run's mail is owed, queued before the
+		// queue is sent.
+		if _, err := rt.oops.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			rt.log.Error("courtesy OOPS", "err", err)
+		}
 	}
 	w, err := f.out.worker(rt.store, rt.log)
 	if err != nil {

@@ -71,6 +71,7 @@ type Payments interface {
 	store.Ingester
 	store.Reader
 	store.EventLog
+	store.OOPSLog // a rejected payment's owed OOPS
 	io.Closer
 }
 
