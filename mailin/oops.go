@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/senderauth"
@@ -26,7 +27,7 @@ import (
 // the operator signs for (oopsFrom); otherwise the plan is recorded as
 // suppressed, with its reason, on the stored message. automated is the
 // RFC 3834 loop check of Prepare.
-func (p *Pipeline) oopsFunc(a *Analysis, meta Meta, now time.Time, automated bool) func(store.Outcome) *store.OOPSPlan {
+func (p *Pipeline) oopsFunc(a *message.Analysis, meta Meta, now time.Time, automated bool) func(store.Outcome) *store.OOPSPlan {
 	r := a.Result
 	return func(out store.Outcome) *store.OOPSPlan {
 		if out.Redelivery {
@@ -74,8 +75,8 @@ func (p *Pipeline) composeOOPS(r *parse.Result, prob protocols.Problem, from, to
 		p.log().Warn("courtesy OOPS not composed", "err", err, "message_id", r.MessageID)
 		return nil, nil, err
 	}
-	oa := Analyze(context.Background(), raw, AnalyzeOptions{Now: now})
-	cp := Incoming(oa, raw, store.DirOut)
+	oa := message.Analyze(context.Background(), raw, message.AnalyzeOptions{Now: now})
+	cp := message.Incoming(oa, raw, store.DirOut)
 	cp.Mailbox = mailbox
 	cp.ReceivedAt = now.UTC()
 	return &store.Outgoing{

@@ -80,7 +80,7 @@ func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draf
 			return 2
 		}
 	}
-	mailer := &mailout.Mailer{Signers: signers, Record: recordSent}
+	mailer := &mailout.Mailer{Signers: signers}
 	out, err := mailer.Prepare(d, "send")
 	if err != nil {
 		return reportCompose(e, cmd, err)
