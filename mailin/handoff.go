@@ -152,7 +152,7 @@ func (h *Handoff) RunOnce(ctx context.Context) (int, error) {
 // deliverOne hands one claimed delivery to the agent and records the
 // outcome: done, or pending with backoff (at least once).
 func (h *Handoff) deliverOne(ctx context.Context, d store.Delivery) error {
-	m, err := h.Store.Message(ctx, d.MessageID)
+	m, err := h.Store.MessageInfo(ctx, d.MessageID)
 	if err != nil {
 		return err
 	}

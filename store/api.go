@@ -302,7 +302,6 @@ type Delivery struct {
 	MessageID int64 // stored message row id
 	Target    string
 	Attempts  int
-	Result    json.RawMessage
 }
 
 // Store is what every backend implements. All methods are safe for
@@ -315,6 +314,9 @@ type Store interface {
 	Ingest(ctx context.Context, in *Incoming) (Outcome, error)
 
 	Message(ctx context.Context, id int64) (*Message, error)
+	// MessageInfo is Message without the raw bytes (Raw nil): what the
+	// message's JSON needs.
+	MessageInfo(ctx context.Context, id int64) (*Message, error)
 	Messages(ctx context.Context, f Filter) ([]Message, error)
 	// Thread returns the messages of the thread holding ref (a thread id, a
 	// Message-ID or an Envelopay id), oldest first.

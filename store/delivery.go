@@ -41,13 +41,6 @@ func (s *core) ClaimDeliveries(ctx context.Context, target string, now time.Time
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("store: claim deliveries: %w", err)
 		}
-		for i := range ds {
-			var res []byte
-			if err := tx.QueryRow(`SELECT result FROM messages WHERE id = ?`, ds[i].MessageID).Scan(&res); err != nil {
-				return fmt.Errorf("store: claim deliveries: %w", err)
-			}
-			ds[i].Result = res
-		}
 		return nil
 	})
 	if err != nil {

@@ -236,11 +236,18 @@ type HandoffHolder interface {
 	HandoffRelease(ctx context.Context, id int64) ([]Handoff, error)
 }
 
+// CheckedEnqueuer queues a message we send with Check's rules applied to
+// its stored copy, in one transaction (queue.go).
+type CheckedEnqueuer interface {
+	EnqueueChecked(ctx context.Context, out *Outgoing, force bool) (Queued, error)
+}
+
 // DB is what the commands use of a store: Store and the operator's
 // extras. Both backends implement it.
 type DB interface {
 	Store
 	Check(ctx context.Context, in *Incoming) (Outcome, error)
+	CheckedEnqueuer
 	Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error)
 	HandoffRetry(ctx context.Context, id int64) error
 	HandoffDrop(ctx context.Context, id int64) error

@@ -41,4 +41,5 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Domains", func(t *testing.T) { testDomains(t, open) })
 	t.Run("Payments", func(t *testing.T) { testPayments(t, open) })
 	t.Run("HandoffHold", func(t *testing.T) { testHandoffHold(t, open) })
+	t.Run("EnqueueChecked", func(t *testing.T) { testEnqueueChecked(t, open) })
 }
