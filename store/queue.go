@@ -40,8 +40,8 @@ func (s *core) Enqueue(ctx context.Context, out *Outgoing) (int64, error) {
 type Queued struct {
 	ID int64 // queue entry id
 	// Copy is the copy's outcome as Check reports it (the ingest rules and
-	// unknown_ref; Outcome.ID is the stored copy's row id). Zero when the
-	// Outgoing has no Copy.
+	// unknown_ref; Outcome.ID is the stored copy's row id, 0 when the
+	// Message-ID was already queued). Zero when the Outgoing has no Copy.
 	Copy Outcome
 }
 
