@@ -13,5 +13,6 @@
 // (mailout) and serve it (api, mcp): they all describe a message the same
 // way by using it, and none of them needs another to do so. It imports
 // parse, protocols, dkim, senderauth, payments/proof and store, never a
-// front end, and touches no store: the rules that need stored state run in store.
+// front end, and does no store I/O: the rules that need stored state run
+// in store.
 package message
