@@ -16,18 +16,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/runner"
 	"github.com/envelopd/envelopd/store"
 )
 
-// DeliverFunc hands one message (View JSON) to the agent. ev.ID is stable
+// DeliverFunc hands one message (message.View JSON) to the agent. ev.ID is stable
 // across retries so the receiver can deduplicate (delivery is at least once).
 type DeliverFunc func(ctx context.Context, ev Event, payload []byte) error
 
 // Event names one hand-off attempt of a stored message.
 type Event struct {
 	ID        string // "evt_DELIVERY_TARGET", stable across retries
-	MessageID int64  // the stored message's row id ("id" in its View JSON)
+	MessageID int64  // the stored message's row id ("id" in its message.View JSON)
 	Target    string // "exec", "webhook"
 	Attempt   int    // 1 for the first attempt
 }
@@ -152,11 +153,11 @@ func (j handoffJobs) Release(ctx context.Context, ds []store.Delivery) {
 // deliverOne hands one claimed delivery to the agent and records the
 // outcome: done, or pending with backoff (at least once).
 func (h *Handoff) deliverOne(ctx context.Context, d store.Delivery) (runner.Outcome, error) {
-	m, err := h.Store.Message(ctx, d.MessageID)
+	m, err := h.Store.MessageInfo(ctx, d.MessageID)
 	if err != nil {
 		return runner.Retried, err
 	}
-	payload, err := View(m)
+	payload, err := message.View(m)
 	if err != nil {
 		return runner.Retried, err
 	}
@@ -193,7 +194,7 @@ func (h *Handoff) log() *slog.Logger {
 	return h.Logger
 }
 
-// ExecDeliver runs command with sh -c per message, the View JSON on stdin,
+// ExecDeliver runs command with sh -c per message, the message.View JSON on stdin,
 // in the environment env (see ExecEnv: never envelopd's own, which holds
 // its secrets; nil is an empty one, sh then uses its default PATH) plus ENVELOPD_EVENT_ID (stable across retries),
 // ENVELOPD_MESSAGE_ID (the stored message's row id, "id" in the JSON, which
@@ -263,7 +264,7 @@ func ExecEnv(environ, pass, set []string) ([]string, error) {
 	return append(out, set...), nil
 }
 
-// WebhookDeliver POSTs the View JSON to url. Headers: Envelopd-Event-Id
+// WebhookDeliver POSTs the message.View JSON to url. Headers: Envelopd-Event-Id
 // (stable across retries), Envelopd-Timestamp (Unix seconds) and, when
 // secret is set, Envelopd-Signature: "t=TIMESTAMP,v1=HEX" where HEX is
 // HMAC-SHA256(secret, TIMESTAMP + "." + body). Any 2xx is success.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/runner"
@@ -28,7 +29,7 @@ import (
 // and only from an address at a domain the operator signs for (oopsFrom);
 // otherwise the terms say suppressed, with the reason recorded on the
 // stored message. automated is the RFC 3834 loop check of Prepare.
-func (p *Pipeline) oopsTerms(a *Analysis, meta Meta, automated bool) *store.OOPSTerms {
+func (p *Pipeline) oopsTerms(a *message.Analysis, meta Meta, automated bool) *store.OOPSTerms {
 	r := a.Result
 	to := ""
 	if len(r.From) > 0 {
@@ -63,8 +64,8 @@ func (p *Pipeline) composeOOPS(r *parse.Result, prob protocols.Problem, from, to
 		p.log().Warn("courtesy OOPS not composed", "err", err, "message_id", r.MessageID)
 		return nil, nil, err
 	}
-	oa := Analyze(context.Background(), raw, AnalyzeOptions{Now: now})
-	cp := Incoming(oa, raw, store.DirOut)
+	oa := message.Analyze(context.Background(), raw, message.AnalyzeOptions{Now: now})
+	cp := message.Incoming(oa, raw, store.DirOut)
 	cp.Mailbox = mailbox
 	cp.ReceivedAt = now.UTC()
 	return &store.Outgoing{

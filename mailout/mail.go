@@ -129,7 +129,7 @@ func ComposeMail(m Mail) (*Message, error) {
 }
 
 // PrepareMail composes m, signs it and returns the queue entry of kind
-// with its stored copy (Record), as Prepare does for a Draft.
+// with its stored copy, as Prepare does for a Draft.
 func (mr *Mailer) PrepareMail(m Mail, kind string) (*store.Outgoing, error) {
 	msg, err := ComposeMail(m)
 	if err != nil {

@@ -332,7 +332,6 @@ type Delivery struct {
 	MessageID int64 // stored message row id
 	Target    string
 	Attempts  int
-	Result    json.RawMessage
 }
 
 // Store is the rules core and the relay's mailboxes together: the small
@@ -370,6 +369,9 @@ type Ingester interface {
 // Reader is the rules room's reads of stored messages (read.go).
 type Reader interface {
 	Message(ctx context.Context, id int64) (*Message, error)
+	// MessageInfo is Message without the raw bytes (Raw nil): what the
+	// message's JSON needs.
+	MessageInfo(ctx context.Context, id int64) (*Message, error)
 	Messages(ctx context.Context, f Filter) ([]Message, error)
 	// Thread returns the messages of the thread holding ref (a thread id, a
 	// Message-ID or an Envelopay id), oldest first.
@@ -385,6 +387,7 @@ type Reader interface {
 // (queue.go).
 type OutboundQueue interface {
 	Enqueue(ctx context.Context, out *Outgoing) (int64, error)
+	CheckedEnqueuer
 	// ClaimDue returns recipients due at now and, before returning, records
 	// the attempt (attempts+1, next attempt pushed to now+lease) so that a
 	// crash during the try neither loses nor duplicates work.

@@ -426,7 +426,7 @@ func (s rulesRoom) ResolveOOPS(ctx context.Context, owed OwedOOPS, msg *Outgoing
 			if err := checkOutgoing(msg); err != nil {
 				return err
 			}
-			if qid, err = enqueueTx(tx, msg, owed.At); err != nil {
+			if qid, _, err = enqueueTx(tx, msg, owed.At, nil); err != nil {
 				return fmt.Errorf("store: courtesy OOPS: %w", err)
 			}
 			if _, err := tx.Exec(`UPDATE oops_sent SET queue_id = ? WHERE id = ?`, qid, owed.ID); err != nil {

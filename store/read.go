@@ -74,12 +74,24 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 
 // Message implements Store; the raw bytes are included.
 func (s rulesRoom) Message(ctx context.Context, id int64) (*Message, error) {
+	return s.message(ctx, id, true)
+}
+
+// MessageInfo implements Store: Message without the raw bytes.
+func (s rulesRoom) MessageInfo(ctx context.Context, id int64) (*Message, error) {
+	return s.message(ctx, id, false)
+}
+
+func (s rulesRoom) message(ctx context.Context, id int64, withRaw bool) (*Message, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	row := s.r.QueryRowContext(ctx, `SELECT `+messageCols+`, `+rawCols+`
-		FROM messages m LEFT JOIN message_raw r ON r.message_id = m.id WHERE m.id = ?`, id)
-	m, err := scanMessage(row, true)
+	q := `SELECT ` + messageCols + ` FROM messages m WHERE m.id = ?`
+	if withRaw {
+		q = `SELECT ` + messageCols + `, ` + rawCols + `
+		FROM messages m LEFT JOIN message_raw r ON r.message_id = m.id WHERE m.id = ?`
+	}
+	m, err := scanMessage(s.r.QueryRowContext(ctx, q, id), withRaw)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("message %d: %w", id, ErrNotFound)
 	}

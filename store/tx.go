@@ -236,6 +236,12 @@ type HandoffHolder interface {
 	HandoffRelease(ctx context.Context, id int64) ([]Handoff, error)
 }
 
+// CheckedEnqueuer queues a message we send with Check's rules applied to
+// its stored copy, in one transaction (queue.go).
+type CheckedEnqueuer interface {
+	EnqueueChecked(ctx context.Context, out *Outgoing, force bool) (Queued, error)
+}
+
 // HandoffAdmin is the hand-off room's operator side: list the log, retry
 // or drop an entry, hold and release a message's hand-offs
 // (handoffs.go).

@@ -12,10 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/emersion/go-message/mail"
 
 	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/protocols/tunnel"
 )
 
@@ -180,7 +182,7 @@ func runCompose(ctx context.Context, e *env) int {
 		if !ok {
 			return 2
 		}
-		ok = checkOutbound(ctx, e, "compose", true, st, recordSent(raw), f.force)
+		ok = checkOutbound(ctx, e, "compose", true, st, message.Sent(ctx, raw, time.Now()), f.force)
 		st.Close()
 		if !ok {
 			return 1

@@ -123,7 +123,7 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 			ss = append(ss, relay.srv.Signers[domain]...)
 		}
 		ss = append(ss, base...)
-		return &mailout.Mailer{Signers: ss, Record: recordSent}
+		return &mailout.Mailer{Signers: ss}
 	}
 	var wake func()
 	if relay.wake != nil {

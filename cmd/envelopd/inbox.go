@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -49,7 +49,7 @@ func runInbox(ctx context.Context, e *env) int {
 
 func printJSONL(e *env, msgs []store.Message) int {
 	for i := range msgs {
-		b, err := mailin.View(&msgs[i])
+		b, err := message.View(&msgs[i])
 		if err != nil {
 			fmt.Fprintf(e.stderr, "envelopd: message %d: %v\n", msgs[i].ID, err)
 			return 2

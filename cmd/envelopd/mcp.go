@@ -133,7 +133,7 @@ func runMCP(ctx context.Context, e *env) int {
 	}
 	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mailer := func(domain string) *mailout.Mailer {
-		return &mailout.Mailer{Signers: append(slices.Clone(local[domain]), base...), Record: recordSent}
+		return &mailout.Mailer{Signers: append(slices.Clone(local[domain]), base...)}
 	}
 	svc, err := api.NewService(api.Config{Store: st, Relay: *relay, Domains: domains, Mailer: mailer, Logger: log})
 	if err != nil {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/store"
 )
@@ -83,7 +85,7 @@ func runReply(ctx context.Context, e *env) int {
 			fmt.Fprintf(e.stderr, "envelopd reply: dkim: %v\n", err)
 			return 2
 		}
-		if !checkOutbound(ctx, e, "reply", true, st, recordSent(raw), f.force) {
+		if !checkOutbound(ctx, e, "reply", true, st, message.Sent(ctx, raw, time.Now()), f.force) {
 			return 1
 		}
 		e.stdout.Write(raw)

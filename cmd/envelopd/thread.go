@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -44,7 +44,7 @@ func runThread(ctx context.Context, e *env) int {
 	}
 	views := make([]json.RawMessage, 0, len(msgs))
 	for i := range msgs {
-		b, err := mailin.View(&msgs[i])
+		b, err := message.View(&msgs[i])
 		if err != nil {
 			fmt.Fprintf(e.stderr, "envelopd thread: %v\n", err)
 			return 2

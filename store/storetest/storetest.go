@@ -121,6 +121,7 @@ func RunRules(t *testing.T, open func(t *testing.T) Rules) {
 	t.Run("Nodes", func(t *testing.T) { testNodes(t, open) })
 	t.Run("OwedOOPS", func(t *testing.T) { testOwedOOPS(t, open) })
 	t.Run("HandoffHold", func(t *testing.T) { testHandoffHold(t, open) })
+	t.Run("EnqueueChecked", func(t *testing.T) { testEnqueueChecked(t, open) })
 }
 
 // RunRelay runs the suite of relay mode's mailboxes and folders.
