@@ -105,7 +105,7 @@ func (s *core) syncEvents(ctx context.Context) {
 
 // syncEventsStep bounds the message ids whose received events one
 // writer transaction writes, whoever writes them: an event read
-// (syncEvents) or the triggers of another event (writeLogged).
+// (syncEvents) or a write that logs another event (writeLogged).
 const syncEventsStep = 5000
 
 // catchUpBudget is the writer's transaction on SQLite: it counts the
@@ -143,38 +143,34 @@ func (s *core) catchUpStep(tx Tx) (more bool, err error) {
 // writeLogged is write for an fn that may log an event other than
 // message.received (a message sent, a recipient delivered or bounced, a
 // payment settled, a domain verified). Where received events are
-// written late (SQLite), the trigger of such an event first writes
-// every received event still owed, so that the log keeps the order of
-// the facts — after a long time without event reads, a whole backlog in
-// fn's transaction. writeLogged runs fn only in a transaction where what
-// is owed fits the step; before, it writes the backlog in steps, each a
-// write of its own between the other writers'. No transaction covers
-// more than syncEventsStep message ids, and the log's order holds: the
-// owed events still precede fn's.
+// written late (SQLite), such an event is written at once only when the
+// log is caught up to its place; otherwise its trigger stages it
+// (api_events_staged) and the catch-up that reaches its place numbers
+// it, after the received events of the messages stored before it
+// (migration 25): the log keeps the order of the facts without fn
+// waiting for a backlog. writeLogged catches up, in fn's transaction,
+// what is owed when it fits what is left of the step (the usual case:
+// a few messages since the last read), so that fn's events are written
+// at once; a larger backlog is left to the readers' catch-up
+// (syncEvents), in steps between the other writers', and fn's
+// transaction covers no message ids at all.
 func (s *core) writeLogged(ctx context.Context, fn func(tx Tx) error) error {
 	if s.d.syncEvents == "" {
 		return s.write(ctx, fn)
 	}
-	for {
-		ran := false
-		err := s.write(ctx, func(tx Tx) error {
-			ran = false
-			var behind int64
-			if err := tx.QueryRow(s.d.eventsBehind).Scan(&behind); err != nil {
+	return s.write(ctx, func(tx Tx) error {
+		var behind int64
+		if err := tx.QueryRow(s.d.eventsBehind).Scan(&behind); err != nil {
+			return fmt.Errorf("store: event log catch-up: %w", err)
+		}
+		if behind > 0 && behind <= syncEventsStep-caughtUp(tx, 0) {
+			if _, err := tx.Exec(s.d.syncEvents, behind); err != nil {
 				return fmt.Errorf("store: event log catch-up: %w", err)
 			}
-			if behind > syncEventsStep-caughtUp(tx, 0) {
-				_, err := s.catchUpStep(tx)
-				return err
-			}
-			caughtUp(tx, max(behind, 0))
-			ran = true
-			return fn(tx)
-		})
-		if err != nil || ran {
-			return err
+			caughtUp(tx, behind)
 		}
-	}
+		return fn(tx)
+	})
 }
 
 // Events returns the events after f.After, in id order.

@@ -586,4 +586,7 @@ ALTER TABLE message_raw ADD COLUMN codec smallint NOT NULL DEFAULT 0;
 	// 24: SQLite's search vocabulary (fts5vocab); the tsvector index
 	// needs none (a GIN index answers a prefix from its own entries).
 	{24, `SELECT 1;`},
+	// 25: SQLite's staged events (api_events_staged); Postgres writes
+	// every event in the transaction of its fact, and owes none.
+	{25, `SELECT 1;`},
 }
