@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -47,6 +48,7 @@ type EventObject struct {
 	Send      *EventDetail  `json:"send,omitempty"`
 	Delivery  *EventDetail  `json:"delivery,omitempty"`
 	Bounce    *BounceDetail `json:"bounce,omitempty"`
+	Reject    *RejectDetail `json:"reject,omitempty"` // message.rejected
 	Domain    *DomainObject `json:"domain,omitempty"` // domain.verified (domains.go)
 	// Payment: payment.verified and payment.rejected — the settled
 	// payment (docs/payments.md); Message carries it too, in its
@@ -74,6 +76,16 @@ type BounceDetail struct {
 	Recipients []BounceRecipient `json:"recipients"`
 }
 
+// RejectDetail is the SDK's Reject: a send refused before anything was
+// stored; thread_id and message_id are the ones the send would have had.
+type RejectDetail struct {
+	InboxID   string    `json:"inbox_id"`
+	ThreadID  string    `json:"thread_id"`
+	MessageID string    `json:"message_id"`
+	Timestamp time.Time `json:"timestamp"`
+	Reason    string    `json:"reason"`
+}
+
 // BounceRecipient is the SDK's Recipient.
 type BounceRecipient struct {
 	Address string `json:"address"`
@@ -94,8 +106,16 @@ func (s *Service) eventLog() (EventLog, error) {
 // as they are now; a message no longer stored is ErrNotFound.
 func (s *Service) EventObject(ctx context.Context, e store.Event) (EventObject, error) {
 	o := EventObject{Type: "event", EventType: e.Type, EventID: EventID(e.ID)}
-	if e.Type == store.EventDomainVerified {
+	switch e.Type {
+	case store.EventDomainVerified:
 		return s.domainEvent(ctx, o, e)
+	case store.EventRejected:
+		var d store.RejectDetail
+		if err := json.Unmarshal([]byte(e.Detail), &d); err != nil {
+			return o, fmt.Errorf("api: message.rejected event %d: %w", e.ID, err)
+		}
+		o.Reject = &RejectDetail{InboxID: e.Inbox, ThreadID: d.ThreadID, MessageID: d.MessageID, Timestamp: e.CreatedAt, Reason: d.Reason}
+		return o, nil
 	}
 	m, err := s.cfg.Store.Message(ctx, e.MessageID)
 	if err != nil {
@@ -103,7 +123,7 @@ func (s *Service) EventObject(ctx context.Context, e store.Event) (EventObject, 
 	}
 	im := &store.InboxMessage{Inbox: e.Inbox, Message: *m}
 	switch e.Type {
-	case store.EventReceived:
+	case store.EventReceived, store.EventReceivedBlocked, store.EventReceivedUnauthenticated:
 		s.sync(ctx)
 		if x, err := s.cfg.Store.InboxMessageByRef(ctx, e.Inbox, strconv.FormatInt(m.ID, 10)); err == nil {
 			im.Labels = x.Labels

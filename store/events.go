@@ -43,8 +43,29 @@ const (
 	EventBounced   = "message.bounced"
 )
 
+// The variants of message.received (the SDK's MessageReceivedEventType)
+// replace it for such mail (store.receivedAs decides): a sender the
+// inbox's lists block, a sender no check authenticates. envelopd has no
+// spam classifier: message.received.spam is never sent.
+const (
+	EventReceivedBlocked         = "message.received.blocked"
+	EventReceivedUnauthenticated = "message.received.unauthenticated"
+)
+
+// EventRejected is an outbound send refused (its recipient on a send
+// block list, or not on an allow list): no message is stored, the event
+// carries its inbox and Detail (RejectDetail's JSON) only.
+const EventRejected = "message.rejected"
+
 // EventTypes are the event types envelopd emits.
-var EventTypes = []string{EventReceived, EventSent, EventDelivered, EventBounced, EventPaymentVerified, EventPaymentRejected}
+var EventTypes = []string{EventReceived, EventReceivedBlocked, EventReceivedUnauthenticated, EventSent, EventDelivered,
+	EventBounced, EventRejected, EventPaymentVerified, EventPaymentRejected}
+
+// IsReceived reports whether typ is message.received or one of its
+// variants (one payload shape: the message and its thread).
+func IsReceived(typ string) bool {
+	return typ == EventReceived || typ == EventReceivedBlocked || typ == EventReceivedUnauthenticated
+}
 
 // Event is one entry of the event log.
 type Event struct {
@@ -170,6 +191,38 @@ func (s *core) writeLogged(ctx context.Context, fn func(tx Tx) error) error {
 			caughtUp(tx, behind)
 		}
 		return fn(tx)
+	})
+}
+
+// RejectDetail is the Detail of a message.rejected event (JSON): the
+// refused message's thread and Message-ID as the send would have had
+// them, and why it was refused.
+type RejectDetail struct {
+	ThreadID  string `json:"thread_id"`
+	MessageID string `json:"message_id"`
+	Reason    string `json:"reason"`
+}
+
+// EventLogger is the ability to log an event no stored message carries
+// (both backends).
+type EventLogger interface {
+	// LogRejected logs a message.rejected event of inbox at at.
+	LogRejected(ctx context.Context, inbox string, d RejectDetail, at time.Time) error
+}
+
+// LogRejected implements EventLogger.
+func (s *core) LogRejected(ctx context.Context, inbox string, d RejectDetail, at time.Time) error {
+	detail, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return s.writeLogged(ctx, func(tx Tx) error {
+		for _, q := range s.d.logEvent {
+			if _, err := tx.Exec(q, EventRejected, strings.ToLower(inbox), string(detail), at.UTC().UnixNano()); err != nil {
+				return fmt.Errorf("store: log event: %w", err)
+			}
+		}
+		return nil
 	})
 }
 

@@ -793,11 +793,36 @@ CREATE TRIGGER payments_event AFTER UPDATE OF state ON payments
 	ORDER BY b;
 END;
 `,
+	// 26: received_as (store.receivedAs): how a received message's
+	// events are typed, decided as it is stored — " u " for a sender
+	// verdict that authenticates no domain (message.received.
+	// unauthenticated), " b:<inbox> " for each inbox whose lists refuse
+	// the sender (message.received.blocked, and the label blocked the
+	// inbox index gives it). "" for most mail: message.received. The
+	// catch-up types the events it writes from it.
+	`
+ALTER TABLE messages ADD COLUMN received_as TEXT NOT NULL DEFAULT '';
+DROP TRIGGER event_sync_received;
+CREATE TRIGGER event_sync_received AFTER UPDATE OF id ON event_sync WHEN new.id > old.id BEGIN
+	INSERT INTO api_events (type, inbox, message_id, recipients, detail, created_at)
+	SELECT CASE WHEN k = 1 THEN type WHEN instr(type, ' b:' || b || ' ') > 0 THEN 'message.received.blocked'
+			WHEN instr(type, ' u ') > 0 THEN 'message.received.unauthenticated' ELSE 'message.received' END,
+		b, mid, rc, dt, at FROM (
+		SELECT id AS pos, 0 AS k, 0 AS seq, received_as AS type, mailbox AS b, id AS mid, '[]' AS rc, '' AS dt, received_at AS at
+			FROM messages WHERE direction != 'out' AND mailbox != '' AND id > old.id AND id <= new.id
+		UNION SELECT m.id, 0, 0, m.received_as, lower(j.value), m.id, '[]', '', m.received_at FROM messages m,
+			json_each(CASE WHEN json_valid(m.recipients) THEN m.recipients ELSE '[]' END) j
+			WHERE m.direction != 'out' AND m.mailbox = '' AND j.value != '' AND m.id > old.id AND m.id <= new.id
+		UNION SELECT pos, 1, seq, type, inbox, message_id, recipients, detail, created_at FROM api_events_staged WHERE pos <= new.id)
+	ORDER BY pos, k, seq, b;
+	DELETE FROM api_events_staged WHERE pos <= new.id;
+END;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 25
+const SchemaVersion = 26
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

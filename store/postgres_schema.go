@@ -589,4 +589,30 @@ ALTER TABLE message_raw ADD COLUMN codec smallint NOT NULL DEFAULT 0;
 	// 25: SQLite's staged events (api_events_staged); Postgres writes
 	// every event in the transaction of its fact, and owes none.
 	{25, `SELECT 1;`},
+	// 26: received_as (SQLite migration 26); the insert trigger types a
+	// received message's events from it.
+	{26, `
+ALTER TABLE messages ADD COLUMN received_as text NOT NULL DEFAULT '';
+CREATE OR REPLACE FUNCTION envelopd_api_events_message() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+	b text;
+BEGIN
+	FOR b IN
+		SELECT NEW.mailbox WHERE NEW.mailbox <> ''
+		UNION SELECT lower(NEW.sender) WHERE NEW.mailbox = '' AND NEW.direction = 'out' AND NEW.sender <> ''
+		UNION SELECT lower(r) FROM json_array_elements_text(CASE WHEN NEW.mailbox = '' AND NEW.direction <> 'out'
+			THEN replace(NEW.recipients, '\u0000', '\uFFFD')::json ELSE '[]'::json END) AS r WHERE r <> ''
+		ORDER BY 1
+	LOOP
+		INSERT INTO api_events (id, type, inbox, message_id, created_at)
+		VALUES (envelopd_api_event_id(), CASE WHEN NEW.direction = 'out' THEN 'message.sent'
+				WHEN position(' b:' || b || ' ' in NEW.received_as) > 0 THEN 'message.received.blocked'
+				WHEN position(' u ' in NEW.received_as) > 0 THEN 'message.received.unauthenticated'
+				ELSE 'message.received' END,
+			b, NEW.id, NEW.received_at);
+	END LOOP;
+	RETURN NULL;
+END
+$fn$;
+`},
 }
