@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -281,4 +282,70 @@ func (s *Service) Follow(ctx context.Context, p *Principal, after int64, sub fun
 			return after, err
 		}
 	}
+}
+
+// Inbox events: the SDK's inboxes.events.list (InboxEvent,
+// ListInboxEventsResponse): the labels added to and removed from an
+// inbox's messages, newest first unless ascending, keyset-paged.
+
+// InboxEventObject is the SDK's InboxEvent.
+type InboxEventObject struct {
+	OrganizationID string    `json:"organization_id"`
+	PodID          string    `json:"pod_id"`
+	InboxID        string    `json:"inbox_id"`
+	EventID        string    `json:"event_id"`
+	EventType      string    `json:"event_type"`
+	MessageID      string    `json:"message_id"`
+	Label          string    `json:"label"`
+	EventAt        time.Time `json:"event_at"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// InboxEventsObject is the SDK's ListInboxEventsResponse.
+type InboxEventsObject struct {
+	Count         int                `json:"count"`
+	Limit         int                `json:"limit"`
+	NextPageToken string             `json:"next_page_token,omitempty"`
+	Events        []InboxEventObject `json:"events"`
+}
+
+// ListInboxEvents lists an inbox's label events.
+func (s *Service) ListInboxEvents(ctx context.Context, p *Principal, inbox string, lp ListParams) (InboxEventsObject, error) {
+	b, err := s.inbox(ctx, p, inbox)
+	if err != nil {
+		return InboxEventsObject{}, err
+	}
+	l, ok := s.cfg.Store.(store.InboxEventLog)
+	if !ok {
+		return InboxEventsObject{}, &Error{Status: 501, Name: "NotImplementedError", Message: "this store keeps no inbox events"}
+	}
+	es, err := l.InboxEvents(ctx, store.InboxEventFilter{Inbox: b.Address, Cursor: lp.Cursor.ID, Ascending: lp.Ascending, Limit: lp.Limit + 1})
+	if err != nil {
+		return InboxEventsObject{}, err
+	}
+	out := InboxEventsObject{Limit: lp.Limit, Events: []InboxEventObject{}}
+	for i, e := range es {
+		if i == lp.Limit {
+			out.NextPageToken = EncodeCursor(Cursor{ID: es[i-1].ID, Asc: lp.Ascending})
+			break
+		}
+		mid := strconv.FormatInt(e.MessageID, 10)
+		if e.RFCMessageID != "" {
+			mid = "<" + e.RFCMessageID + ">"
+		}
+		out.Events = append(out.Events, InboxEventObject{OrganizationID: podID, PodID: podID, InboxID: e.Inbox,
+			EventID: "ievt_" + strconv.FormatInt(e.ID, 10), EventType: e.Type, MessageID: mid, Label: e.Label,
+			EventAt: e.CreatedAt, CreatedAt: e.CreatedAt})
+	}
+	out.Count = len(out.Events)
+	return out, nil
+}
+
+func (h *Handler) listInboxEvents(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	lp, err := h.listParams(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.ListInboxEvents(r.Context(), p, r.PathValue("inbox_id"), lp)
+	return v, 0, err
 }

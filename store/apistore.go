@@ -972,6 +972,9 @@ func (s *core) SetInboxLabels(ctx context.Context, inbox string, id int64, add, 
 			" "+strings.Join(ls, " ")+" ", inbox, id); err != nil {
 			return fmt.Errorf("store: labels: %w", err)
 		}
+		if err := logLabelEvents(tx, inbox, id, strings.Fields(cur), ls, time.Now()); err != nil {
+			return err
+		}
 		out = ls
 		return nil
 	})

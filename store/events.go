@@ -949,7 +949,7 @@ const (
 // Idempotency-Key records (both backends).
 type APILogPruner interface {
 	// PruneAPILogs deletes, in steps of pruneStep rows each its own
-	// write, the events created before now-events and the
+	// write, the events (and inbox events) created before now-events and the
 	// Idempotency-Key records created before now-idempotency (a
 	// duration ≤ 0 keeps them all). An event is kept while it may still
 	// be delivered: not yet fanned out to the webhooks, or at or after
@@ -985,6 +985,17 @@ func (s *core) PruneAPILogs(ctx context.Context, now time.Time, events, idempote
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("store: prune events: %w", err)
+		}
+	}
+	if events > 0 {
+		cut := now.Add(-events).UTC().UnixNano()
+		n, err := s.pruneSteps(ctx, func(tx Tx) (sql.Result, error) {
+			return tx.Exec(`DELETE FROM api_inbox_events WHERE id IN
+				(SELECT id FROM api_inbox_events WHERE created_at < ? ORDER BY created_at LIMIT ?)`, cut, pruneStep)
+		})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("store: prune inbox events: %w", err)
 		}
 	}
 	if idempotency > 0 {
@@ -1025,4 +1036,99 @@ func (s *core) pruneSteps(ctx context.Context, step func(tx Tx) (sql.Result, err
 			return total, nil
 		}
 	}
+}
+
+// Inbox events: the label changes of an inbox's messages (the SDK's
+// InboxEvent, label.added and label.removed), kept apart from the event
+// log the websocket and webhooks follow (AgentMail sends them to
+// neither).
+
+// Inbox event types.
+const (
+	InboxEventLabelAdded   = "label.added"
+	InboxEventLabelRemoved = "label.removed"
+)
+
+// InboxEvent is one label added to or removed from a message of an
+// inbox.
+type InboxEvent struct {
+	ID        int64
+	Inbox     string
+	Type      string // InboxEventLabelAdded, InboxEventLabelRemoved
+	MessageID int64  // messages.id
+	// RFCMessageID is the message's Message-ID ("" when it has none).
+	RFCMessageID string
+	Label        string
+	CreatedAt    time.Time
+}
+
+// InboxEventFilter selects one inbox's events: after the keyset cursor
+// Cursor (0: from the newest, or the oldest when Ascending), at most
+// Limit.
+type InboxEventFilter struct {
+	Inbox     string
+	Cursor    int64
+	Ascending bool
+	Limit     int
+}
+
+// InboxEventLog is the ability to list an inbox's label events (both
+// backends).
+type InboxEventLog interface {
+	InboxEvents(ctx context.Context, f InboxEventFilter) ([]InboxEvent, error)
+}
+
+// logLabelEvents writes, in tx, the label events of a message whose
+// labels went from before to after.
+func logLabelEvents(tx Tx, inbox string, id int64, before, after []string, at time.Time) error {
+	log := func(typ string, from, to []string) error {
+		for _, l := range to {
+			if slices.Contains(from, l) {
+				continue
+			}
+			if _, err := tx.Exec(`INSERT INTO api_inbox_events (inbox, type, message_id, label, created_at) VALUES (?, ?, ?, ?, ?)`,
+				inbox, typ, id, l, at.UTC().UnixNano()); err != nil {
+				return fmt.Errorf("store: inbox events: %w", err)
+			}
+		}
+		return nil
+	}
+	if err := log(InboxEventLabelAdded, before, after); err != nil {
+		return err
+	}
+	return log(InboxEventLabelRemoved, after, before)
+}
+
+// InboxEvents implements InboxEventLog.
+func (s *core) InboxEvents(ctx context.Context, f InboxEventFilter) ([]InboxEvent, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	cmp, order := "<", "DESC"
+	if f.Ascending {
+		cmp, order = ">", "ASC"
+	}
+	where, args := `e.inbox = ?`, []any{strings.ToLower(f.Inbox)}
+	if f.Cursor > 0 {
+		where += ` AND e.id ` + cmp + ` ?`
+		args = append(args, f.Cursor)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT e.id, e.inbox, e.type, e.message_id, coalesce(m.message_id, ''), e.label, e.created_at
+		FROM api_inbox_events e LEFT JOIN messages m ON m.id = e.message_id
+		WHERE `+where+` ORDER BY e.id `+order+` LIMIT ?`, append(args, f.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: inbox events: %w", err)
+	}
+	defer rows.Close()
+	out := []InboxEvent{}
+	for rows.Next() {
+		var e InboxEvent
+		var at int64
+		if err := rows.Scan(&e.ID, &e.Inbox, &e.Type, &e.MessageID, &e.RFCMessageID, &e.Label, &at); err != nil {
+			return nil, fmt.Errorf("store: inbox events: %w", err)
+		}
+		e.CreatedAt = time.Unix(0, at).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }

@@ -818,11 +818,26 @@ CREATE TRIGGER event_sync_received AFTER UPDATE OF id ON event_sync WHEN new.id 
 	DELETE FROM api_events_staged WHERE pos <= new.id;
 END;
 `,
+	// 27: the inbox events (the SDK's inboxes.events: label.added,
+	// label.removed), one row per label an API call added to or removed
+	// from a message of an inbox (SetInboxLabels), listed by id.
+	`
+CREATE TABLE api_inbox_events (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	inbox      TEXT NOT NULL,
+	type       TEXT NOT NULL,
+	message_id INTEGER NOT NULL,
+	label      TEXT NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE INDEX api_inbox_events_inbox ON api_inbox_events (inbox, id);
+CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 26
+const SchemaVersion = 27
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -615,4 +615,18 @@ BEGIN
 END
 $fn$;
 `},
+	// 27: the inbox events (SQLite migration 27). Their ids only page a
+	// list (no cursor follows them): a sequence will do.
+	{27, `
+CREATE TABLE api_inbox_events (
+	id         bigserial PRIMARY KEY,
+	inbox      text COLLATE "C" NOT NULL,
+	type       text NOT NULL,
+	message_id bigint NOT NULL,
+	label      text NOT NULL,
+	created_at bigint NOT NULL
+);
+CREATE INDEX api_inbox_events_inbox ON api_inbox_events (inbox, id);
+CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
+`},
 }

@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("WebhookOwners", func(t *testing.T) { testWebhookOwners(t, open) })
 	t.Run("Drafts", func(t *testing.T) { testDrafts(t, open) })
 	t.Run("Lists", func(t *testing.T) { testLists(t, open) })
+	t.Run("EventTypes", func(t *testing.T) { testEventTypes(t, open) })
 	t.Run("Domains", func(t *testing.T) { testDomains(t, open) })
 	t.Run("Payments", func(t *testing.T) { testPayments(t, open) })
 	t.Run("HandoffHold", func(t *testing.T) { testHandoffHold(t, open) })
