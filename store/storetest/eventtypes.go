@@ -85,10 +85,26 @@ func testEventTypes(t *testing.T, open func(t *testing.T) store.Store) {
 		!last.CreatedAt.Equal(now) {
 		t.Errorf("message.rejected: %+v detail %+v (%v)", last, d, err)
 	}
-	// A subscription to a variant gets that variant only.
+	// A subscription to a variant gets that variant only, and so does a
+	// webhook made for it.
 	only, err := s.Events(ctx, store.EventFilter{Types: []string{store.EventReceivedBlocked}})
 	if err != nil || len(only) != 2 {
 		t.Errorf("blocked events: %d %v, want 2", len(only), err)
+	}
+	if ws, ok := st.(store.APIStore); ok {
+		if _, _, err := ws.CreateWebhook(ctx, store.Webhook{ID: "wh_blocked", URL: "http://127.0.0.1:9/", Secret: "whsec_AAAA", Enabled: true,
+			EventTypes: []string{store.EventReceivedBlocked, store.EventRejected}, CreatedAt: now, UpdatedAt: now}, store.WebhookLimits{}); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := ws.WebhookDeliveries(ctx)
+		var got []int64
+		for _, d := range ds {
+			got = append(got, d.EventID)
+		}
+		want := []int64{only[0].ID, only[1].ID, last.ID}
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("webhook deliveries of events %v (%v), want %v", got, err, want)
+		}
 	}
 	// The inbox index labels the same messages blocked, in a@ only.
 	if _, err := s.SyncInboxes(ctx, 0); err != nil {
