@@ -77,6 +77,7 @@ func (s *core) PutListEntry(ctx context.Context, e ListEntry) (ListEntry, error)
 	}
 	var out ListEntry
 	err := s.write(ctx, func(tx Tx) error {
+		forgetLists(tx)
 		var n int
 		if err := tx.QueryRow(`SELECT count(*) FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ?`, e.Scope, e.Direction, e.Type).Scan(&n); err != nil {
 			return fmt.Errorf("store: list entry: %w", err)
@@ -135,6 +136,7 @@ func (s *core) ListEntries(ctx context.Context, scope, direction, typ, after str
 // DeleteListEntry removes an entry (ErrNotFound).
 func (s *core) DeleteListEntry(ctx context.Context, scope, direction, typ, entry string) error {
 	return s.write(ctx, func(tx Tx) error {
+		forgetLists(tx)
 		res, err := tx.Exec(`DELETE FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ? AND entry = ?`,
 			scope, direction, typ, strings.ToLower(entry))
 		if err != nil {
@@ -221,9 +223,9 @@ func receivedAs(tx Tx, mailbox, sender, rcpts, thread string, result []byte) (st
 	if unauthenticated(result) {
 		as.WriteString(" u")
 	}
-	var lists bool
-	if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM api_lists WHERE direction IN ('receive', 'reply'))`).Scan(&lists); err != nil {
-		return "", fmt.Errorf("store: list verdict: %w", err)
+	lists, err := inboundListsExist(tx)
+	if err != nil {
+		return "", err
 	}
 	if lists {
 		for _, b := range inboxesOf(mailbox, DirIn, sender, rcpts) {
@@ -249,6 +251,40 @@ func receivedAs(tx Tx, mailbox, sender, rcpts, thread string, result []byte) (st
 		return "", nil
 	}
 	return as.String() + " ", nil
+}
+
+// listsCache is a transaction that remembers whether inbound lists
+// exist (SQLite's writer transaction, shared by a batch of messages).
+type listsCache interface{ inboundLists() *int8 }
+
+// inboundListsExist reports whether any receive or reply list entry
+// exists, once per transaction where tx remembers it.
+func inboundListsExist(tx Tx) (bool, error) {
+	var c *int8
+	if lc, ok := tx.(listsCache); ok {
+		if c = lc.inboundLists(); *c != 0 {
+			return *c == 2, nil
+		}
+	}
+	var lists bool
+	if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM api_lists WHERE direction IN ('receive', 'reply'))`).Scan(&lists); err != nil {
+		return false, fmt.Errorf("store: list verdict: %w", err)
+	}
+	if c != nil {
+		*c = 1
+		if lists {
+			*c = 2
+		}
+	}
+	return lists, nil
+}
+
+// forgetLists drops tx's memory of whether inbound lists exist (a write
+// to the lists).
+func forgetLists(tx Tx) {
+	if lc, ok := tx.(listsCache); ok {
+		*lc.inboundLists() = 0
+	}
 }
 
 // blockedFor reports whether received_as as marks the message blocked
