@@ -23,9 +23,11 @@ import (
 // exists exactly when its fact is durable — except SQLite's
 // message.received (migration 16): writing it in the ingest transaction
 // cost ingest ≈ 10 % more CPU, so it is written by the first event read
-// after the message commits (syncEvents), or by the next other event,
-// which keeps the log in the order of the facts. A reader cannot tell:
-// every read catches up first. Their ids are the order
+// after the message commits (syncEvents), or by the next other event's
+// write when what is owed fits a step; an other event behind a larger
+// backlog is staged and numbered by the catch-up at its place (migration
+// 25, writeLogged), which keeps the log in the order of the facts. A
+// reader cannot tell: every read catches up first. Their ids are the order
 // readers follow: a reader keeps the last id it saw and asks for the ones
 // after it. That is only sound if no event can commit later below an id
 // a reader has seen. SQLite keeps it by having one writer (writer.go).
