@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The HTTP API's events (issue 19): the event log the websocket and the
+// The HTTP API's events: the event log the websocket and the
 // webhooks read, the webhooks and their hand-off log, and Idempotency-Key
 // records (migration 13).
 //
@@ -26,7 +26,7 @@ import (
 // after the message commits (syncEvents), or by the next other event's
 // write when what is owed fits a step; an other event behind a larger
 // backlog is staged and numbered by the catch-up at its place (migration
-// 25, writeLogged), which keeps the log in the order of the facts. A
+// 26, writeLogged), which keeps the log in the order of the facts. A
 // reader cannot tell: every read catches up first. Their ids are the order
 // readers follow: a reader keeps the last id it saw and asks for the ones
 // after it. That is only sound if no event can commit later below an id
@@ -170,7 +170,7 @@ func (s *core) catchUpStep(tx Tx) (more bool, err error) {
 // log is caught up to its place; otherwise its trigger stages it
 // (api_events_staged) and the catch-up that reaches its place numbers
 // it, after the received events of the messages stored before it
-// (migration 25): the log keeps the order of the facts without fn
+// (migration 26): the log keeps the order of the facts without fn
 // waiting for a backlog. writeLogged catches up, in fn's transaction,
 // what is owed when it fits what is left of the step (the usual case:
 // a few messages since the last read), so that fn's events are written

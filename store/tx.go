@@ -49,7 +49,7 @@ type Tx interface {
 // needs (Postgres: RETURNING id, and its own id).
 const insertMessageSQL = `INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
 		recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
-		result, dkim, auth_results, size, want_amount, want_token, want_chain, received_as`
+		result, dkim, auth_results, size, want_amount, want_token, want_chain, note, received_as`
 
 // dialect is what differs in the SQL of the backends.
 type dialect struct {
@@ -119,7 +119,7 @@ type dialect struct {
 	// logEvent writes one event without a stored message (type, inbox,
 	// detail, created_at bound to each statement, in that order): where
 	// the log is caught up to the newest message, at once, else staged
-	// behind the received events owed (SQLite, migration 25); Postgres
+	// behind the received events owed (SQLite, migration 26); Postgres
 	// numbers it by its transaction and wakes the followers of every
 	// node, as its event triggers do.
 	logEvent []string
