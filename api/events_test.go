@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/envelopd/envelopd/api"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -330,23 +331,7 @@ func TestInboxEvents(t *testing.T) {
 			t.Fatalf("label: %d", c)
 		}
 	}
-	type inboxEvent struct {
-		OrganizationID string    `json:"organization_id"`
-		PodID          string    `json:"pod_id"`
-		InboxID        string    `json:"inbox_id"`
-		EventID        string    `json:"event_id"`
-		EventType      string    `json:"event_type"`
-		MessageID      string    `json:"message_id"`
-		Label          string    `json:"label"`
-		EventAt        time.Time `json:"event_at"`
-		CreatedAt      time.Time `json:"created_at"`
-	}
-	var l struct {
-		Count         int          `json:"count"`
-		Limit         int          `json:"limit"`
-		NextPageToken string       `json:"next_page_token"`
-		Events        []inboxEvent `json:"events"`
-	}
+	var l api.InboxEventsObject
 	if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/events?limit=2", nil, &l); c != 200 {
 		t.Fatalf("list: %d", c)
 	}

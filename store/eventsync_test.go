@@ -9,9 +9,42 @@ import (
 	"time"
 )
 
+// backlogStore is a fresh SQLite store and the inbound mail n of a
+// backlog.
+func backlogStore(t *testing.T) (*SQLite, func(n int) *Incoming) {
+	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	now := time.Now()
+	return s, func(n int) *Incoming {
+		return &Incoming{Direction: DirIn, MessageID: fmt.Sprintf("m%d@x.test", n), Sender: "alice@x.test",
+			Recipients: []string{"b@x.test"}, Raw: []byte(fmt.Sprintf("m%d", n)), Status: StatusAccepted, ReceivedAt: now}
+	}
+}
+
+// pagedEvents reads the whole log by pages of limit, each after the
+// last id of the one before.
+func pagedEvents(t *testing.T, s *SQLite, limit int) []Event {
+	var all []Event
+	for after := int64(0); ; {
+		page, err := s.Events(context.Background(), EventFilter{After: after, Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+		after = page[len(page)-1].ID
+	}
+}
+
 // TestEventBacklogInSteps: mail stored while nothing read the event log
 // (SQLite writes message.received late, migration 16) is caught up in
-// steps when a send, a delivery or an event read needs it — no writer
+// steps when an event read needs it (a send and a delivery stage their
+// events behind it, TestSendSkipsBacklog) — no writer
 // transaction covers more than syncEventsStep message ids, even with
 // other mail committing meanwhile — and the log keeps its order: every
 // received event once, in message order, before the sent event of a
@@ -19,16 +52,8 @@ import (
 // none.
 func TestEventBacklogInSteps(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, in := backlogStore(t)
 	now := time.Now()
-	in := func(n int) *Incoming {
-		return &Incoming{Direction: DirIn, MessageID: fmt.Sprintf("m%d@x.test", n), Sender: "alice@x.test",
-			Recipients: []string{"b@x.test"}, Raw: []byte(fmt.Sprintf("m%d", n)), Status: StatusAccepted, ReceivedAt: now}
-	}
 	const backlog = 30000
 	for i := 0; i < backlog; i += 1000 {
 		if err := s.write(ctx, func(tx *wtx) error {
@@ -85,18 +110,7 @@ func TestEventBacklogInSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	var all []Event
-	for after := int64(0); ; {
-		page, err := s.Events(ctx, EventFilter{After: after, Limit: 777})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		all = append(all, page...)
-		after = page[len(page)-1].ID
-	}
+	all := pagedEvents(t, s, 777)
 	s.afterCommit = nil
 	// One more write so that the hook's last run is ordered before the
 	// reads below.
@@ -163,16 +177,8 @@ func TestEventBacklogInSteps(t *testing.T) {
 // received events of later mail.
 func TestSendSkipsBacklog(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, in := backlogStore(t)
 	now := time.Now()
-	in := func(n int) *Incoming {
-		return &Incoming{Direction: DirIn, MessageID: fmt.Sprintf("m%d@x.test", n), Sender: "alice@x.test",
-			Recipients: []string{"b@x.test"}, Raw: []byte(fmt.Sprintf("m%d", n)), Status: StatusAccepted, ReceivedAt: now}
-	}
 	const backlog = 3 * syncEventsStep
 	if err := s.write(ctx, func(tx *wtx) error {
 		for j := 0; j < backlog; j++ {
@@ -230,18 +236,7 @@ func TestSendSkipsBacklog(t *testing.T) {
 		}
 	}
 
-	var all []Event
-	for after := int64(0); ; {
-		page, err := s.Events(ctx, EventFilter{After: after, Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		all = append(all, page...)
-		after = page[len(page)-1].ID
-	}
+	all := pagedEvents(t, s, 1000)
 	var types []string
 	var prev int64
 	for i, e := range all {

@@ -707,6 +707,16 @@ ALTER TABLE message_raw ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
 	// the facts and ids still commit in order. pos is the newest message
 	// id when the event happens (a message.sent: the message before the
 	// sent one, which has no received event of its own).
+	// Also received_as (store.receivedAs): how a received message's
+	// events are typed, decided as it is stored — " u " for a sender
+	// verdict that authenticates no domain (message.received.
+	// unauthenticated), " b:<inbox> " for each inbox whose lists refuse
+	// the sender (message.received.blocked, and the label blocked the
+	// inbox index gives it). "" for most mail: message.received. The
+	// catch-up types the received events it writes from it.
+	// And the inbox events (the SDK's inboxes.events: label.added,
+	// label.removed), one row per label an API call added to or removed
+	// from a message of an inbox (SetInboxLabels), listed by id.
 	`
 CREATE TABLE api_events_staged (
 	seq        INTEGER PRIMARY KEY,
@@ -718,19 +728,6 @@ CREATE TABLE api_events_staged (
 	detail     TEXT NOT NULL DEFAULT '',
 	created_at INTEGER NOT NULL
 );
-DROP TRIGGER event_sync_received;
-CREATE TRIGGER event_sync_received AFTER UPDATE OF id ON event_sync WHEN new.id > old.id BEGIN
-	INSERT INTO api_events (type, inbox, message_id, recipients, detail, created_at)
-	SELECT type, b, mid, rc, dt, at FROM (
-		SELECT id AS pos, 0 AS k, 0 AS seq, 'message.received' AS type, mailbox AS b, id AS mid, '[]' AS rc, '' AS dt, received_at AS at
-			FROM messages WHERE direction != 'out' AND mailbox != '' AND id > old.id AND id <= new.id
-		UNION SELECT m.id, 0, 0, 'message.received', lower(j.value), m.id, '[]', '', m.received_at FROM messages m,
-			json_each(CASE WHEN json_valid(m.recipients) THEN m.recipients ELSE '[]' END) j
-			WHERE m.direction != 'out' AND m.mailbox = '' AND j.value != '' AND m.id > old.id AND m.id <= new.id
-		UNION SELECT pos, 1, seq, type, inbox, message_id, recipients, detail, created_at FROM api_events_staged WHERE pos <= new.id)
-	ORDER BY pos, k, seq, b;
-	DELETE FROM api_events_staged WHERE pos <= new.id;
-END;
 DROP TRIGGER api_events_message;
 CREATE TRIGGER api_events_message AFTER INSERT ON messages WHEN new.direction = 'out' BEGIN
 	INSERT INTO api_events (type, inbox, message_id, created_at)
@@ -798,15 +795,6 @@ CREATE TRIGGER payments_event AFTER UPDATE OF state ON payments
 	WHERE (SELECT id FROM event_sync) < (SELECT max(id) FROM messages)
 	ORDER BY b;
 END;
-`,
-	// 27: received_as (store.receivedAs): how a received message's
-	// events are typed, decided as it is stored — " u " for a sender
-	// verdict that authenticates no domain (message.received.
-	// unauthenticated), " b:<inbox> " for each inbox whose lists refuse
-	// the sender (message.received.blocked, and the label blocked the
-	// inbox index gives it). "" for most mail: message.received. The
-	// catch-up types the events it writes from it.
-	`
 ALTER TABLE messages ADD COLUMN received_as TEXT NOT NULL DEFAULT '';
 DROP TRIGGER event_sync_received;
 CREATE TRIGGER event_sync_received AFTER UPDATE OF id ON event_sync WHEN new.id > old.id BEGIN
@@ -823,11 +811,6 @@ CREATE TRIGGER event_sync_received AFTER UPDATE OF id ON event_sync WHEN new.id 
 	ORDER BY pos, k, seq, b;
 	DELETE FROM api_events_staged WHERE pos <= new.id;
 END;
-`,
-	// 28: the inbox events (the SDK's inboxes.events: label.added,
-	// label.removed), one row per label an API call added to or removed
-	// from a message of an inbox (SetInboxLabels), listed by id.
-	`
 CREATE TABLE api_inbox_events (
 	id         INTEGER PRIMARY KEY AUTOINCREMENT,
 	inbox      TEXT NOT NULL,
@@ -843,7 +826,7 @@ CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 28
+const SchemaVersion = 26
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

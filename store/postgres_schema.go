@@ -601,12 +601,11 @@ BEGIN
 END
 $fn$;
 `},
-	// 26: SQLite's staged events (api_events_staged); Postgres writes
-	// every event in the transaction of its fact, and owes none.
-	{26, `SELECT 1;`},
-	// 27: received_as (SQLite migration 27); the insert trigger types a
-	// received message's events from it.
-	{27, `
+	// 26: SQLite migration 26. Postgres writes every event in the
+	// transaction of its fact and stages none; received_as types a
+	// received message's events in the insert trigger; the inbox events'
+	// ids only page a list (no cursor follows them): a sequence will do.
+	{26, `
 ALTER TABLE messages ADD COLUMN received_as text NOT NULL DEFAULT '';
 CREATE OR REPLACE FUNCTION envelopd_api_events_message() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
 DECLARE
@@ -629,10 +628,6 @@ BEGIN
 	RETURN NULL;
 END
 $fn$;
-`},
-	// 28: the inbox events (SQLite migration 28). Their ids only page a
-	// list (no cursor follows them): a sequence will do.
-	{28, `
 CREATE TABLE api_inbox_events (
 	id         bigserial PRIMARY KEY,
 	inbox      text COLLATE "C" NOT NULL,
