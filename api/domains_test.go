@@ -103,7 +103,14 @@ func TestDomainsAPI(t *testing.T) {
 		}
 	}
 	// domain.verified in the event log, rendered as the SDK's
-	// DomainVerifiedEvent.
+	// DomainVerifiedEvent. On Postgres an event is visible once no
+	// transaction older than it is running (another test's may be):
+	// wait for it.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := st.WaitEvents(wctx, 0); err != nil {
+		t.Fatalf("waiting for domain.verified: %v", err)
+	}
 	evs, err := st.Events(ctx, store.EventFilter{Types: []string{store.EventDomainVerified}})
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("events %+v %v", evs, err)
