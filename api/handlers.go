@@ -84,6 +84,7 @@ func (h *Handler) routes() {
 	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/reply", h.idempotent(h.reply(false)))
 	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/reply-all", h.idempotent(h.reply(true)))
 	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/forward", h.idempotent(h.forward))
+	a("GET /v0/inboxes/{inbox_id}/events", h.listInboxEvents)
 	a("GET /v0/inboxes/{inbox_id}/threads", h.listThreads)
 	a("GET /v0/inboxes/{inbox_id}/threads/{thread_id}", h.getThread)
 	a("PATCH /v0/inboxes/{inbox_id}/threads/{thread_id}", h.updateThread)

@@ -16,10 +16,10 @@ import (
 
 // Metrics (the SDK's metrics, inboxes.metrics and pods.metrics query):
 // counts of the event log's events per type in periods, {event_type:
-// [{timestamp, count}]}: message.received, .sent, .delivered, .bounced
-// from the log; the SDK's other metric types (message.delayed,
-// .rejected, .complained) are accepted and always empty, as envelopd
-// records no such events.
+// [{timestamp, count}]}: message.received (with its blocked and
+// unauthenticated variants), .sent, .delivered, .bounced, .rejected from
+// the log; the SDK's other metric types (message.delayed, .complained)
+// are accepted and always empty, as envelopd records no such events.
 
 // MetricsStore is what metrics need of the store: the event log's
 // counts.

@@ -43,6 +43,8 @@ var pgTests = []struct {
 	{"RevokedKeyDownloadURL", TestRevokedKeyDownloadURL},
 	{"RevokedKeyClosesWebsocket", TestRevokedKeyClosesWebsocket},
 	{"Domains", TestDomainsAPI},
+	{"WebsocketVariantEvents", TestWebsocketVariantEvents},
+	{"InboxEvents", TestInboxEvents},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens

@@ -1013,6 +1013,7 @@ func (s *Service) queue(ctx context.Context, b store.Inbox, m mailout.Mail, req 
 		return SendResult{}, err
 	}
 	if err := s.checkSendLists(ctx, b.Address, out.Recipients); err != nil {
+		s.logRejected(ctx, b.Address, out, err)
 		return SendResult{}, err
 	}
 	res := SendResult{MessageID: "<" + out.MessageID + ">"}

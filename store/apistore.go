@@ -230,19 +230,19 @@ func (s indexRoom) SyncInboxes(ctx context.Context, max int) (int, error) {
 			if err := tx.QueryRow(`SELECT synced_id FROM api_sync` + s.d.forUpdate).Scan(&synced); err != nil {
 				return fmt.Errorf("store: sync inboxes: %w", err)
 			}
-			rows, err := tx.Query(`SELECT m.id, m.mailbox, m.direction, m.sender, m.recipients, m.thread_id, m.received_at FROM messages m
+			rows, err := tx.Query(`SELECT m.id, m.mailbox, m.direction, m.sender, m.recipients, m.thread_id, m.received_at, m.received_as FROM messages m
 				WHERE m.id > ?`+s.and(s.d.visible)+` ORDER BY m.id LIMIT ?`, synced, syncBatch)
 			if err != nil {
 				return fmt.Errorf("store: sync inboxes: %w", err)
 			}
 			type item struct {
-				id, at                           int64
-				mailbox, dir, sender, rcpts, thr string
+				id, at                               int64
+				mailbox, dir, sender, rcpts, thr, as string
 			}
 			var items []item
 			for rows.Next() {
 				var it item
-				if err := rows.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at); err != nil {
+				if err := rows.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at, &it.as); err != nil {
 					rows.Close()
 					return fmt.Errorf("store: sync inboxes: %w", err)
 				}
@@ -252,23 +252,13 @@ func (s indexRoom) SyncInboxes(ctx context.Context, max int) (int, error) {
 			if err := rows.Err(); err != nil {
 				return fmt.Errorf("store: sync inboxes: %w", err)
 			}
-			// Inbound lists mark what they refuse (LabelBlocked); most
-			// installations have none, and pay one query per batch.
-			var lists bool
-			if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM api_lists WHERE direction IN ('receive', 'reply'))`).Scan(&lists); err != nil {
-				return fmt.Errorf("store: sync inboxes: %w", err)
-			}
 			for _, it := range items {
 				for _, b := range inboxesOf(it.mailbox, it.dir, it.sender, it.rcpts) {
+					// Inbound lists mark what they refused when the
+					// message was stored (receivedAs).
 					labels := " "
-					if lists && it.dir == DirIn {
-						blocked, err := inboundBlocked(tx, b, it.thr, it.sender)
-						if err != nil {
-							return err
-						}
-						if blocked {
-							labels = " " + LabelBlocked + " "
-						}
+					if blockedFor(it.as, b) {
+						labels = " " + LabelBlocked + " "
 					}
 					if _, err := tx.Exec(`INSERT INTO api_inboxes (address, created_at, updated_at) VALUES (?, ?, ?)
 						ON CONFLICT (address) DO UPDATE SET deleted = 0`, b, it.at, it.at); err != nil {
@@ -981,6 +971,9 @@ func (s indexRoom) SetInboxLabels(ctx context.Context, inbox string, id int64, a
 		if _, err := tx.Exec(`UPDATE inbox_messages SET labels = ? WHERE inbox = ? AND message_id = ?`,
 			" "+strings.Join(ls, " ")+" ", inbox, id); err != nil {
 			return fmt.Errorf("store: labels: %w", err)
+		}
+		if err := logLabelEvents(tx, inbox, id, strings.Fields(cur), ls, time.Now()); err != nil {
+			return err
 		}
 		out = ls
 		return nil

@@ -144,11 +144,17 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *OOPSPlan, error) {
 	if in.OfferWant != nil {
 		wantAmount, wantToken, wantChain = in.OfferWant.Amount, in.OfferWant.Token, in.OfferWant.Chain
 	}
+	var as string
+	if dir == DirIn {
+		if as, err = receivedAs(tx, in.Mailbox, in.Sender, rcpts, thread, in.Result); err != nil {
+			return Outcome{}, nil, err
+		}
+	}
 	id, inserted, err := tx.InsertMessage(rawBytes(in.Raw),
 		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
 		status, thread, now.UnixNano(), jsonOrEmpty(errs, "[]"), jsonOrEmpty(warns, "[]"),
 		raws.encodeResult(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
-		wantAmount, wantToken, wantChain, resultNote(in.Result))
+		wantAmount, wantToken, wantChain, resultNote(in.Result), as)
 	if err != nil {
 		return Outcome{}, nil, fmt.Errorf("store: insert message: %w", err)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"time"
@@ -26,7 +27,10 @@ func (s eventRoom) EventCounts(ctx context.Context, inboxes, types []string, sta
 		return nil, fmt.Errorf("%w: event counts over %s in periods of %s (at most %d periods)", ErrBadInput, end.Sub(start), period, MaxBuckets)
 	}
 	s.syncEvents(ctx)
-	q := `SELECT type, (created_at - ?) / ?, count(*) FROM api_events WHERE created_at >= ? AND created_at < ?`
+	// message.received counts its variants (blocked, unauthenticated)
+	// too: every received message.
+	q := `SELECT CASE WHEN type IN ('` + EventReceivedBlocked + `', '` + EventReceivedUnauthenticated + `') THEN '` + EventReceived + `' ELSE type END,
+		(created_at - ?) / ?, count(*) FROM api_events WHERE created_at >= ? AND created_at < ?`
 	p0 := start.UTC().UnixNano()
 	args := []any{p0, int64(period), p0, end.UTC().UnixNano()}
 	if inboxes != nil {
@@ -38,6 +42,9 @@ func (s eventRoom) EventCounts(ctx context.Context, inboxes, types []string, sta
 		args = append(args, a...)
 	}
 	if len(types) > 0 {
+		if slices.Contains(types, EventReceived) {
+			types = append(slices.Clone(types), EventReceivedBlocked, EventReceivedUnauthenticated)
+		}
 		c, a := inList("type", types)
 		q += " AND " + c
 		args = append(args, a...)

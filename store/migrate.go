@@ -702,11 +702,140 @@ ALTER TABLE oops_sent ADD COLUMN next_at INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE oops_sent ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX oops_sent_owed ON oops_sent (next_at, id) WHERE queue_id = 0;
 `,
+	// 27: an event other than message.received no longer waits for the
+	// received events owed before it. Until now its trigger first
+	// brought event_sync up to the newest message, so a send after a
+	// long time without event reads wrote the whole backlog before its
+	// own event (in steps, but the send waited for all of them). Now
+	// such an event is written at once only when the log is caught up
+	// to its place (event_sync ≥ pos: every received event it must
+	// follow is written); otherwise it is staged in api_events_staged
+	// with its place, and the catch-up that moves event_sync past pos
+	// numbers it after the received events of the messages up to pos
+	// and before those of later messages: the log keeps the order of
+	// the facts and ids still commit in order. pos is the newest message
+	// id when the event happens (a message.sent: the message before the
+	// sent one, which has no received event of its own).
+	// Also received_as (store.receivedAs): how a received message's
+	// events are typed, decided as it is stored — " u " for a sender
+	// verdict that authenticates no domain (message.received.
+	// unauthenticated), " b:<inbox> " for each inbox whose lists refuse
+	// the sender (message.received.blocked, and the label blocked the
+	// inbox index gives it). "" for most mail: message.received. The
+	// catch-up types the received events it writes from it.
+	// And the inbox events (the SDK's inboxes.events: label.added,
+	// label.removed), one row per label an API call added to or removed
+	// from a message of an inbox (SetInboxLabels), listed by id.
+	`
+CREATE TABLE api_events_staged (
+	seq        INTEGER PRIMARY KEY,
+	pos        INTEGER NOT NULL,
+	type       TEXT NOT NULL,
+	inbox      TEXT NOT NULL,
+	message_id INTEGER NOT NULL,
+	recipients TEXT NOT NULL DEFAULT '[]',
+	detail     TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL
+);
+DROP TRIGGER api_events_message;
+CREATE TRIGGER api_events_message AFTER INSERT ON messages WHEN new.direction = 'out' BEGIN
+	INSERT INTO api_events (type, inbox, message_id, created_at)
+	SELECT 'message.sent', b, new.id, new.received_at
+	FROM (SELECT new.mailbox AS b WHERE new.mailbox != ''
+		UNION SELECT lower(new.sender) WHERE new.mailbox = '' AND new.sender != '')
+	WHERE (SELECT id FROM event_sync) >= new.id - 1
+	ORDER BY b;
+	INSERT INTO api_events_staged (pos, type, inbox, message_id, created_at)
+	SELECT new.id - 1, 'message.sent', b, new.id, new.received_at
+	FROM (SELECT new.mailbox AS b WHERE new.mailbox != ''
+		UNION SELECT lower(new.sender) WHERE new.mailbox = '' AND new.sender != '')
+	WHERE (SELECT id FROM event_sync) < new.id - 1
+	ORDER BY b;
+END;
+DROP TRIGGER api_events_rcpt_before;
+DROP TRIGGER api_events_rcpt;
+CREATE TRIGGER api_events_rcpt AFTER UPDATE OF state ON queue_rcpts
+	WHEN new.state IN ('sent', 'failed') AND old.state != new.state BEGIN
+	INSERT INTO api_events (type, inbox, message_id, recipients, detail, created_at)
+	SELECT CASE new.state WHEN 'sent' THEN 'message.delivered' ELSE 'message.bounced' END,
+		CASE WHEN m.mailbox != '' THEN m.mailbox ELSE lower(m.sender) END, m.id, json_array(new.rcpt),
+		CASE new.state WHEN 'failed' THEN new.last_error ELSE '' END, CAST(unixepoch('subsec') * 1000000000 AS INTEGER)
+	FROM queue q JOIN messages m ON m.id = q.copy_id WHERE q.id = new.queue_id
+		AND (SELECT id FROM event_sync) >= (SELECT max(id) FROM messages);
+	INSERT INTO api_events_staged (pos, type, inbox, message_id, recipients, detail, created_at)
+	SELECT (SELECT max(id) FROM messages), CASE new.state WHEN 'sent' THEN 'message.delivered' ELSE 'message.bounced' END,
+		CASE WHEN m.mailbox != '' THEN m.mailbox ELSE lower(m.sender) END, m.id, json_array(new.rcpt),
+		CASE new.state WHEN 'failed' THEN new.last_error ELSE '' END, CAST(unixepoch('subsec') * 1000000000 AS INTEGER)
+	FROM queue q JOIN messages m ON m.id = q.copy_id WHERE q.id = new.queue_id
+		AND (SELECT id FROM event_sync) < (SELECT max(id) FROM messages);
+END;
+DROP TRIGGER domains_verified;
+CREATE TRIGGER domains_verified AFTER UPDATE OF status ON domains
+	WHEN new.status = 'verified' AND old.status != 'verified' BEGIN
+	INSERT INTO api_events (type, inbox, message_id, detail, created_at)
+	SELECT 'domain.verified', '', 0, new.name, new.updated_at
+	WHERE (SELECT id FROM event_sync) >= coalesce((SELECT max(id) FROM messages), 0);
+	INSERT INTO api_events_staged (pos, type, inbox, message_id, detail, created_at)
+	SELECT (SELECT max(id) FROM messages), 'domain.verified', '', 0, new.name, new.updated_at
+	WHERE (SELECT id FROM event_sync) < coalesce((SELECT max(id) FROM messages), 0);
+END;
+DROP TRIGGER payments_event_before;
+DROP TRIGGER payments_event;
+CREATE TRIGGER payments_event AFTER UPDATE OF state ON payments
+	WHEN new.state IN ('verified', 'mismatch', 'failed', 'not_found') AND old.state != new.state BEGIN
+	INSERT INTO api_events (type, inbox, message_id, detail, created_at)
+	SELECT type, b, new.message_id, dt, new.checked_at FROM (
+		SELECT CASE new.state WHEN 'verified' THEN 'payment.verified' ELSE 'payment.rejected' END AS type,
+			CASE new.state WHEN 'verified' THEN '' ELSE new.state || ': ' || new.reason END AS dt)
+	JOIN (SELECT m.mailbox AS b FROM messages m WHERE m.id = new.message_id AND m.mailbox != ''
+		UNION SELECT lower(j.value) FROM messages m,
+			json_each(CASE WHEN json_valid(m.recipients) THEN m.recipients ELSE '[]' END) j
+			WHERE m.id = new.message_id AND m.mailbox = '' AND j.value != '')
+	WHERE (SELECT id FROM event_sync) >= (SELECT max(id) FROM messages)
+	ORDER BY b;
+	INSERT INTO api_events_staged (pos, type, inbox, message_id, detail, created_at)
+	SELECT (SELECT max(id) FROM messages), type, b, new.message_id, dt, new.checked_at FROM (
+		SELECT CASE new.state WHEN 'verified' THEN 'payment.verified' ELSE 'payment.rejected' END AS type,
+			CASE new.state WHEN 'verified' THEN '' ELSE new.state || ': ' || new.reason END AS dt)
+	JOIN (SELECT m.mailbox AS b FROM messages m WHERE m.id = new.message_id AND m.mailbox != ''
+		UNION SELECT lower(j.value) FROM messages m,
+			json_each(CASE WHEN json_valid(m.recipients) THEN m.recipients ELSE '[]' END) j
+			WHERE m.id = new.message_id AND m.mailbox = '' AND j.value != '')
+	WHERE (SELECT id FROM event_sync) < (SELECT max(id) FROM messages)
+	ORDER BY b;
+END;
+ALTER TABLE messages ADD COLUMN received_as TEXT NOT NULL DEFAULT '';
+DROP TRIGGER event_sync_received;
+CREATE TRIGGER event_sync_received AFTER UPDATE OF id ON event_sync WHEN new.id > old.id BEGIN
+	INSERT INTO api_events (type, inbox, message_id, recipients, detail, created_at)
+	SELECT CASE WHEN k = 1 THEN type WHEN instr(type, ' b:' || b || ' ') > 0 THEN 'message.received.blocked'
+			WHEN instr(type, ' u ') > 0 THEN 'message.received.unauthenticated' ELSE 'message.received' END,
+		b, mid, rc, dt, at FROM (
+		SELECT id AS pos, 0 AS k, 0 AS seq, received_as AS type, mailbox AS b, id AS mid, '[]' AS rc, '' AS dt, received_at AS at
+			FROM messages WHERE direction != 'out' AND mailbox != '' AND id > old.id AND id <= new.id
+		UNION SELECT m.id, 0, 0, m.received_as, lower(j.value), m.id, '[]', '', m.received_at FROM messages m,
+			json_each(CASE WHEN json_valid(m.recipients) THEN m.recipients ELSE '[]' END) j
+			WHERE m.direction != 'out' AND m.mailbox = '' AND j.value != '' AND m.id > old.id AND m.id <= new.id
+		UNION SELECT pos, 1, seq, type, inbox, message_id, recipients, detail, created_at FROM api_events_staged WHERE pos <= new.id)
+	ORDER BY pos, k, seq, b;
+	DELETE FROM api_events_staged WHERE pos <= new.id;
+END;
+CREATE TABLE api_inbox_events (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	inbox      TEXT NOT NULL,
+	type       TEXT NOT NULL,
+	message_id INTEGER NOT NULL,
+	label      TEXT NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE INDEX api_inbox_events_inbox ON api_inbox_events (inbox, id);
+CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 26
+const SchemaVersion = 27
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

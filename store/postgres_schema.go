@@ -608,4 +608,42 @@ ALTER TABLE oops_sent ADD COLUMN next_at bigint NOT NULL DEFAULT 0;
 ALTER TABLE oops_sent ADD COLUMN attempts integer NOT NULL DEFAULT 0;
 CREATE INDEX oops_sent_owed ON oops_sent (next_at, id) WHERE queue_id = 0;
 `},
+	// 27: SQLite migration 27. Postgres writes every event in the
+	// transaction of its fact and stages none; received_as types a
+	// received message's events in the insert trigger; the inbox events'
+	// ids only page a list (no cursor follows them): a sequence will do.
+	{27, `
+ALTER TABLE messages ADD COLUMN received_as text NOT NULL DEFAULT '';
+CREATE OR REPLACE FUNCTION envelopd_api_events_message() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+	b text;
+BEGIN
+	FOR b IN
+		SELECT NEW.mailbox WHERE NEW.mailbox <> ''
+		UNION SELECT lower(NEW.sender) WHERE NEW.mailbox = '' AND NEW.direction = 'out' AND NEW.sender <> ''
+		UNION SELECT lower(r) FROM json_array_elements_text(CASE WHEN NEW.mailbox = '' AND NEW.direction <> 'out'
+			THEN replace(NEW.recipients, '\u0000', '\uFFFD')::json ELSE '[]'::json END) AS r WHERE r <> ''
+		ORDER BY 1
+	LOOP
+		INSERT INTO api_events (id, type, inbox, message_id, created_at)
+		VALUES (envelopd_api_event_id(), CASE WHEN NEW.direction = 'out' THEN 'message.sent'
+				WHEN position(' b:' || b || ' ' in NEW.received_as) > 0 THEN 'message.received.blocked'
+				WHEN position(' u ' in NEW.received_as) > 0 THEN 'message.received.unauthenticated'
+				ELSE 'message.received' END,
+			b, NEW.id, NEW.received_at);
+	END LOOP;
+	RETURN NULL;
+END
+$fn$;
+CREATE TABLE api_inbox_events (
+	id         bigserial PRIMARY KEY,
+	inbox      text COLLATE "C" NOT NULL,
+	type       text NOT NULL,
+	message_id bigint NOT NULL,
+	label      text NOT NULL,
+	created_at bigint NOT NULL
+);
+CREATE INDEX api_inbox_events_inbox ON api_inbox_events (inbox, id);
+CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
+`},
 }

@@ -44,7 +44,8 @@ type apiKeyRoom struct{ *core }
 type indexRoom struct{ *core }
 
 // eventRoom is the HTTP API's event log and its retention (events.go,
-// metrics.go): EventLog, EventMetrics, APILogPruner.
+// metrics.go): EventLog, EventMetrics, APILogPruner,
+// EventLogger (message.rejected), InboxEventLog (label events).
 type eventRoom struct{ *core }
 
 // webhookRoom is the webhooks and their deliveries (events.go):
@@ -116,6 +117,8 @@ var (
 	_ InboxIndex       = indexRoom{}
 	_ EventLog         = eventRoom{}
 	_ EventMetrics     = eventRoom{}
+	_ EventLogger      = eventRoom{}
+	_ InboxEventLog    = eventRoom{}
 	_ APILogPruner     = eventRoom{}
 	_ WebhookStore     = webhookRoom{}
 	_ IdempotencyStore = idempotencyRoom{}

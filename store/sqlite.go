@@ -118,6 +118,13 @@ var sqliteDialect = &dialect{
 	eventsLag:    `SELECT coalesce((SELECT max(id) FROM messages), 0) > (SELECT id FROM event_sync)`,
 	eventsBehind: `SELECT coalesce((SELECT max(id) FROM messages), 0) - (SELECT id FROM event_sync)`,
 	syncEvents:   `UPDATE event_sync SET id = id + ?`,
+	logEvent: []string{
+		`INSERT INTO api_events (type, inbox, message_id, detail, created_at) SELECT ?, ?, 0, ?, ?
+			WHERE (SELECT id FROM event_sync) >= coalesce((SELECT max(id) FROM messages), 0)`,
+		`INSERT INTO api_events_staged (pos, type, inbox, message_id, detail, created_at)
+			SELECT coalesce((SELECT max(id) FROM messages), 0), ?, ?, 0, ?, ?
+			WHERE (SELECT id FROM event_sync) < coalesce((SELECT max(id) FROM messages), 0)`,
+	},
 	// Without statistics SQLite would walk the whole inbox by its
 	// primary key instead of the thread's index.
 	inboxThreadIndex: " INDEXED BY inbox_messages_thread",

@@ -49,7 +49,7 @@ type Tx interface {
 // needs (Postgres: RETURNING id, and its own id).
 const insertMessageSQL = `INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
 		recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
-		result, dkim, auth_results, size, want_amount, want_token, want_chain, note`
+		result, dkim, auth_results, size, want_amount, want_token, want_chain, note, received_as`
 
 // dialect is what differs in the SQL of the backends.
 type dialect struct {
@@ -116,6 +116,13 @@ type dialect struct {
 	// (core.syncEvents), and so do the writes whose triggers log an
 	// event (core.writeLogged).
 	eventsLag, eventsBehind, syncEvents string
+	// logEvent writes one event without a stored message (type, inbox,
+	// detail, created_at bound to each statement, in that order): where
+	// the log is caught up to the newest message, at once, else staged
+	// behind the received events owed (SQLite, migration 26); Postgres
+	// numbers it by its transaction and wakes the followers of every
+	// node, as its event triggers do.
+	logEvent []string
 	// key converts a claims/states key or value for binding: Postgres
 	// keeps them in bytea (they hold NUL bytes), SQLite in TEXT.
 	key func(string) any

@@ -179,7 +179,7 @@ func (s *SQLite) commit(tx *wtx, batch []*op) {
 // to its savepoint and the others go on. err is a failed BEGIN, COMMIT
 // or rollback.
 func (s *SQLite) try(tx *wtx, batch []*op, errs []error, safe bool) (failed bool, err error) {
-	tx.stored, tx.queue, tx.caught = false, false, 0
+	tx.stored, tx.queue, tx.caught, tx.lists = false, false, 0, 0
 	if _, err := tx.Exec("BEGIN IMMEDIATE"); err != nil {
 		return false, fmt.Errorf("store: begin: %w", err)
 	}

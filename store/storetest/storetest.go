@@ -135,6 +135,7 @@ func RunAPI(t *testing.T, open func(t *testing.T) API) {
 	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, open) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, open) })
 	t.Run("WebhookOwners", func(t *testing.T) { testWebhookOwners(t, open) })
+	t.Run("EventTypes", func(t *testing.T) { testEventTypes(t, open) })
 }
 
 // RunPayments runs the payments' suite.
