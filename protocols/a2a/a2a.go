@@ -64,7 +64,7 @@ func Validate(doc []byte) protocols.Report {
 type checker struct{ errs protocols.Problems }
 
 func (c *checker) add(code protocols.Code, field, format string, args ...any) {
-	c.errs = append(c.errs, protocols.New(code, field, format, args...))
+	c.errs.Add(code, field, format, args...)
 }
 
 func (c *checker) request(m map[string]any, sum map[string]any) {

@@ -57,7 +57,7 @@ type checker struct {
 }
 
 func (c *checker) add(code protocols.Code, field, format string, args ...any) {
-	c.problems = append(c.problems, protocols.New(code, field, format, args...))
+	c.problems.Add(code, field, format, args...)
 }
 
 // envelope checks MessageEnvelope (§4.1) and then the payload of its type.
@@ -149,21 +149,7 @@ func AckAllowed(urgency, actionTaken string) bool {
 
 // nonEmpty checks a required non-empty string member.
 func (c *checker) nonEmpty(obj map[string]any, name string) (string, bool) {
-	v, ok := obj[name]
-	if !ok {
-		c.add(protocols.CodeMissingField, name, "%s is required", name)
-		return "", false
-	}
-	s, ok := v.(string)
-	if !ok {
-		c.add(protocols.CodeInvalidField, name, "%s must be a string, not %s", name, jsondoc.TypeName(v))
-		return "", false
-	}
-	if s == "" {
-		c.add(protocols.CodeInvalidField, name, "%s must not be empty", name)
-		return "", false
-	}
-	return s, true
+	return jsondoc.NonEmptyString(&c.problems, obj, name, name, jsondoc.NullWrongType)
 }
 
 // check checks one field of obj; prefix is the JSON path of obj.

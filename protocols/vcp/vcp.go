@@ -63,7 +63,7 @@ type checker struct {
 }
 
 func (c *checker) add(code protocols.Code, field, format string, args ...any) {
-	c.problems = append(c.problems, protocols.New(code, field, format, args...))
+	c.problems.Add(code, field, format, args...)
 }
 
 // envelope checks the top-level fields in the order of "Fields".
@@ -106,27 +106,11 @@ func (c *checker) envelope(env map[string]any) {
 // str checks that field is present and a non-empty string (or null when
 // nullable). It returns the string and whether there is one to check further.
 func (c *checker) str(obj map[string]any, field string, nullable bool) (string, bool) {
-	v, present := obj[field]
-	if !present {
-		c.add(protocols.CodeMissingField, field, "%s is required", field)
-		return "", false
+	null := jsondoc.NullRefused
+	if nullable {
+		null = jsondoc.NullAllowed
 	}
-	if v == nil {
-		if !nullable {
-			c.add(protocols.CodeInvalidField, field, "%s must not be null", field)
-		}
-		return "", false
-	}
-	s, ok := v.(string)
-	if !ok {
-		c.add(protocols.CodeInvalidField, field, "%s must be a string, not %s", field, jsondoc.TypeName(v))
-		return "", false
-	}
-	if s == "" {
-		c.add(protocols.CodeInvalidField, field, "%s must not be empty", field)
-		return "", false
-	}
-	return s, true
+	return jsondoc.NonEmptyString(&c.problems, obj, field, field, null)
 }
 
 // signature is reserved: null, or a populated AP2-style signature (a
@@ -153,14 +137,8 @@ func (c *checker) signature(env map[string]any) {
 }
 
 func (c *checker) action(env map[string]any) {
-	v, present := env["action"]
-	if !present {
-		c.add(protocols.CodeMissingField, "action", "action is required")
-		return
-	}
-	act, ok := v.(map[string]any)
+	act, ok := jsondoc.RequiredObject(&c.problems, env, "action", "action")
 	if !ok {
-		c.add(protocols.CodeInvalidField, "action", "action must be an object, not %s", jsondoc.TypeName(v))
 		return
 	}
 	if kind, ok := c.strAt(act, "action.", "kind"); ok {
@@ -170,14 +148,8 @@ func (c *checker) action(env map[string]any) {
 			c.add(protocols.CodeUnknownType, "action.kind", "action.kind %q: unknown namespace %q (commerce, delegate, platform, world)", kind, m[1])
 		}
 	}
-	p, present := act["payload"]
-	if !present {
-		c.add(protocols.CodeMissingField, "action.payload", "action.payload is required")
-		return
-	}
-	payload, ok := p.(map[string]any)
+	payload, ok := jsondoc.RequiredObject(&c.problems, act, "payload", "action.payload")
 	if !ok {
-		c.add(protocols.CodeInvalidField, "action.payload", "action.payload must be an object, not %s", jsondoc.TypeName(p))
 		return
 	}
 	c.money(payload, "action.payload")
@@ -185,14 +157,7 @@ func (c *checker) action(env map[string]any) {
 
 // strAt is str for a nested object whose path is prefix.
 func (c *checker) strAt(obj map[string]any, prefix, field string) (string, bool) {
-	var sub checker
-	s, ok := sub.str(obj, field, false)
-	for _, p := range sub.problems {
-		p.Field = prefix + p.Field
-		p.Message = prefix + p.Message
-		c.problems = append(c.problems, p)
-	}
-	return s, ok
+	return jsondoc.NonEmptyString(&c.problems, obj, field, prefix+field, jsondoc.NullRefused)
 }
 
 func knownNamespace(ns string) bool {
