@@ -23,6 +23,7 @@ import (
 
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/protocols/canonjson"
+	"github.com/envelopd/envelopd/protocols/internal/jsondoc"
 )
 
 // Protocol is the name reported in protocols.Report.
@@ -144,9 +145,8 @@ func (c *checker) request(m map[string]any, sum map[string]any) {
 }
 
 func (c *checker) object(m map[string]any, key, path string) (map[string]any, bool) {
-	v, ok := m[key]
+	v, ok := jsondoc.Member(&c.errs, m, key, path)
 	if !ok {
-		c.add(protocols.CodeMissingField, path, "%s is required", path)
 		return nil, false
 	}
 	o, ok := v.(map[string]any)

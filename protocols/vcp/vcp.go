@@ -35,15 +35,11 @@ var (
 // reports its problems, a summary (id, from, to, kind) and, for a valid
 // envelope with an idempotency key, the idempotency claim.
 func Validate(doc []byte) protocols.Report {
-	r := protocols.Report{Protocol: Protocol, Errors: protocols.Problems{}, Summary: map[string]any{}}
-	env, p, ok := jsondoc.Object(doc, "a VCP envelope")
+	r, env, ok := jsondoc.Start(doc, Protocol, "a VCP envelope")
 	if !ok {
-		r.Errors = append(r.Errors, p)
 		return r
 	}
-	var c checker
-	c.envelope(env)
-	r.Errors = append(r.Errors, c.problems...)
+	r.Errors = append(r.Errors, check(env)...)
 	summarise(env, r.Summary)
 	r.Valid = len(r.Errors) == 0
 	if r.Valid {
@@ -62,42 +58,45 @@ type checker struct {
 	problems protocols.Problems
 }
 
-func (c *checker) add(code protocols.Code, field, format string, args ...any) {
-	c.problems.Add(code, field, format, args...)
+// check returns the problems of an envelope, in field order.
+func check(env map[string]any) protocols.Problems {
+	var c checker
+	c.envelope(env)
+	return c.problems
 }
 
 // envelope checks the top-level fields in the order of "Fields".
 func (c *checker) envelope(env map[string]any) {
 	if s, ok := c.str(env, "protocol", false); ok && s != Protocol {
-		c.add(protocols.CodeInvalidField, "protocol", "protocol is %q, must be \"vcp\"", s)
+		c.problems.Add(protocols.CodeInvalidField, "protocol", "protocol is %q, must be \"vcp\"", s)
 	}
 	if s, ok := c.str(env, "version", false); ok {
 		if m := versionRE.FindStringSubmatch(s); m == nil {
-			c.add(protocols.CodeInvalidField, "version", "version %q is not MAJOR.MINOR", s)
+			c.problems.Add(protocols.CodeInvalidField, "version", "version %q is not MAJOR.MINOR", s)
 		} else if m[1] != "1" {
-			c.add(protocols.CodeUnsupportedVersion, "version", "version %q: only major version 1 is supported", s)
+			c.problems.Add(protocols.CodeUnsupportedVersion, "version", "version %q: only major version 1 is supported", s)
 		}
 	}
 	c.str(env, "msg_id", false)
 	if s, ok := c.str(env, "ts", false); ok {
 		if _, err := time.Parse(time.RFC3339Nano, s); err != nil || !hasZone(s) {
-			c.add(protocols.CodeInvalidField, "ts", "ts %q is not an RFC 3339 timestamp with a zone", s)
+			c.problems.Add(protocols.CodeInvalidField, "ts", "ts %q is not an RFC 3339 timestamp with a zone", s)
 		}
 	}
 	for _, f := range [...]string{"from", "to"} {
 		if s, ok := c.str(env, f, false); ok {
 			switch {
 			case s == "*":
-				c.add(protocols.CodeInvalidField, f, "%s: \"*\" is reserved", f)
+				c.problems.Add(protocols.CodeInvalidField, f, "%s: \"*\" is reserved", f)
 			case !addressRE.MatchString(s):
-				c.add(protocols.CodeInvalidField, f, "%s %q is not shaped <side>[:<role>]", f, s)
+				c.problems.Add(protocols.CodeInvalidField, f, "%s %q is not shaped <side>[:<role>]", f, s)
 			}
 		}
 	}
 	c.str(env, "session_id", false)
 	c.str(env, "in_reply_to", true)
 	if s, ok := c.str(env, "idempotency_key", true); ok && utf8.RuneCountInString(s) > MaxIdempotencyKey {
-		c.add(protocols.CodeInvalidField, "idempotency_key", "idempotency_key is %d characters, at most %d allowed", utf8.RuneCountInString(s), MaxIdempotencyKey)
+		c.problems.Add(protocols.CodeInvalidField, "idempotency_key", "idempotency_key is %d characters, at most %d allowed", utf8.RuneCountInString(s), MaxIdempotencyKey)
 	}
 	c.signature(env)
 	c.action(env)
@@ -118,21 +117,21 @@ func (c *checker) str(obj map[string]any, field string, nullable bool) (string, 
 func (c *checker) signature(env map[string]any) {
 	v, present := env["signature"]
 	if !present {
-		c.add(protocols.CodeMissingField, "signature", "signature is required (null when unsigned)")
+		c.problems.Add(protocols.CodeMissingField, "signature", "signature is required (null when unsigned)")
 		return
 	}
 	switch s := v.(type) {
 	case nil:
 	case string:
 		if s == "" {
-			c.add(protocols.CodeInvalidField, "signature", "signature must be null or populated, not empty")
+			c.problems.Add(protocols.CodeInvalidField, "signature", "signature must be null or populated, not empty")
 		}
 	case map[string]any:
 		if len(s) == 0 {
-			c.add(protocols.CodeInvalidField, "signature", "signature must be null or populated, not empty")
+			c.problems.Add(protocols.CodeInvalidField, "signature", "signature must be null or populated, not empty")
 		}
 	default:
-		c.add(protocols.CodeInvalidField, "signature", "signature must be null, a string or an object, not %s", jsondoc.TypeName(v))
+		c.problems.Add(protocols.CodeInvalidField, "signature", "signature must be null, a string or an object, not %s", jsondoc.TypeName(v))
 	}
 }
 
@@ -143,9 +142,9 @@ func (c *checker) action(env map[string]any) {
 	}
 	if kind, ok := c.strAt(act, "action.", "kind"); ok {
 		if m := kindRE.FindStringSubmatch(kind); m == nil {
-			c.add(protocols.CodeInvalidField, "action.kind", "action.kind %q is not <namespace>.<verb>", kind)
+			c.problems.Add(protocols.CodeInvalidField, "action.kind", "action.kind %q is not <namespace>.<verb>", kind)
 		} else if !knownNamespace(m[1]) {
-			c.add(protocols.CodeUnknownType, "action.kind", "action.kind %q: unknown namespace %q (commerce, delegate, platform, world)", kind, m[1])
+			c.problems.Add(protocols.CodeUnknownType, "action.kind", "action.kind %q: unknown namespace %q (commerce, delegate, platform, world)", kind, m[1])
 		}
 	}
 	payload, ok := jsondoc.RequiredObject(&c.problems, act, "payload", "action.payload")
