@@ -159,13 +159,11 @@ func runCompose(ctx context.Context, e *env) int {
 	}
 	d, err := f.draft(e, mailout.Draft{})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd compose: %v\n", err)
-		return 2
+		return failed(e, "compose", err)
 	}
 	signers, err := f.dkim.signers()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd compose: %v\n", err)
-		return 2
+		return failed(e, "compose", err)
 	}
 	raw, err := mailout.Compose(d)
 	if err != nil {

@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/envelopd/envelopd/store"
@@ -28,7 +27,7 @@ const handoffUsage = "usage: envelopd handoff [list] [--json] [--state pending|f
 // drop names an unknown or already delivered hand-off; 2 usage or I/O.
 func runHandoff(ctx context.Context, e *env) int {
 	fs := newFlags(e, "handoff")
-	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
+	db := dbFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per hand-off")
 	var f store.HandoffFilter
 	fs.StringVar(&f.State, "state", "", "only hand-offs in this state: pending, failed (pending after a failed attempt), done, dropped, all (default: all but done)")
@@ -73,19 +72,9 @@ func runHandoff(ctx context.Context, e *env) int {
 	}
 	hs, err := st.Handoffs(ctx, f)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd handoff: %v\n", err)
-		return 2
+		return failed(e, "handoff", err)
 	}
-	if *asJSON {
-		for _, h := range hs {
-			b, _ := json.Marshal(h)
-			fmt.Fprintf(e.stdout, "%s\n", b)
-		}
-		return 0
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTARGET\tSTATE\tATTEMPTS\tNEXT\tMESSAGE\tTYPE\tFROM\tLAST ERROR")
-	for _, h := range hs {
+	return writeList(e, "handoff", *asJSON, hs, "ID\tTARGET\tSTATE\tATTEMPTS\tNEXT\tMESSAGE\tTYPE\tFROM\tLAST ERROR", func(w io.Writer, h store.Handoff) {
 		next, state := "-", h.State
 		if h.NextAttempt != nil {
 			next = h.NextAttempt.Local().Format(time.DateTime)
@@ -100,11 +89,9 @@ func runHandoff(ctx context.Context, e *env) int {
 		if typ == "" {
 			typ = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", h.ID, termSafe(h.Target), state, h.Attempts, next,
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", h.ID, termSafe(h.Target), state, h.Attempts, next,
 			h.Message.ID, termSafe(typ), termSafe(h.Message.From), termSafe(h.LastError))
-	}
-	tw.Flush()
-	return 0
+	})
 }
 
 // subcommand splits a command's positional arguments into its verb

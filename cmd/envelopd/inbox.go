@@ -15,7 +15,7 @@ import (
 // View object per line (JSONL) for programs.
 func runInbox(ctx context.Context, e *env) int {
 	fs := newFlags(e, "inbox")
-	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
+	db := dbFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
 	var ff filterFlags
 	ff.register(fs)
@@ -37,8 +37,7 @@ func runInbox(ctx context.Context, e *env) int {
 	defer st.Close()
 	msgs, err := st.Messages(ctx, f)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd inbox: %v\n", err)
-		return 2
+		return failed(e, "inbox", err)
 	}
 	if *asJSON {
 		return printJSONL(e, msgs)

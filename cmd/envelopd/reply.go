@@ -44,8 +44,7 @@ func runReply(ctx context.Context, e *env) int {
 	}
 	orig, err := mailout.ResultOf(m)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd reply: %v\n", err)
-		return 2
+		return failed(e, "reply", err)
 	}
 	// The body first, so that ReplyDraft fills the typed ref into it.
 	var body []byte
@@ -62,8 +61,7 @@ func runReply(ctx context.Context, e *env) int {
 	f.jsonFile = "" // the body is in base now
 	d, err := f.draft(e, base)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd reply: %v\n", err)
-		return 2
+		return failed(e, "reply", err)
 	}
 	if d.From == nil {
 		fmt.Fprintln(e.stderr, "envelopd reply: the original has no recipient to send from; give --from")
@@ -72,8 +70,7 @@ func runReply(ctx context.Context, e *env) int {
 	if *printOnly {
 		signers, err := f.dkim.signers()
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd reply: %v\n", err)
-			return 2
+			return failed(e, "reply", err)
 		}
 		raw, err := mailout.Compose(d)
 		if err != nil {

@@ -55,8 +55,7 @@ func runSend(ctx context.Context, e *env) int {
 	}
 	d, err := f.draft(e, mailout.Draft{})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd send: %v\n", err)
-		return 2
+		return failed(e, "send", err)
 	}
 	return sendDraft(ctx, e, "send", d, &f, &s, nil)
 }

@@ -110,8 +110,7 @@ func runVersion(ctx context.Context, e *env) int {
 	v := versionOf(bi)
 	if *asJSON {
 		if err := json.NewEncoder(e.stdout).Encode(v); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd version: %v\n", err)
-			return 2
+			return failed(e, "version", err)
 		}
 		return 0
 	}
