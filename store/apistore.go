@@ -93,20 +93,7 @@ func (s *core) APIKeys(ctx context.Context) ([]APIKey, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("store: API keys: %w", err)
-	}
-	defer rows.Close()
-	out := []APIKey{}
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: API keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "API keys", scanKey, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys ORDER BY created_at, id`)
 }
 
 // RevokeAPIKey marks the key revoked (ErrNotFound when unknown). The row
@@ -494,20 +481,7 @@ func (s *core) Inboxes(ctx context.Context, after string, limit int, desc bool, 
 	}
 	q += ` LIMIT ?`
 	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: inboxes: %w", err)
-	}
-	defer rows.Close()
-	out := []Inbox{}
-	for rows.Next() {
-		b, err := scanInbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: inboxes: %w", err)
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "inboxes", scanInbox, q, args...)
 }
 
 // UpdateInbox sets the display name of a visible inbox.
@@ -886,27 +860,15 @@ func (s *core) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessage,
 }
 
 func (s *core) inboxQuery(ctx context.Context, q string, args ...any) ([]InboxMessage, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: inbox messages: %w", err)
-	}
-	defer rows.Close()
-	out := []InboxMessage{}
-	for rows.Next() {
-		var im InboxMessage
+	out, err := queryAll(ctx, s.r, "inbox messages", func(sc scanner) (im InboxMessage, err error) {
 		var labels string
-		m, err := scanMessage(prefixScanner{rows, []any{&im.Inbox, &labels}}, false)
-		if err != nil {
-			return nil, fmt.Errorf("store: inbox messages: %w", err)
-		}
-		im.Message = m
+		im.Message, err = scanMessage(prefixScanner{sc, []any{&im.Inbox, &labels}}, false)
 		im.Labels = strings.Fields(labels)
-		out = append(out, im)
+		return im, err
+	}, q, args...)
+	if err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: inbox messages: %w", err)
-	}
-	rows.Close()
 	if err := s.attachPayments(ctx, len(out), func(i int) *Message { return &out[i].Message }); err != nil {
 		return nil, err
 	}
@@ -1154,20 +1116,9 @@ func (s *core) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, err
 		sqlq += ` LIMIT ?`
 		args = append(args, q.Limit)
 	}
-	rows, err := s.r.QueryContext(ctx, sqlq, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: threads: %w", err)
-	}
-	defer rows.Close()
-	out := []ThreadRef{}
-	for rows.Next() {
-		var t ThreadRef
-		if err := rows.Scan(&t.Inbox, &t.ThreadID, &t.LastID); err != nil {
-			return nil, fmt.Errorf("store: threads: %w", err)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "threads", func(sc scanner) (t ThreadRef, err error) {
+		return t, sc.Scan(&t.Inbox, &t.ThreadID, &t.LastID)
+	}, sqlq, args...)
 }
 
 // ThreadInboxes returns the inboxes that show thread (by address).

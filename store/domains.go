@@ -131,20 +131,7 @@ func (s *core) ManagedDomains(ctx context.Context) ([]ManagedDomain, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT `+domainCols+` FROM domains ORDER BY created_at DESC, name`)
-	if err != nil {
-		return nil, fmt.Errorf("store: domains: %w", err)
-	}
-	defer rows.Close()
-	out := []ManagedDomain{}
-	for rows.Next() {
-		d, err := scanDomain(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: domains: %w", err)
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "domains", scanDomain, `SELECT `+domainCols+` FROM domains ORDER BY created_at DESC, name`)
 }
 
 // DeleteDomain implements DomainStore.

@@ -57,7 +57,7 @@ func checkDraft(d Draft) error {
 
 const draftCols = `id, inbox, request, send_at, status, last_error, coalesce(client_id, ''), created_at, updated_at`
 
-func scanDraft(r interface{ Scan(...any) error }) (Draft, error) {
+func scanDraft(r scanner) (Draft, error) {
 	var d Draft
 	var sendAt, created, updated int64
 	if err := r.Scan(&d.ID, &d.Inbox, &d.Request, &sendAt, &d.Status, &d.LastError, &d.ClientID, &created, &updated); err != nil {
@@ -134,20 +134,7 @@ func (s *core) Drafts(ctx context.Context, inbox string, cursorAt int64, cursorI
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: drafts: %w", err)
-	}
-	defer rows.Close()
-	out := []Draft{}
-	for rows.Next() {
-		d, err := scanDraft(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: drafts: %w", err)
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "drafts", scanDraft, q, args...)
 }
 
 // UpdateDraft replaces a draft's document, send time, status and error;

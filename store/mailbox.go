@@ -145,24 +145,14 @@ func (s *core) ListMailboxes(ctx context.Context) ([]Mailbox, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT b.address, b.password != '', b.created_at,
+	return queryAll(ctx, s.r, "mailboxes", func(sc scanner) (m Mailbox, err error) {
+		var at int64
+		err = sc.Scan(&m.Address, &m.HasPassword, &at, &m.Messages)
+		m.CreatedAt = time.Unix(0, at).UTC()
+		return m, err
+	}, `SELECT b.address, b.password != '', b.created_at,
 		(SELECT count(*) FROM messages m WHERE m.mailbox = b.address)
 		FROM mailboxes b ORDER BY b.address`)
-	if err != nil {
-		return nil, fmt.Errorf("store: mailboxes: %w", err)
-	}
-	defer rows.Close()
-	out := []Mailbox{}
-	for rows.Next() {
-		var m Mailbox
-		var at int64
-		if err := rows.Scan(&m.Address, &m.HasPassword, &at, &m.Messages); err != nil {
-			return nil, fmt.Errorf("store: mailboxes: %w", err)
-		}
-		m.CreatedAt = time.Unix(0, at).UTC()
-		out = append(out, m)
-	}
-	return out, rows.Err()
 }
 
 // SyncFolders implements Mailboxes. A reader answers the common case
@@ -271,23 +261,13 @@ func (s *core) Folders(ctx context.Context, mailbox string) ([]Folder, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT f.name, f.uid_validity, f.uid_next,
+	out, err := queryAll(ctx, s.r, "folders", func(sc scanner) (f Folder, err error) {
+		return f, sc.Scan(&f.Name, &f.UIDValidity, &f.UIDNext, &f.Count)
+	}, `SELECT f.name, f.uid_validity, f.uid_next,
 		(SELECT count(*) FROM folder_messages x WHERE x.mailbox = f.mailbox AND x.folder = f.name)
 		FROM folders f WHERE f.mailbox = ? ORDER BY f.name != 'INBOX', f.name`, mailbox)
 	if err != nil {
-		return nil, fmt.Errorf("store: folders: %w", err)
-	}
-	defer rows.Close()
-	out := []Folder{}
-	for rows.Next() {
-		var f Folder
-		if err := rows.Scan(&f.Name, &f.UIDValidity, &f.UIDNext, &f.Count); err != nil {
-			return nil, fmt.Errorf("store: folders: %w", err)
-		}
-		out = append(out, f)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: folders: %w", err)
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("mailbox %s: %w", mailbox, ErrNotFound)
