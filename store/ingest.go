@@ -230,7 +230,7 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 }
 
 // courtesyOOPS asks in.OOPS whether the stored message out is owed a
-// courtesy OOPS and applies the rules (issue 17): the caller may suppress
+// courtesy OOPS and applies the rules: the caller may suppress
 // it (unverified sender, no signing domain, …); otherwise at most
 // PerRecipientHour OOPS to one address in the hour before the message's
 // receipt and PerThreadCode per thread and error code, counted in

@@ -21,7 +21,7 @@ import (
 )
 
 // Postgres is the Store over a PostgreSQL database (github.com/jackc/pgx/v5),
-// for several envelopd nodes sharing one state (issue 21). Every node runs
+// for several envelopd nodes sharing one state. Every node runs
 // the same rules (Tx) in its own transactions; what makes them safe
 // together is the database: UNIQUE keys taken with INSERT … ON CONFLICT
 // (one proof, one Envelopay id, one claim, one chain seq, one queued

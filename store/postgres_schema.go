@@ -188,7 +188,7 @@ CREATE TABLE oops_sent (
 CREATE INDEX oops_sent_rcpt ON oops_sent (recipient, sent_at);
 CREATE INDEX oops_sent_thread ON oops_sent (thread_id, code);
 `},
-	// 12: the HTTP API (issue 19): API keys, inboxes and the inbox index
+	// 12: the HTTP API: API keys, inboxes and the inbox index
 	// (SQLite migration 12). Keyset columns compare bytewise (COLLATE
 	// "C"), as SQLite's do, so pages come in the same order on both.
 	{12, `

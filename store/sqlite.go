@@ -259,7 +259,7 @@ func (s *SQLite) CheckWritable(ctx context.Context) error {
 }
 
 // DatabaseMode is the permission of a database file envelopd creates: it
-// holds relay DKIM private keys and mailbox password hashes (issue 17 §5).
+// holds relay DKIM private keys and mailbox password hashes.
 // SQLite gives the -wal and -shm files the mode of the database file
 // (SQLite's unix VFS, findCreateFileMode), so they are 0600 too.
 const DatabaseMode os.FileMode = 0o600
