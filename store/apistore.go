@@ -219,25 +219,18 @@ func (s *core) SyncInboxes(ctx context.Context, max int) (int, error) {
 			}
 			rows, err := tx.Query(`SELECT m.id, m.mailbox, m.direction, m.sender, m.recipients, m.thread_id, m.received_at FROM messages m
 				WHERE m.id > ?`+s.and(s.d.visible)+` ORDER BY m.id LIMIT ?`, synced, syncBatch)
-			if err != nil {
-				return fmt.Errorf("store: sync inboxes: %w", err)
-			}
 			type item struct {
 				id, at                           int64
 				mailbox, dir, sender, rcpts, thr string
 			}
 			var items []item
-			for rows.Next() {
+			if err := eachRow(rows, err, "store: sync inboxes", func(sc scanner) error {
 				var it item
-				if err := rows.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at); err != nil {
-					rows.Close()
-					return fmt.Errorf("store: sync inboxes: %w", err)
-				}
+				err := sc.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at)
 				items = append(items, it)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("store: sync inboxes: %w", err)
+				return err
+			}); err != nil {
+				return err
 			}
 			// Inbound lists mark what they refuse (LabelBlocked); most
 			// installations have none, and pay one query per batch.
@@ -1126,18 +1119,13 @@ func (s *core) ThreadInboxes(ctx context.Context, thread string) ([]string, erro
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT inbox FROM inbox_threads WHERE thread_id = ? ORDER BY inbox`, thread)
-	if err != nil {
-		return nil, fmt.Errorf("store: thread inboxes: %w", err)
-	}
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
+	rows, err := s.r.QueryContext(ctx, `SELECT inbox FROM inbox_threads WHERE thread_id = ? ORDER BY inbox`, thread)
+	err = eachRow(rows, err, "store: thread inboxes", func(sc scanner) error {
 		var b string
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
+		err := sc.Scan(&b)
 		out = append(out, b)
-	}
-	return out, rows.Err()
+		return err
+	})
+	return out, err
 }

@@ -185,25 +185,18 @@ func (s *core) SyncFolders(ctx context.Context, mailbox string) (int, error) {
 			q += " AND " + s.d.visible
 		}
 		rows, err := tx.Query(q+` ORDER BY id`, mailbox, synced)
-		if err != nil {
-			return fmt.Errorf("store: sync folders: %w", err)
-		}
 		type item struct {
 			id          int64
 			dir, status string
 		}
 		var items []item
-		for rows.Next() {
+		if err := eachRow(rows, err, "store: sync folders", func(sc scanner) error {
 			var it item
-			if err := rows.Scan(&it.id, &it.dir, &it.status); err != nil {
-				rows.Close()
-				return fmt.Errorf("store: sync folders: %w", err)
-			}
+			err := sc.Scan(&it.id, &it.dir, &it.status)
 			items = append(items, it)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("store: sync folders: %w", err)
+			return err
+		}); err != nil {
+			return err
 		}
 		for _, it := range items {
 			// A message's status is final when it is committed (Ingest
@@ -334,23 +327,13 @@ func (s *core) FolderMessages(ctx context.Context, mailbox, folder string, after
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT x.uid, x.message_id, x.flags, m.size, m.received_at,
-		m.direction, m.status, m.errors, m.dkim, m.auth_results, coalesce(p.state, '')
-		FROM folder_messages x JOIN messages m ON m.id = x.message_id LEFT JOIN payments p ON p.message_id = m.id
-		WHERE x.mailbox = ? AND x.folder = ? AND x.uid > ? ORDER BY x.uid`, mailbox, canonFolder(folder), afterUID)
-	if err != nil {
-		return nil, fmt.Errorf("store: folder messages: %w", err)
-	}
-	defer rows.Close()
-	out := []FolderMessage{}
-	for rows.Next() {
-		var fm FolderMessage
+	return queryAll(ctx, s.r, "folder messages", func(sc scanner) (fm FolderMessage, err error) {
 		var flags, errs string
 		var at int64
 		var dkim []byte
-		if err := rows.Scan(&fm.UID, &fm.ID, &flags, &fm.Size, &at,
+		if err := sc.Scan(&fm.UID, &fm.ID, &flags, &fm.Size, &at,
 			&fm.Direction, &fm.Status, &errs, &dkim, &fm.AuthResults, &fm.Payment); err != nil {
-			return nil, fmt.Errorf("store: folder messages: %w", err)
+			return fm, err
 		}
 		fm.Errors = decodeProblems(errs)
 		if len(dkim) > 0 {
@@ -358,9 +341,11 @@ func (s *core) FolderMessages(ctx context.Context, mailbox, folder string, after
 		}
 		fm.Flags = strings.Fields(flags)
 		fm.ReceivedAt = time.Unix(0, at).UTC()
-		out = append(out, fm)
-	}
-	return out, rows.Err()
+		return fm, nil
+	}, `SELECT x.uid, x.message_id, x.flags, m.size, m.received_at,
+		m.direction, m.status, m.errors, m.dkim, m.auth_results, coalesce(p.state, '')
+		FROM folder_messages x JOIN messages m ON m.id = x.message_id LEFT JOIN payments p ON p.message_id = m.id
+		WHERE x.mailbox = ? AND x.folder = ? AND x.uid > ? ORDER BY x.uid`, mailbox, canonFolder(folder), afterUID)
 }
 
 // SetFlags implements Mailboxes.

@@ -108,20 +108,14 @@ func (m migTx) queryRow(q string, a ...any) *sql.Row {
 func (m migTx) oldProofBatch(after int64, n int) ([]oldProof, error) {
 	rows, err := m.tx.QueryContext(m.ctx, m.bind(`SELECT p.direction, p.mailbox, p.fingerprint, p.message_id, m.type, m.sender, m.result, m.received_at
 		FROM proofs_old p JOIN messages m ON m.id = p.message_id WHERE p.message_id > ? ORDER BY p.message_id LIMIT ?`), m.args([]any{after, n})...)
-	if err != nil {
-		return nil, fmt.Errorf("read proofs: %w", err)
-	}
-	defer rows.Close()
 	var olds []oldProof
-	for rows.Next() {
+	if err := eachRow(rows, err, "read proofs", func(sc scanner) error {
 		var o oldProof
-		if err := rows.Scan(&o.dir, &o.mailbox, &o.fp, &o.id, &o.typ, &o.sender, &o.result, &o.received); err != nil {
-			return nil, fmt.Errorf("read proofs: %w", err)
-		}
+		err := sc.Scan(&o.dir, &o.mailbox, &o.fp, &o.id, &o.typ, &o.sender, &o.result, &o.received)
 		olds = append(olds, o)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read proofs: %w", err)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	return olds, nil
 }

@@ -79,20 +79,15 @@ func (s *core) Keys(ctx context.Context, protocol string) (map[string]string, er
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT handle, key FROM protocol_keys WHERE protocol = ?`, protocol)
-	if err != nil {
-		return nil, fmt.Errorf("store: keys: %w", err)
-	}
-	defer rows.Close()
 	m := map[string]string{}
-	for rows.Next() {
+	rows, err := s.r.QueryContext(ctx, `SELECT handle, key FROM protocol_keys WHERE protocol = ?`, protocol)
+	err = eachRow(rows, err, "store: keys", func(sc scanner) error {
 		var h, k string
-		if err := rows.Scan(&h, &k); err != nil {
-			return nil, fmt.Errorf("store: keys: %w", err)
-		}
+		err := sc.Scan(&h, &k)
 		m[h] = k
-	}
-	return m, rows.Err()
+		return err
+	})
+	return m, err
 }
 
 // ChainTip implements Store: the highest link of chain in any scope

@@ -324,23 +324,19 @@ func readRange(tx Tx, table, scope, kind, prefix string) (map[string]string, err
 		q += ` AND key < ?`
 		args = append(args, k(end))
 	}
-	rows, err := tx.Query(q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: read %s %s: %w", table, kind, err)
-	}
-	defer rows.Close()
 	out := map[string]string{}
-	for rows.Next() {
+	rows, err := tx.Query(q, args...)
+	if err := eachRow(rows, err, fmt.Sprintf("store: read %s %s", table, kind), func(sc scanner) error {
 		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, fmt.Errorf("store: read %s %s: %w", table, kind, err)
+		if err := sc.Scan(&k, &v); err != nil {
+			return err
 		}
 		if strings.HasPrefix(k, prefix) {
 			out[k[len(prefix):]] = v
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: read %s %s: %w", table, kind, err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
