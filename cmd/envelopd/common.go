@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -156,8 +157,7 @@ func writeJSONLines[T any](e *env, cmd string, items []T) int {
 	enc := json.NewEncoder(e.stdout)
 	for _, it := range items {
 		if err := enc.Encode(it); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
-			return 2
+			return failed(e, cmd, err)
 		}
 	}
 	return 0
@@ -216,4 +216,27 @@ func writeList[T any](e *env, cmd string, asJSON bool, items []T, header string,
 	}
 	writeTable(e.stdout, header, items, row)
 	return 0
+}
+
+// checkListFlags checks a list command's --state and --limit: state
+// (lower-cased in place; nil when the command has none) is empty or one of
+// states, or "all" when withAll; limit is not negative. What is wrong is
+// reported on stderr (false).
+func checkListFlags(e *env, cmd string, state *string, states []string, withAll bool, limit int) bool {
+	if state != nil {
+		*state = strings.ToLower(*state)
+		if *state != "" && !(withAll && *state == "all") && !slices.Contains(states, *state) {
+			all := ""
+			if withAll {
+				all = ", all"
+			}
+			fmt.Fprintf(e.stderr, "envelopd %s: --state %q: want one of %s%s\n", cmd, *state, strings.Join(states, ", "), all)
+			return false
+		}
+	}
+	if limit < 0 {
+		fmt.Fprintf(e.stderr, "envelopd %s: --limit must not be negative\n", cmd)
+		return false
+	}
+	return true
 }

@@ -122,8 +122,7 @@ func reportCompose(e *env, cmd string, err error) int {
 		}
 		return 1
 	}
-	fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
-	return 2
+	return failed(e, cmd, err)
 }
 
 // parseArgs parses flags that may come before or after positional
@@ -142,6 +141,23 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// composeSigned composes d and signs it with the DKIM keys f names. When
+// that fails, the reason is on stderr, raw is nil and status is the exit
+// status.
+func composeSigned(e *env, cmd string, f *draftFlags, d mailout.Draft) (raw []byte, status int) {
+	signers, err := f.dkim.signers()
+	if err != nil {
+		return nil, failed(e, cmd, err)
+	}
+	if raw, err = mailout.Compose(d); err != nil {
+		return nil, reportCompose(e, cmd, err)
+	}
+	if raw, err = mailout.Sign(raw, signers); err != nil {
+		return nil, failed(e, cmd, fmt.Errorf("dkim: %w", err))
+	}
+	return raw, 0
+}
+
 // runCompose: envelopd compose --from A --to B --type T [...] prints the
 // composed (and, with --dkim-key or --dkim-config, signed) message.
 func runCompose(ctx context.Context, e *env) int {
@@ -150,28 +166,16 @@ func runCompose(ctx context.Context, e *env) int {
 	f.register(fs, false)
 	db := fs.String("db", "", "also check the message against this store's threads (ACCEPT amount, typed refs, duplicate ids); the file must exist")
 	pos, err := parseArgs(fs, e.args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(e.stderr, "envelopd compose: unexpected argument %q\n", pos[0])
+	if err != nil || !noArgs(e, "compose", pos) {
 		return 2
 	}
 	d, err := f.draft(e, mailout.Draft{})
 	if err != nil {
 		return failed(e, "compose", err)
 	}
-	signers, err := f.dkim.signers()
-	if err != nil {
-		return failed(e, "compose", err)
-	}
-	raw, err := mailout.Compose(d)
-	if err != nil {
-		return reportCompose(e, "compose", err)
-	}
-	if raw, err = mailout.Sign(raw, signers); err != nil {
-		fmt.Fprintf(e.stderr, "envelopd compose: dkim: %v\n", err)
-		return 2
+	raw, status := composeSigned(e, "compose", &f, d)
+	if raw == nil {
+		return status
 	}
 	if *db != "" {
 		st, ok := openExistingStore(ctx, e, "compose", *db)

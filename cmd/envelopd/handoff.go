@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/envelopd/envelopd/store"
@@ -34,16 +33,7 @@ func runHandoff(ctx context.Context, e *env) int {
 	fs.StringVar(&f.Target, "target", "", "only this target: exec, webhook")
 	fs.IntVar(&f.Limit, "limit", 0, "at most this many (0: all)")
 	pos, err := parseArgs(fs, e.args)
-	if err != nil {
-		return 2
-	}
-	f.State = strings.ToLower(f.State)
-	if f.State != "" && f.State != "all" && !slices.Contains(store.HandoffStates, f.State) {
-		fmt.Fprintf(e.stderr, "envelopd handoff: --state %q: want one of %s, all\n", f.State, strings.Join(store.HandoffStates, ", "))
-		return 2
-	}
-	if f.Limit < 0 {
-		fmt.Fprintln(e.stderr, "envelopd handoff: --limit must not be negative")
+	if err != nil || !checkListFlags(e, "handoff", &f.State, store.HandoffStates, true, f.Limit) {
 		return 2
 	}
 	verb, id, ok := subcommand(e, "handoff", handoffUsage, "envelopd handoff list", pos, []string{"list"}, []string{"retry", "drop"})

@@ -22,11 +22,7 @@ func runInbox(ctx context.Context, e *env) int {
 	fs.StringVar(&ff.f.ThreadID, "thread", "", "only this thread id")
 	fs.IntVar(&ff.f.Limit, "limit", 0, "at most this many (0: all)")
 	pos, err := parseArgs(fs, e.args)
-	if err != nil || !noArgs(e, "inbox", pos) || !ff.check(e, "inbox") {
-		return 2
-	}
-	if ff.f.Limit < 0 {
-		fmt.Fprintln(e.stderr, "envelopd inbox: --limit must not be negative")
+	if err != nil || !noArgs(e, "inbox", pos) || !ff.check(e, "inbox") || !checkListFlags(e, "inbox", nil, nil, false, ff.f.Limit) {
 		return 2
 	}
 	f := ff.f

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -35,16 +34,7 @@ func runPayments(ctx context.Context, e *env) int {
 	fs.IntVar(&f.Limit, "limit", 0, "at most this many (0: all)")
 	rails := rail.RegisterFlags(fs)
 	pos, err := parseArgs(fs, e.args)
-	if err != nil {
-		return 2
-	}
-	f.State = strings.ToLower(f.State)
-	if f.State != "" && !slices.Contains(store.PaymentStates, f.State) {
-		fmt.Fprintf(e.stderr, "envelopd payments: --state %q: want one of %s\n", f.State, strings.Join(store.PaymentStates, ", "))
-		return 2
-	}
-	if f.Limit < 0 {
-		fmt.Fprintln(e.stderr, "envelopd payments: --limit must not be negative")
+	if err != nil || !checkListFlags(e, "payments", &f.State, store.PaymentStates, false, f.Limit) {
 		return 2
 	}
 	verb, id, ok := subcommand(e, "payments", paymentsUsage, "envelopd payments", pos, []string{"list", "collisions"}, []string{"check"})

@@ -68,17 +68,9 @@ func runReply(ctx context.Context, e *env) int {
 		return 2
 	}
 	if *printOnly {
-		signers, err := f.dkim.signers()
-		if err != nil {
-			return failed(e, "reply", err)
-		}
-		raw, err := mailout.Compose(d)
-		if err != nil {
-			return reportCompose(e, "reply", err)
-		}
-		if raw, err = mailout.Sign(raw, signers); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd reply: dkim: %v\n", err)
-			return 2
+		raw, status := composeSigned(e, "reply", &f, d)
+		if raw == nil {
+			return status
 		}
 		if !checkOutbound(ctx, e, "reply", true, st, recordSent(raw), f.force) {
 			return 1

@@ -46,11 +46,7 @@ func runSend(ctx context.Context, e *env) int {
 	f.register(fs, false)
 	s.register(fs)
 	pos, err := parseArgs(fs, e.args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(e.stderr, "envelopd send: unexpected argument %q\n", pos[0])
+	if err != nil || !noArgs(e, "send", pos) {
 		return 2
 	}
 	d, err := f.draft(e, mailout.Draft{})
@@ -68,15 +64,13 @@ func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draf
 	}
 	signers, err := f.dkim.signers()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
-		return 2
+		return failed(e, cmd, err)
 	}
 	var sub *mailout.Submitter
 	if s.smtpURL != "" {
 		var err error
 		if sub, err = newSubmitter(s.smtpURL, s.passwordFile, &s.oauth); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
-			return 2
+			return failed(e, cmd, err)
 		}
 	}
 	mailer := &mailout.Mailer{Signers: signers, Record: recordSent}
