@@ -79,13 +79,7 @@ func (s *core) APIKeyByID(ctx context.Context, id string) (APIKey, error) {
 		return APIKey{}, ErrClosed
 	}
 	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return APIKey{}, fmt.Errorf("API key %s: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return APIKey{}, fmt.Errorf("store: API key: %w", err)
-	}
-	return k, nil
+	return one(k, err, "API key", "API key "+id)
 }
 
 // APIKeys lists every key, oldest first.
@@ -103,12 +97,9 @@ func (s *core) APIKeys(ctx context.Context) ([]APIKey, error) {
 // claimed, from its commit on.
 func (s *core) RevokeAPIKey(ctx context.Context, id string) error {
 	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, time.Now().UTC().UnixNano(), id)
-		if err != nil {
-			return fmt.Errorf("store: revoke API key: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("API key %s: %w", id, ErrNotFound)
+		if err := execOne(tx, "revoke API key", "API key "+id,
+			`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, time.Now().UTC().UnixNano(), id); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(`UPDATE api_webhooks SET enabled = ?, disabled_reason = 'key_revoked', updated_at = ?
 			WHERE key_id = ? AND enabled`, false, time.Now().UTC().UnixNano(), id); err != nil {
@@ -434,13 +425,7 @@ func (s *core) InboxByAddress(ctx context.Context, address string) (Inbox, error
 		return Inbox{}, ErrClosed
 	}
 	b, err := scanInbox(s.r.QueryRowContext(ctx, `SELECT `+inboxCols+` FROM api_inboxes WHERE address = ? AND deleted = 0`, address))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Inbox{}, fmt.Errorf("inbox %s: %w", address, ErrNotFound)
-	}
-	if err != nil {
-		return Inbox{}, fmt.Errorf("store: inbox: %w", err)
-	}
-	return b, nil
+	return one(b, err, "inbox", "inbox "+address)
 }
 
 // Inboxes lists visible inboxes by address, after the address after
@@ -479,30 +464,19 @@ func (s *core) Inboxes(ctx context.Context, after string, limit int, desc bool, 
 
 // UpdateInbox sets the display name of a visible inbox.
 func (s *core) UpdateInbox(ctx context.Context, address, displayName string) error {
-	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`UPDATE api_inboxes SET display_name = ?, updated_at = ? WHERE address = ? AND deleted = 0`,
-			displayName, time.Now().UTC().UnixNano(), address)
-		if err != nil {
-			return fmt.Errorf("store: update inbox: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("inbox %s: %w", address, ErrNotFound)
-		}
-		return nil
-	})
+	return s.writeOne(ctx, "update inbox", "inbox "+address,
+		`UPDATE api_inboxes SET display_name = ?, updated_at = ? WHERE address = ? AND deleted = 0`,
+		displayName, time.Now().UTC().UnixNano(), address)
 }
 
 // DeleteInbox hides the inbox and empties its index; the stored messages
 // (and a relay mailbox) stay. New mail for the address shows it again.
 func (s *core) DeleteInbox(ctx context.Context, address string) error {
 	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`UPDATE api_inboxes SET deleted = 1, client_id = NULL, updated_at = ? WHERE address = ? AND deleted = 0`,
-			time.Now().UTC().UnixNano(), address)
-		if err != nil {
-			return fmt.Errorf("store: delete inbox: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("inbox %s: %w", address, ErrNotFound)
+		if err := execOne(tx, "delete inbox", "inbox "+address,
+			`UPDATE api_inboxes SET deleted = 1, client_id = NULL, updated_at = ? WHERE address = ? AND deleted = 0`,
+			time.Now().UTC().UnixNano(), address); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(`DELETE FROM inbox_messages WHERE inbox = ?`, address); err != nil {
 			return fmt.Errorf("store: delete inbox: %w", err)

@@ -117,13 +117,7 @@ func (s *core) ManagedDomain(ctx context.Context, name string) (ManagedDomain, e
 		return ManagedDomain{}, ErrClosed
 	}
 	d, err := scanDomain(s.r.QueryRowContext(ctx, `SELECT `+domainCols+` FROM domains WHERE name = ?`, name))
-	if errors.Is(err, sql.ErrNoRows) {
-		return ManagedDomain{}, fmt.Errorf("domain %s: %w", name, ErrNotFound)
-	}
-	if err != nil {
-		return ManagedDomain{}, fmt.Errorf("store: domain: %w", err)
-	}
-	return d, nil
+	return one(d, err, "domain", "domain "+name)
 }
 
 // ManagedDomains implements DomainStore.
@@ -136,16 +130,7 @@ func (s *core) ManagedDomains(ctx context.Context) ([]ManagedDomain, error) {
 
 // DeleteDomain implements DomainStore.
 func (s *core) DeleteDomain(ctx context.Context, name string) error {
-	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`DELETE FROM domains WHERE name = ?`, name)
-		if err != nil {
-			return fmt.Errorf("store: delete domain: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("domain %s: %w", name, ErrNotFound)
-		}
-		return nil
-	})
+	return s.writeOne(ctx, "delete domain", "domain "+name, `DELETE FROM domains WHERE name = ?`, name)
 }
 
 // SetDomainCheck implements DomainStore.

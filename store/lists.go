@@ -119,17 +119,9 @@ func (s *core) ListEntries(ctx context.Context, scope, direction, typ, after str
 
 // DeleteListEntry removes an entry (ErrNotFound).
 func (s *core) DeleteListEntry(ctx context.Context, scope, direction, typ, entry string) error {
-	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`DELETE FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ? AND entry = ?`,
-			scope, direction, typ, strings.ToLower(entry))
-		if err != nil {
-			return fmt.Errorf("store: delete list entry: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("list entry %s: %w", entry, ErrNotFound)
-		}
-		return nil
-	})
+	return s.writeOne(ctx, "delete list entry", "list entry "+entry,
+		`DELETE FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ? AND entry = ?`,
+		scope, direction, typ, strings.ToLower(entry))
 }
 
 // ListVerdict decides whether address may pass inbox's lists in

@@ -283,16 +283,7 @@ func (s *core) DeleteFolder(ctx context.Context, mailbox, name string) error {
 	if name == FolderInbox {
 		return ErrFolderFixed
 	}
-	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`DELETE FROM folders WHERE mailbox = ? AND name = ?`, mailbox, name)
-		if err != nil {
-			return fmt.Errorf("store: delete folder: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("folder %s of %s: %w", name, mailbox, ErrNotFound)
-		}
-		return nil
-	})
+	return s.writeOne(ctx, "delete folder", "folder "+name+" of "+mailbox, `DELETE FROM folders WHERE mailbox = ? AND name = ?`, mailbox, name)
 }
 
 // RenameFolder implements Mailboxes. The folder keeps its UIDVALIDITY and
@@ -311,14 +302,7 @@ func (s *core) RenameFolder(ctx context.Context, mailbox, from, to string) error
 		if err == nil {
 			return fmt.Errorf("folder %s of %s: %w", to, mailbox, ErrFolderExists)
 		}
-		res, err := tx.Exec(`UPDATE folders SET name = ? WHERE mailbox = ? AND name = ?`, to, mailbox, from)
-		if err != nil {
-			return fmt.Errorf("store: rename folder: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("folder %s of %s: %w", from, mailbox, ErrNotFound)
-		}
-		return nil
+		return execOne(tx, "rename folder", "folder "+from+" of "+mailbox, `UPDATE folders SET name = ? WHERE mailbox = ? AND name = ?`, to, mailbox, from)
 	})
 }
 

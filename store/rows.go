@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -40,4 +41,37 @@ func queryAll[T any](ctx context.Context, r reader, what string, scan func(scann
 		return nil, err
 	}
 	return out, nil
+}
+
+// one is the outcome of reading one row: sql.ErrNoRows becomes
+// ErrNotFound naming the row (what: "draft d_1"), any other error says
+// what was read (op: "store: draft: …").
+func one[T any](v T, err error, op, what string) (T, error) {
+	var zero T
+	if errors.Is(err, sql.ErrNoRows) {
+		return zero, fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	if err != nil {
+		return zero, fmt.Errorf("store: %s: %w", op, err)
+	}
+	return v, nil
+}
+
+// execOne runs a statement in tx that changes one row: an error says op
+// ("store: delete domain: …"); no row changed is ErrNotFound naming the
+// row (what: "domain example.org").
+func execOne(tx Tx, op, what, q string, args ...any) error {
+	res, err := tx.Exec(q, args...)
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return nil
+}
+
+// writeOne is execOne in a write of its own.
+func (s *core) writeOne(ctx context.Context, op, what, q string, args ...any) error {
+	return s.write(ctx, func(tx Tx) error { return execOne(tx, op, what, q, args...) })
 }
