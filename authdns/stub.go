@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/envelopd/envelopd/internal/defaults"
 )
 
 // Defaults of a Client.
@@ -80,18 +82,12 @@ type entry struct {
 func New(cfg Config) (*Client, error) {
 	c := &Client{server: cfg.Server, timeout: cfg.Timeout, maxEntries: cfg.MaxEntries,
 		maxRecords: cfg.MaxRecords, maxTTL: cfg.MaxTTL, now: time.Now, cache: map[cacheKey]entry{}}
-	if c.timeout <= 0 {
-		c.timeout = DefaultTimeout
-	}
+	defaults.Positive(&c.timeout, DefaultTimeout)
 	if c.maxEntries == 0 {
 		c.maxEntries = DefaultMaxEntries
 	}
-	if c.maxRecords <= 0 {
-		c.maxRecords = DefaultMaxRecords
-	}
-	if c.maxTTL <= 0 {
-		c.maxTTL = DefaultMaxTTL
-	}
+	defaults.Positive(&c.maxRecords, DefaultMaxRecords)
+	defaults.Positive(&c.maxTTL, DefaultMaxTTL)
 	if c.server == "" {
 		c.server = systemServer("/etc/resolv.conf")
 	}
