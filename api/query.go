@@ -76,6 +76,23 @@ func DecodeCursor(tok string) (Cursor, error) {
 	return c, nil
 }
 
+// timeParams reads the query parameters names, in order, as RFC 3339
+// times into dsts; an absent one leaves its destination as it was.
+func timeParams(q url.Values, names []string, dsts ...*time.Time) error {
+	for i, k := range names {
+		v := q.Get(k)
+		if v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return badField(k, "want an RFC 3339 timestamp")
+		}
+		*dsts[i] = t
+	}
+	return nil
+}
+
 // ParseList reads list parameters from a query string. labels is a JSON
 // array (as the SDK sends it), or repeated/comma-separated values.
 func ParseList(q url.Values) (ListParams, error) {
@@ -104,20 +121,8 @@ func ParseList(q url.Values) (ListParams, error) {
 		}
 		p.Cursor = c
 	}
-	for _, k := range []string{"before", "after"} {
-		v := q.Get(k)
-		if v == "" {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return p, badField(k, "want an RFC 3339 timestamp")
-		}
-		if k == "before" {
-			p.Before = t
-		} else {
-			p.After = t
-		}
+	if err := timeParams(q, []string{"before", "after"}, &p.Before, &p.After); err != nil {
+		return p, err
 	}
 	for _, v := range q["labels"] {
 		var ls []string
