@@ -254,13 +254,11 @@ func decodeSend(r *http.Request, req *SendRequest) error {
 	if err := decode(r, req); err != nil {
 		return err
 	}
-	if v := r.URL.Query().Get("force"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return badField("force", "want true or false")
-		}
-		req.Force = req.Force || b
+	var force bool
+	if err := boolParam(r.URL.Query(), "force", &force); err != nil {
+		return err
 	}
+	req.Force = req.Force || force
 	return nil
 }
 

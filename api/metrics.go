@@ -98,12 +98,8 @@ func ParseMetricsQuery(q url.Values, now time.Time) (MetricsQuery, error) {
 		}
 		m.Limit = n
 	}
-	if v := q.Get("descending"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return m, badField("descending", "want true or false")
-		}
-		m.Descending = b
+	if err := boolParam(q, "descending", &m.Descending); err != nil {
+		return m, err
 	}
 	return m, nil
 }

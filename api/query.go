@@ -93,6 +93,21 @@ func timeParams(q url.Values, names []string, dsts ...*time.Time) error {
 	return nil
 }
 
+// boolParam reads the query parameter k as a boolean into dst; an absent
+// one leaves dst as it was.
+func boolParam(q url.Values, k string, dst *bool) error {
+	v := q.Get(k)
+	if v == "" {
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return badField(k, "want true or false")
+	}
+	*dst = b
+	return nil
+}
+
 // ParseList reads list parameters from a query string. labels is a JSON
 // array (as the SDK sends it), or repeated/comma-separated values.
 func ParseList(q url.Values) (ListParams, error) {
@@ -104,12 +119,8 @@ func ParseList(q url.Values) (ListParams, error) {
 		}
 		p.Limit = n
 	}
-	if v := q.Get("ascending"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return p, badField("ascending", "want true or false")
-		}
-		p.Ascending = b
+	if err := boolParam(q, "ascending", &p.Ascending); err != nil {
+		return p, err
 	}
 	if v := q.Get("page_token"); v != "" {
 		c, err := DecodeCursor(v)
