@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode"
 )
@@ -970,11 +969,7 @@ func (s *core) HideMessages(ctx context.Context, inbox, thread string, ids []int
 // their messages (a page is found after a few threads), where a rarer
 // search starts from its matches' threads. Tests make it small to take
 // both ways.
-var commonMatches = func() *atomic.Int64 {
-	var n atomic.Int64
-	n.Store(5000)
-	return &n
-}()
+var commonMatches = tunable(5000)
 
 // threadSearch returns a thread list's search conditions on SQLite: on
 // the thread's messages x (inner) and on the thread t (outer), with

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/envelopd/envelopd/payments/proof"
@@ -80,11 +79,7 @@ func reidentifyProofs(ctx context.Context, tx *sql.Tx, bind func(string) string,
 
 // proofBatch is how many old proofs migration 18 reads at once (tests
 // make it small to cross batches).
-var proofBatch = func() *atomic.Int64 {
-	var n atomic.Int64
-	n.Store(500)
-	return &n
-}()
+var proofBatch = tunable(500)
 
 // migTx is a migration's transaction with its backend's placeholders
 // and arguments.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // eachRow calls fn with each row of rows, the result of a query that
@@ -74,4 +75,12 @@ func execOne(tx Tx, op, what, q string, args ...any) error {
 // writeOne is execOne in a write of its own.
 func (s *core) writeOne(ctx context.Context, op, what, q string, args ...any) error {
 	return s.write(ctx, func(tx Tx) error { return execOne(tx, op, what, q, args...) })
+}
+
+// tunable is a number the store reads at each use, which tests set
+// small to take the other path (batches, thresholds).
+func tunable(n int64) *atomic.Int64 {
+	var v atomic.Int64
+	v.Store(n)
+	return &v
 }

@@ -96,15 +96,5 @@ func (s *core) ChainTip(ctx context.Context, chain string) (int64, string, error
 	if s.isClosed() {
 		return 0, "", ErrClosed
 	}
-	var seq int64
-	var hash string
-	err := s.r.QueryRowContext(ctx, `SELECT seq, hash FROM chain_links WHERE chain = ? ORDER BY seq DESC LIMIT 1`, chain).
-		Scan(&seq, &hash)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, ZeroHash, nil
-	}
-	if err != nil {
-		return 0, "", fmt.Errorf("store: chain tip: %w", err)
-	}
-	return seq, hash, nil
+	return scanTip(s.r.QueryRowContext(ctx, `SELECT seq, hash FROM chain_links WHERE chain = ? ORDER BY seq DESC LIMIT 1`, chain), "chain tip")
 }
