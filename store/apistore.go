@@ -536,52 +536,48 @@ func labelCond(d *dialect, l string) (string, []any) {
 }
 
 func (q *InboxQuery) where(d *dialect) (string, []any) {
-	var conds []string
-	var args []any
-	if q.Inbox != "" {
-		conds = append(conds, `x.inbox = ?`)
-		args = append(args, q.Inbox)
-	}
-	if q.ThreadID != "" {
-		conds = append(conds, `x.thread_id = ?`)
-		args = append(args, q.ThreadID)
-	}
+	var w clause
+	w.addIf(q.Inbox != "", `x.inbox = ?`, q.Inbox)
+	w.addIf(q.ThreadID != "", `x.thread_id = ?`, q.ThreadID)
 	for _, l := range q.Labels {
 		c, a := labelCond(d, l)
-		conds = append(conds, c)
-		args = append(args, a...)
+		w.add(c, a...)
 	}
-	if q.Type != "" {
-		conds = append(conds, `m.type = ?`)
-		args = append(args, q.Type)
-	}
-	if q.Sender != "" {
-		conds = append(conds, `m.sender = ?`)
-		args = append(args, q.Sender)
-	}
+	w.addIf(q.Type != "", `m.type = ?`, q.Type)
+	w.addIf(q.Sender != "", `m.sender = ?`, q.Sender)
 	if q.ErrorCode != "" {
 		// errors and warnings are JSON arrays of protocols.Problem, as
 		// encoding/json writes them: "code":"X" with no space.
 		c := `"code":` + strconv.Quote(q.ErrorCode)
-		conds = append(conds, `(`+d.instr+`(m.errors, ?) > 0 OR `+d.instr+`(m.warnings, ?) > 0)`)
-		args = append(args, c, c)
+		w.add(`(`+d.instr+`(m.errors, ?) > 0 OR `+d.instr+`(m.warnings, ?) > 0)`, c, c)
 	}
 	if c, a := d.search(q.Search); c != "" {
-		conds = append(conds, c)
-		args = append(args, a...)
+		w.add(c, a...)
 	}
-	if !q.Before.IsZero() {
-		conds = append(conds, `m.received_at < ?`)
-		args = append(args, q.Before.UTC().UnixNano())
-	}
-	if !q.After.IsZero() {
-		conds = append(conds, `m.received_at >= ?`)
-		args = append(args, q.After.UTC().UnixNano())
-	}
-	if len(conds) == 0 {
+	w.addIf(!q.Before.IsZero(), `m.received_at < ?`, q.Before.UTC().UnixNano())
+	w.addIf(!q.After.IsZero(), `m.received_at >= ?`, q.After.UTC().UnixNano())
+	if len(w.sql) == 0 {
 		return "true", nil
 	}
-	return strings.Join(conds, " AND "), args
+	return strings.Join(w.sql, " AND "), w.args
+}
+
+// clause gathers the conditions of a WHERE clause and their arguments.
+type clause struct {
+	sql  []string
+	args []any
+}
+
+func (w *clause) add(cond string, args ...any) {
+	w.sql = append(w.sql, cond)
+	w.args = append(w.args, args...)
+}
+
+// addIf adds the condition when ok.
+func (w *clause) addIf(ok bool, cond string, args ...any) {
+	if ok {
+		w.add(cond, args...)
+	}
 }
 
 // searchWords are the words of free text a search requires: runs of
