@@ -480,25 +480,27 @@ func (c *Client) answer(p *dnsmessage.Parser, h dnsmessage.Header, question dnsm
 func resourceBody(p *dnsmessage.Parser, t dnsmessage.Type) (dnsmessage.ResourceBody, error) {
 	switch t {
 	case dnsmessage.TypeTXT:
-		r, err := p.TXTResource()
-		return &r, err
+		return parsedBody(p.TXTResource())
 	case dnsmessage.TypeMX:
-		r, err := p.MXResource()
-		return &r, err
+		return parsedBody(p.MXResource())
 	case dnsmessage.TypeA:
-		r, err := p.AResource()
-		return &r, err
+		return parsedBody(p.AResource())
 	case dnsmessage.TypeAAAA:
-		r, err := p.AAAAResource()
-		return &r, err
+		return parsedBody(p.AAAAResource())
 	case dnsmessage.TypePTR:
-		r, err := p.PTRResource()
-		return &r, err
+		return parsedBody(p.PTRResource())
 	case dnsmessage.TypeCNAME:
-		r, err := p.CNAMEResource()
-		return &r, err
+		return parsedBody(p.CNAMEResource())
 	}
 	return nil, fmt.Errorf("unexpected record type %v", t)
+}
+
+// parsedBody is a parsed record body as the ResourceBody its pointer is.
+func parsedBody[T any, P interface {
+	*T
+	dnsmessage.ResourceBody
+}](r T, err error) (dnsmessage.ResourceBody, error) {
+	return P(&r), err
 }
 
 func (c *Client) udp(ctx context.Context, msg []byte, id uint16) ([]byte, error) {
