@@ -177,18 +177,11 @@ func (p *parser) object(depth int) (any, error) {
 			return nil, err
 		}
 		m[k] = v
-		p.ws()
-		if p.pos >= len(p.data) {
-			return nil, p.errf("unexpected end of input in object")
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
+		switch end, err := p.sep('}', "object"); {
+		case err != nil:
+			return nil, err
+		case end:
 			return m, nil
-		default:
-			return nil, p.errf("expected ',' or '}'")
 		}
 	}
 }
@@ -211,20 +204,31 @@ func (p *parser) array(depth int) (any, error) {
 			return nil, err
 		}
 		a = append(a, v)
-		p.ws()
-		if p.pos >= len(p.data) {
-			return nil, p.errf("unexpected end of input in array")
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
+		switch end, err := p.sep(']', "array"); {
+		case err != nil:
+			return nil, err
+		case end:
 			return a, nil
-		default:
-			return nil, p.errf("expected ',' or ']'")
 		}
 	}
+}
+
+// sep reads what follows a member or an element: ',' (another follows)
+// or closer (the end, true); what names the container in errors.
+func (p *parser) sep(closer byte, what string) (end bool, err error) {
+	p.ws()
+	if p.pos >= len(p.data) {
+		return false, p.errf("unexpected end of input in %s", what)
+	}
+	switch p.data[p.pos] {
+	case ',':
+		p.pos++
+		return false, nil
+	case closer:
+		p.pos++
+		return true, nil
+	}
+	return false, p.errf("expected ',' or '%c'", closer)
 }
 
 func (p *parser) number() (any, error) {
