@@ -143,14 +143,11 @@ func (p *parser) lit(s string) bool {
 }
 
 func (p *parser) object(depth int) (any, error) {
-	if depth > MaxDepth {
-		return nil, p.errf("nesting deeper than %d", MaxDepth)
-	}
-	p.pos++ // {
 	m := map[string]any{}
-	p.ws()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
+	switch empty, err := p.open(depth, '}'); {
+	case err != nil:
+		return nil, err
+	case empty:
 		return m, nil
 	}
 	for {
@@ -187,14 +184,11 @@ func (p *parser) object(depth int) (any, error) {
 }
 
 func (p *parser) array(depth int) (any, error) {
-	if depth > MaxDepth {
-		return nil, p.errf("nesting deeper than %d", MaxDepth)
-	}
-	p.pos++ // [
 	a := []any{}
-	p.ws()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
+	switch empty, err := p.open(depth, ']'); {
+	case err != nil:
+		return nil, err
+	case empty:
 		return a, nil
 	}
 	for {
@@ -211,6 +205,21 @@ func (p *parser) array(depth int) (any, error) {
 			return a, nil
 		}
 	}
+}
+
+// open reads the opening of an object or array nested depth deep and
+// whether it closes at once (closer, true: it is empty).
+func (p *parser) open(depth int, closer byte) (empty bool, err error) {
+	if depth > MaxDepth {
+		return false, p.errf("nesting deeper than %d", MaxDepth)
+	}
+	p.pos++ // { or [
+	p.ws()
+	if p.pos < len(p.data) && p.data[p.pos] == closer {
+		p.pos++
+		return true, nil
+	}
+	return false, nil
 }
 
 // sep reads what follows a member or an element: ',' (another follows)
