@@ -158,6 +158,21 @@ func composeSigned(e *env, cmd string, f *draftFlags, d mailout.Draft) (raw []by
 	return raw, 0
 }
 
+// fromArgs parses the command line of a command that takes no arguments
+// but flags (fs, with f registered) and returns the draft they describe;
+// ok is false when either fails (said on stderr: exit status 2).
+func (f *draftFlags) fromArgs(e *env, cmd string, fs *flag.FlagSet) (d mailout.Draft, ok bool) {
+	pos, err := parseArgs(fs, e.args)
+	if err != nil || !noArgs(e, cmd, pos) {
+		return d, false
+	}
+	if d, err = f.draft(e, mailout.Draft{}); err != nil {
+		failed(e, cmd, err)
+		return d, false
+	}
+	return d, true
+}
+
 // runCompose: envelopd compose --from A --to B --type T [...] prints the
 // composed (and, with --dkim-key or --dkim-config, signed) message.
 func runCompose(ctx context.Context, e *env) int {
@@ -165,13 +180,9 @@ func runCompose(ctx context.Context, e *env) int {
 	var f draftFlags
 	f.register(fs, false)
 	db := fs.String("db", "", "also check the message against this store's threads (ACCEPT amount, typed refs, duplicate ids); the file must exist")
-	pos, err := parseArgs(fs, e.args)
-	if err != nil || !noArgs(e, "compose", pos) {
+	d, ok := f.fromArgs(e, "compose", fs)
+	if !ok {
 		return 2
-	}
-	d, err := f.draft(e, mailout.Draft{})
-	if err != nil {
-		return failed(e, "compose", err)
 	}
 	raw, status := composeSigned(e, "compose", &f, d)
 	if raw == nil {

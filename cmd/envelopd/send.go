@@ -45,13 +45,9 @@ func runSend(ctx context.Context, e *env) int {
 	var s sendFlags
 	f.register(fs, false)
 	s.register(fs)
-	pos, err := parseArgs(fs, e.args)
-	if err != nil || !noArgs(e, "send", pos) {
+	d, ok := f.fromArgs(e, "send", fs)
+	if !ok {
 		return 2
-	}
-	d, err := f.draft(e, mailout.Draft{})
-	if err != nil {
-		return failed(e, "send", err)
 	}
 	return sendDraft(ctx, e, "send", d, &f, &s, nil)
 }
