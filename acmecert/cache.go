@@ -86,6 +86,13 @@ type Settings interface {
 	Setting(ctx context.Context, key string) (string, time.Time, error)
 }
 
+// KeyClaimer is the optional ability of a Settings store to keep the
+// first of several values offered for one key (store.StateStore has it);
+// StoreCache.Claim uses it when the store has it.
+type KeyClaimer interface {
+	PutKeyIfAbsent(ctx context.Context, protocol, handle, key string) (string, error)
+}
+
 // StoreCache keeps the cache in the store's settings under "acme:KEY":
 // every node on one Postgres database shares one account and one
 // certificate. Values are PEM or ASCII; an empty value is a deleted key.
@@ -124,9 +131,7 @@ type Claimer interface {
 // DO NOTHING: one winner however many nodes ask); a store without them
 // lets every claimant win.
 func (c StoreCache) Claim(ctx context.Context, key, owner string) (string, error) {
-	p, ok := c.Store.(interface {
-		PutKeyIfAbsent(ctx context.Context, protocol, handle, key string) (string, error)
-	})
+	p, ok := c.Store.(KeyClaimer)
 	if !ok {
 		return owner, nil
 	}

@@ -20,13 +20,9 @@ import (
 // are not kept: a create that withholds any is refused (400), so no key
 // is ever given more than asked.
 
-// APIKeyStore is what API keys over the API need of the store.
-type APIKeyStore interface {
-	CreateAPIKey(ctx context.Context, k store.APIKey) error
-	APIKeyByID(ctx context.Context, id string) (store.APIKey, error)
-	APIKeys(ctx context.Context) ([]store.APIKey, error)
-	RevokeAPIKey(ctx context.Context, id string) error
-}
+// APIKeyStore is what API keys over the API need of the store: its API
+// keys' room.
+type APIKeyStore = store.APIKeyStore
 
 // APIKeyObject is the SDK's ApiKey (and, with APIKey, CreateApiKeyResponse).
 type APIKeyObject struct {

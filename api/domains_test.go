@@ -104,9 +104,29 @@ func TestDomainsAPI(t *testing.T) {
 	}
 	// domain.verified in the event log, rendered as the SDK's
 	// DomainVerifiedEvent.
-	evs, err := st.Events(ctx, store.EventFilter{Types: []string{store.EventDomainVerified}})
-	if err != nil || len(evs) != 1 {
-		t.Fatalf("events %+v %v", evs, err)
+	// On Postgres a reader sees events only below the oldest writing
+	// transaction still running (the store's listings), so the event may
+	// show a moment after the commit: wait for it (WaitEvents), bounded.
+	var evs []store.Event
+	for {
+		var err error
+		evs, err = st.Events(ctx, store.EventFilter{Types: []string{store.EventDomainVerified}})
+		if err != nil || len(evs) != 0 {
+			break
+		}
+		last, err := st.LastEventID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = st.WaitEvents(wctx, last)
+		cancel()
+		if err != nil {
+			t.Fatalf("no domain.verified event: %v", err)
+		}
+	}
+	if len(evs) != 1 {
+		t.Fatalf("events %+v", evs)
 	}
 	o, err := svc.EventObject(ctx, evs[0])
 	if err != nil || o.EventType != "domain.verified" || o.Domain == nil || o.Domain.DomainID != "agents.example.com" || o.Domain.Status != "VERIFIED" {

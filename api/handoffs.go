@@ -15,11 +15,9 @@ import (
 // (store.HandoffHolder). A key scoped to other inboxes gets 404 as for
 // every message of an inbox it may not see.
 
-// handoffStore is what the hand-off endpoints need of the store.
-type handoffStore interface {
-	store.HandoffHolder
-	Handoffs(ctx context.Context, f store.HandoffFilter) ([]store.Handoff, error)
-}
+// handoffStore is what the hand-off endpoints need of the store: the
+// operator's side of its hand-off room.
+type handoffStore = store.HandoffAdmin
 
 // MessageHandoffs is the answer of the hand-off endpoints.
 type MessageHandoffs struct {

@@ -34,11 +34,9 @@ import (
 // storing the answer (the claim is taken over after idemStale), the
 // retry queues nothing new.
 
-// IdempotencyStore is what Idempotency-Key needs of the store.
-type IdempotencyStore interface {
-	ClaimIdempotency(ctx context.Context, keyID, key string, req []byte, now time.Time, stale time.Duration) (bool, int, []byte, error)
-	FinishIdempotency(ctx context.Context, keyID, key string, status int, resp []byte) error
-}
+// IdempotencyStore is what Idempotency-Key needs of the store: its
+// idempotency room.
+type IdempotencyStore = store.IdempotencyStore
 
 // idemStale is how long a claim whose request never finished blocks the key.
 const idemStale = 2 * time.Minute

@@ -21,10 +21,9 @@ import (
 // .rejected, .complained) are accepted and always empty, as envelopd
 // records no such events.
 
-// MetricsStore is what metrics need of the store.
-type MetricsStore interface {
-	EventCounts(ctx context.Context, inboxes, types []string, start, end time.Time, period time.Duration) (map[string][]store.Bucket, error)
-}
+// MetricsStore is what metrics need of the store: the event log's
+// counts.
+type MetricsStore = store.EventMetrics
 
 // MetricBucket is the SDK's MetricBucket.
 type MetricBucket struct {

@@ -32,11 +32,18 @@ type Event struct {
 	Attempt   int    // 1 for the first attempt
 }
 
+// HandoffStore is what a Handoff uses of the store: the hand-off log and
+// the stored messages it hands off.
+type HandoffStore interface {
+	store.HandoffLog
+	store.Reader
+}
+
 // Handoff delivers accepted messages to one target from the store's
 // delivery log: at least once, in order of arrival, retried with capped
 // exponential backoff and jitter, resumed after a restart.
 type Handoff struct {
-	Store   store.Store
+	Store   HandoffStore
 	Target  string // "exec", "webhook", …: the name Ingest logged
 	Deliver DeliverFunc
 	// MinBackoff and MaxBackoff bound the retry delay (defaults 1 s, 1 h).

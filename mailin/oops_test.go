@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -235,7 +236,7 @@ func startRelaySMTP(t *testing.T, r *Relay) *SMTPServer {
 	go srv.Serve()
 	t.Cleanup(func() {
 		srv.Close()
-		r.Store.(interface{ Close() error }).Close()
+		r.Store.(io.Closer).Close()
 	})
 	return srv
 }

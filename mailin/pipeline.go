@@ -52,7 +52,7 @@ var OOPSCodes = parse.OOPSCodes
 // stages (Analyze), then one store transaction. It is safe for concurrent
 // use.
 type Pipeline struct {
-	Store    store.Store
+	Store    store.Ingester
 	Verifier *dkim.Verifier
 	Lenient  bool
 	// Limits bound the analysis of one message (zero: defaults).

@@ -20,6 +20,15 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
+// RelayStore is what a Relay uses of the store: ingest, the outbound
+// queue, and the mailboxes with their folders.
+type RelayStore interface {
+	store.Ingester
+	store.Reader
+	store.OutboundQueue
+	store.Mailboxes
+}
+
 // Relay is relay mode: envelopd as the whole mail world of a test
 // suite. Every address at one of Domains is a mailbox; a message for a
 // local address is ingested once per recipient mailbox (Meta.Mailbox = the
@@ -38,7 +47,7 @@ import (
 type Relay struct {
 	Domains  []string
 	Pipeline *Pipeline
-	Store    store.Store
+	Store    RelayStore
 	// Signers are the DKIM signers per local domain (LocalSigners); nil
 	// or a missing domain signs nothing.
 	Signers map[string][]dkim.Signer

@@ -117,18 +117,18 @@ const (
 // storing a key on first use (so the same key signs across restarts), and
 // adds each public key to res as the record LocalSelector._domainkey.DOMAIN,
 // the relay's own key table (RFC 6376 §3.6.2.1 names).
-func LocalSigners(ctx context.Context, st store.Store, domains []string, res *dkim.StaticResolver) (map[string][]dkim.Signer, error) {
+func LocalSigners(ctx context.Context, st store.StateStore, domains []string, res *dkim.StaticResolver) (map[string][]dkim.Signer, error) {
 	return localKeys(ctx, st, domains, res, LocalKeyProtocol, LocalSelector, "ed25519")
 }
 
 // LocalARCSigners is LocalSigners for ARC sealing: RSA-2048 keys (ARC
 // verifiers check rsa-sha256; dkimpy's refuses ed25519-sha256 seals),
 // stored under LocalARCKeyProtocol, published as LocalARCSelector.
-func LocalARCSigners(ctx context.Context, st store.Store, domains []string, res *dkim.StaticResolver) (map[string][]dkim.Signer, error) {
+func LocalARCSigners(ctx context.Context, st store.StateStore, domains []string, res *dkim.StaticResolver) (map[string][]dkim.Signer, error) {
 	return localKeys(ctx, st, domains, res, LocalARCKeyProtocol, LocalARCSelector, "rsa")
 }
 
-func localKeys(ctx context.Context, st store.Store, domains []string, res *dkim.StaticResolver, protocol, selector, algo string) (map[string][]dkim.Signer, error) {
+func localKeys(ctx context.Context, st store.StateStore, domains []string, res *dkim.StaticResolver, protocol, selector, algo string) (map[string][]dkim.Signer, error) {
 	keys, err := st.Keys(ctx, protocol)
 	if err != nil {
 		return nil, err
@@ -150,15 +150,9 @@ func localKeys(ctx context.Context, st store.Store, domains []string, res *dkim.
 				return nil, err
 			}
 			pemKey = string(b)
-			if p, ok := st.(interface {
-				PutKeyIfAbsent(ctx context.Context, protocol, handle, key string) (string, error)
-			}); ok {
-				// Several nodes starting at once each make a key; the
-				// first stored wins and every node uses it.
-				if pemKey, err = p.PutKeyIfAbsent(ctx, protocol, d, pemKey); err != nil {
-					return nil, err
-				}
-			} else if err := st.PutKey(ctx, protocol, d, pemKey); err != nil {
+			// Several nodes starting at once each make a key; the
+			// first stored wins and every node uses it.
+			if pemKey, err = st.PutKeyIfAbsent(ctx, protocol, d, pemKey); err != nil {
 				return nil, err
 			}
 		}

@@ -91,6 +91,13 @@ type Router interface {
 	Deliver(ctx context.Context, raw []byte, meta Meta, user string) (string, error)
 }
 
+// PostmasterRouter is a Router with a mailbox for the bare <postmaster>
+// recipient (RFC 5321 §4.5.1): the relay's postmaster@ its first domain.
+type PostmasterRouter interface {
+	Router
+	Postmaster() string
+}
+
 func (c *SMTPConfig) defaults() {
 	if c.Addr == "" {
 		c.Addr = "127.0.0.1:2525"
@@ -407,7 +414,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		// RFC 5321 §4.5.1: <postmaster> without a domain must be accepted.
 		// Relay mode delivers it to postmaster@ the first --domain; plain
 		// mode stores it like any accepted mail.
-		if pr, ok := cfg.Router.(interface{ Postmaster() string }); ok {
+		if pr, ok := cfg.Router.(PostmasterRouter); ok {
 			to = pr.Postmaster()
 		} else if cfg.Router == nil {
 			ss.rcpts = append(ss.rcpts, "postmaster")

@@ -416,7 +416,7 @@ func TestSMTPMaxConnections(t *testing.T) {
 }
 
 // failingStore makes every Ingest fail: SMTP must answer 451, not 250.
-type failingStore struct{ store.Store }
+type failingStore struct{ store.Ingester }
 
 func (failingStore) Ingest(context.Context, *store.Incoming) (store.Outcome, error) {
 	return store.Outcome{}, errors.New("disk full")

@@ -27,7 +27,7 @@ type Sender interface {
 // Expires, after which it is failed (RFC 5321 section 4.5.4.1: retry, then
 // give up).
 type Worker struct {
-	Store  store.Store
+	Store  store.OutboundQueue
 	Sender Sender
 	// Now is the clock (default time.Now); tests inject one.
 	Now func() time.Time

@@ -4,12 +4,18 @@
 // queue, IMAP poll positions, tunnelled-protocol keys and state, and relay
 // mailboxes.
 //
-// Store is the interface every backend implements; SQLite (modernc.org/sqlite,
-// pure Go) is the one backend, and storetest holds the conformance suite that
-// any backend must pass. The store knows nothing of SMTP or IMAP: callers hand
-// it parsed facts (Incoming) and it makes the stateful decisions atomically,
-// race-free by construction (UNIQUE keys and INSERT … ON CONFLICT, never
-// check-then-insert).
+// The store is one engine (core: Tx, the dialect, the single writer)
+// shared by rooms, one per concern — the rules core (ingest, check, reads,
+// queue, hand-off, state), the HTTP API's keys, inbox index, event log,
+// webhooks and idempotency, the relay's mailboxes and folders, payments,
+// managed domains, drafts, lists and settings — each its own type with a
+// small interface (rooms.go); a consumer holds only the interfaces it
+// uses, and DB is all of them. The backends are SQLite (modernc.org/sqlite,
+// pure Go) and Postgres; storetest holds the conformance suites, one per
+// room, that both pass. The store knows nothing of SMTP or IMAP: callers
+// hand it parsed facts (Incoming) and it makes the stateful decisions
+// atomically, race-free by construction (UNIQUE keys and INSERT … ON
+// CONFLICT, never check-then-insert).
 package store
 
 import (
@@ -304,15 +310,40 @@ type Delivery struct {
 	Result    json.RawMessage
 }
 
-// Store is what every backend implements. All methods are safe for
-// concurrent use.
+// Store is the rules core and the relay's mailboxes together: the small
+// interfaces of the rules room (Ingester, Reader), the queue room
+// (OutboundQueue), the hand-off room (HandoffLog), the state room
+// (StateStore) and the relay room (Mailboxes). It is what a process that
+// ingests mail opens (DB adds the other rooms); each consumer holds only
+// the small interfaces it uses. All methods are safe for concurrent use.
 type Store interface {
+	Ingester
+	Reader
+	OutboundQueue
+	HandoffLog
+	StateStore
+	// Relay mailboxes and their folder view (mailbox.go).
+	Mailboxes
+
+	Close() error
+}
+
+// Ingester is the rules room's ingest: every stateful decision about a
+// message is made here (ingest.go, check.go).
+type Ingester interface {
 	// Ingest stores one message and makes every stateful decision (exact
 	// redelivery, duplicate_id, duplicate_proof, ACCEPT↔OFFER amounts,
 	// claims, chain links, threading, hand-off log, courtesy OOPS) in one
 	// transaction. It returns only after the transaction is durable.
 	Ingest(ctx context.Context, in *Incoming) (Outcome, error)
+	// Check returns the Outcome Ingest would return for in, writing
+	// nothing; it also requires each typed ref to name a stored message
+	// (unknown_ref): how an outbound message is checked before queueing.
+	Check(ctx context.Context, in *Incoming) (Outcome, error)
+}
 
+// Reader is the rules room's reads of stored messages (read.go).
+type Reader interface {
 	Message(ctx context.Context, id int64) (*Message, error)
 	Messages(ctx context.Context, f Filter) ([]Message, error)
 	// Thread returns the messages of the thread holding ref (a thread id, a
@@ -320,8 +351,14 @@ type Store interface {
 	Thread(ctx context.Context, ref string) ([]Message, error)
 	// WaitNew blocks until a message with ID > after exists or ctx ends.
 	WaitNew(ctx context.Context, after int64) error
+	// MessagesChanged returns a channel closed at the next commit that
+	// may have stored messages (on any node, for Postgres).
+	MessagesChanged() <-chan struct{}
+}
 
-	// Outbound queue.
+// OutboundQueue is the queue room: outbound mail, one row per recipient
+// (queue.go).
+type OutboundQueue interface {
 	Enqueue(ctx context.Context, out *Outgoing) (int64, error)
 	// ClaimDue returns recipients due at now and, before returning, records
 	// the attempt (attempts+1, next attempt pushed to now+lease) so that a
@@ -333,30 +370,38 @@ type Store interface {
 	Queue(ctx context.Context, state string) ([]QueueEntry, error)
 	QueueRetry(ctx context.Context, id int64) error
 	QueueDrop(ctx context.Context, id int64) error
+	// QueueChanged returns a channel closed at the next commit that may
+	// have queued outbound mail (on any node, for Postgres).
+	QueueChanged() <-chan struct{}
+}
 
-	// Hand-off log (at-least-once delivery to the agent).
+// HandoffLog is the hand-off room's worker side: at-least-once delivery
+// of stored messages to the agent (delivery.go).
+type HandoffLog interface {
 	ClaimDeliveries(ctx context.Context, target string, now time.Time, lease time.Duration, limit int) ([]Delivery, error)
 	DeliveryDone(ctx context.Context, id int64) error
 	DeliveryRetry(ctx context.Context, id int64, next time.Time, lastErr string) error
 	// DeliveryRelease puts a claimed hand-off back unattempted: pending,
 	// due at now, its claim's attempt taken back.
 	DeliveryRelease(ctx context.Context, id int64, now time.Time) error
+}
 
+// StateStore is the state room: what the protocols and pollers keep
+// between messages (state.go).
+type StateStore interface {
 	// IMAP poll positions, per account+mailbox key.
 	IMAPState(ctx context.Context, key string) (uidValidity uint32, lastUID uint32, err error)
 	SetIMAPState(ctx context.Context, key string, uidValidity, lastUID uint32) error
 
 	// Keys for tunnelled protocols (e.g. protocol "aicp", handle "alice").
 	PutKey(ctx context.Context, protocol, handle, key string) error
+	// PutKeyIfAbsent stores key unless the handle has one, and returns
+	// the stored one: one winner however many nodes ask.
+	PutKeyIfAbsent(ctx context.Context, protocol, handle, key string) (string, error)
 	Keys(ctx context.Context, protocol string) (map[string]string, error)
 	// ChainTip returns the tip (seq, hash) of a hash chain, or 0 and the
 	// zero hash when empty.
 	ChainTip(ctx context.Context, chain string) (int64, string, error)
-
-	// Relay mailboxes and their folder view (mailbox.go).
-	Mailboxes
-
-	Close() error
 }
 
 // Mailbox is a relay mailbox: one address at a local domain. Its stored

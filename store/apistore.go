@@ -34,7 +34,7 @@ type APIKey struct {
 }
 
 // CreateAPIKey stores a new key.
-func (s *core) CreateAPIKey(ctx context.Context, k APIKey) error {
+func (s apiKeyRoom) CreateAPIKey(ctx context.Context, k APIKey) error {
 	if k.ID == "" || len(k.Hash) == 0 {
 		return fmt.Errorf("%w: API key without id or hash", ErrBadInput)
 	}
@@ -73,7 +73,7 @@ func scanKey(sc scanner) (APIKey, error) {
 
 // APIKeyByID returns the key with that public id (revoked ones too), or
 // ErrNotFound.
-func (s *core) APIKeyByID(ctx context.Context, id string) (APIKey, error) {
+func (s apiKeyRoom) APIKeyByID(ctx context.Context, id string) (APIKey, error) {
 	if s.isClosed() {
 		return APIKey{}, ErrClosed
 	}
@@ -82,7 +82,7 @@ func (s *core) APIKeyByID(ctx context.Context, id string) (APIKey, error) {
 }
 
 // APIKeys lists every key, oldest first.
-func (s *core) APIKeys(ctx context.Context) ([]APIKey, error) {
+func (s apiKeyRoom) APIKeys(ctx context.Context) ([]APIKey, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -94,7 +94,7 @@ func (s *core) APIKeys(ctx context.Context) ([]APIKey, error) {
 // disabled in the same transaction (DisabledReason "key_revoked"): no
 // event is fanned out to them, none of their pending deliveries is
 // claimed, from its commit on.
-func (s *core) RevokeAPIKey(ctx context.Context, id string) error {
+func (s apiKeyRoom) RevokeAPIKey(ctx context.Context, id string) error {
 	return s.write(ctx, func(tx Tx) error {
 		if err := execOne(tx, "revoke API key", "API key "+id,
 			`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, time.Now().UTC().UnixNano(), id); err != nil {
@@ -172,7 +172,7 @@ func inboxesOf(mailbox, direction, sender, rcpts string) []string {
 // inboxes (creating the inbox rows), at most max of them (0: all, in
 // batches), and returns how many it indexed. A reader answers the common
 // case (nothing new) without the writer.
-func (s *core) SyncInboxes(ctx context.Context, max int) (int, error) {
+func (s indexRoom) SyncInboxes(ctx context.Context, max int) (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
 	}
@@ -323,7 +323,7 @@ const awaitCommittedMax = 2 * time.Second
 // again). With a clientID, a second create with the same clientID returns
 // the first inbox (created false); the same clientID for another address
 // is ErrConflict, and so is an existing address without a clientID match.
-func (s *core) CreateInbox(ctx context.Context, address, displayName, clientID string, mailbox bool) (Inbox, bool, error) {
+func (s indexRoom) CreateInbox(ctx context.Context, address, displayName, clientID string, mailbox bool) (Inbox, bool, error) {
 	if err := checkMailbox(address); err != nil {
 		return Inbox{}, false, err
 	}
@@ -345,7 +345,7 @@ func (s *core) CreateInbox(ctx context.Context, address, displayName, clientID s
 
 // createInboxTx is one round of CreateInbox; again reports an insert that
 // lost a race (nothing inserted): the caller reads again.
-func (s *core) createInboxTx(tx Tx, out *Inbox, created *bool, address, displayName, clientID string, mailbox, last bool) (again bool, _ error) {
+func (s indexRoom) createInboxTx(tx Tx, out *Inbox, created *bool, address, displayName, clientID string, mailbox, last bool) (again bool, _ error) {
 	*created = false
 	now := time.Now().UTC().UnixNano()
 	if clientID != "" {
@@ -419,7 +419,7 @@ func (s *core) createInboxTx(tx Tx, out *Inbox, created *bool, address, displayN
 }
 
 // InboxByAddress returns a visible inbox, or ErrNotFound.
-func (s *core) InboxByAddress(ctx context.Context, address string) (Inbox, error) {
+func (s indexRoom) InboxByAddress(ctx context.Context, address string) (Inbox, error) {
 	if s.isClosed() {
 		return Inbox{}, ErrClosed
 	}
@@ -429,7 +429,7 @@ func (s *core) InboxByAddress(ctx context.Context, address string) (Inbox, error
 
 // Inboxes lists visible inboxes by address, after the address after
 // (keyset), at most limit, restricted to only when it is not nil.
-func (s *core) Inboxes(ctx context.Context, after string, limit int, desc bool, only []string) ([]Inbox, error) {
+func (s indexRoom) Inboxes(ctx context.Context, after string, limit int, desc bool, only []string) ([]Inbox, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -462,7 +462,7 @@ func (s *core) Inboxes(ctx context.Context, after string, limit int, desc bool, 
 }
 
 // UpdateInbox sets the display name of a visible inbox.
-func (s *core) UpdateInbox(ctx context.Context, address, displayName string) error {
+func (s indexRoom) UpdateInbox(ctx context.Context, address, displayName string) error {
 	return s.writeOne(ctx, "update inbox", "inbox "+address,
 		`UPDATE api_inboxes SET display_name = ?, updated_at = ? WHERE address = ? AND deleted = 0`,
 		displayName, time.Now().UTC().UnixNano(), address)
@@ -470,7 +470,7 @@ func (s *core) UpdateInbox(ctx context.Context, address, displayName string) err
 
 // DeleteInbox hides the inbox and empties its index; the stored messages
 // (and a relay mailbox) stay. New mail for the address shows it again.
-func (s *core) DeleteInbox(ctx context.Context, address string) error {
+func (s indexRoom) DeleteInbox(ctx context.Context, address string) error {
 	return s.write(ctx, func(tx Tx) error {
 		if err := execOne(tx, "delete inbox", "inbox "+address,
 			`UPDATE api_inboxes SET deleted = 1, client_id = NULL, updated_at = ? WHERE address = ? AND deleted = 0`,
@@ -623,7 +623,7 @@ const maxPrefixTerms = 32
 // every matching doclist. An ASCII word's FTS5 token is the word in lower
 // case (unicode61 folds nothing else in it); other words, and words
 // covering more than maxPrefixTerms terms, stay prefix terms.
-func (s *core) sqliteMatch(ctx context.Context, text string) (string, error) {
+func (s indexRoom) sqliteMatch(ctx context.Context, text string) (string, error) {
 	var out []string
 	for _, w := range searchWords(text) {
 		out = append(out, `"`+w+`"*`)
@@ -716,7 +716,7 @@ const maxTagBytes = 1000
 // rareTag returns the message_tags tag of q's rarest filter (status,
 // type, sender, error code) when fewer than rareTagLimit messages carry
 // it, else "".
-func (s *core) rareTag(ctx context.Context, q InboxQuery) (string, error) {
+func (s indexRoom) rareTag(ctx context.Context, q InboxQuery) (string, error) {
 	var tags []string
 	for _, l := range q.Labels {
 		if l == StatusAccepted || l == StatusQuarantined || l == StatusDuplicate {
@@ -753,7 +753,7 @@ func (s *core) rareTag(ctx context.Context, q InboxQuery) (string, error) {
 
 // InboxMessages lists the inbox's messages in id order (newest first
 // unless Ascending), after the cursor, at most Limit.
-func (s *core) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessage, error) {
+func (s indexRoom) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessage, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -821,7 +821,7 @@ func (s *core) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessage,
 	return s.inboxQuery(ctx, sqlq, args...)
 }
 
-func (s *core) inboxQuery(ctx context.Context, q string, args ...any) ([]InboxMessage, error) {
+func (s indexRoom) inboxQuery(ctx context.Context, q string, args ...any) ([]InboxMessage, error) {
 	out, err := queryAll(ctx, s.r, "inbox messages", func(sc scanner) (im InboxMessage, err error) {
 		var labels string
 		im.Message, err = scanMessage(prefixScanner{sc, []any{&im.Inbox, &labels}}, false)
@@ -849,7 +849,7 @@ func (p prefixScanner) Scan(dest ...any) error {
 
 // InboxMessageByRef finds a message of the inbox by its Message-ID (angle
 // brackets allowed) or, for a number, its row id; the newest copy wins.
-func (s *core) InboxMessageByRef(ctx context.Context, inbox, ref string) (*InboxMessage, error) {
+func (s indexRoom) InboxMessageByRef(ctx context.Context, inbox, ref string) (*InboxMessage, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -878,7 +878,7 @@ func (s *core) InboxMessageByRef(ctx context.Context, inbox, ref string) (*Inbox
 
 // SetInboxLabels adds and removes user labels of one indexed message and
 // returns its user labels.
-func (s *core) SetInboxLabels(ctx context.Context, inbox string, id int64, add, remove []string) ([]string, error) {
+func (s indexRoom) SetInboxLabels(ctx context.Context, inbox string, id int64, add, remove []string) ([]string, error) {
 	for _, l := range append(slices.Clone(add), remove...) {
 		if l == "" || strings.ContainsAny(l, " \t\r\n\x00") || len(l) > 200 {
 			return nil, fmt.Errorf("%w: label %q", ErrBadInput, l)
@@ -916,7 +916,7 @@ func (s *core) SetInboxLabels(ctx context.Context, inbox string, id int64, add, 
 // delete): the stored messages stay. thread, when not "", hides every
 // message of that thread; ids the given ones. It reports ErrNotFound when
 // nothing was hidden.
-func (s *core) HideMessages(ctx context.Context, inbox, thread string, ids []int64) error {
+func (s indexRoom) HideMessages(ctx context.Context, inbox, thread string, ids []int64) error {
 	return s.write(ctx, func(tx Tx) error {
 		var n int64
 		var threads []string
@@ -976,7 +976,7 @@ var commonMatches = tunable(5000)
 // scan of inbox_threads) and tests the messages against the set of
 // matches. inner is "" when neither applies (the dialect's condition
 // then).
-func (s *core) threadSearch(ctx context.Context, text string) (inner string, innerArgs []any, outer string, outerArgs []any, err error) {
+func (s indexRoom) threadSearch(ctx context.Context, text string) (inner string, innerArgs []any, outer string, outerArgs []any, err error) {
 	match, err := s.sqliteMatch(ctx, text)
 	if err != nil || match == "" {
 		return "", nil, "", nil, err
@@ -1011,7 +1011,7 @@ type ThreadRef struct {
 // Ascending), after the cursor (CursorID, and CursorInbox for org-wide
 // lists), at most Limit. Inbox "" lists every inbox's (restricted to
 // Inboxes when not nil). Labels filter on the thread's messages.
-func (s *core) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, error) {
+func (s indexRoom) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -1080,7 +1080,7 @@ func (s *core) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, err
 }
 
 // ThreadInboxes returns the inboxes that show thread (by address).
-func (s *core) ThreadInboxes(ctx context.Context, thread string) ([]string, error) {
+func (s indexRoom) ThreadInboxes(ctx context.Context, thread string) ([]string, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}

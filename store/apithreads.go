@@ -9,7 +9,7 @@ import (
 // inbox) in one query, ordered by inbox, thread and message id: a page of
 // a thread list costs one statement, not one per thread (a
 // statement's preparation dominates a small query).
-func (s *core) ThreadsMessages(ctx context.Context, refs []ThreadRef) ([]InboxMessage, error) {
+func (s indexRoom) ThreadsMessages(ctx context.Context, refs []ThreadRef) ([]InboxMessage, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}

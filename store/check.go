@@ -28,7 +28,7 @@ var refTypes = map[string]string{
 // to send must answer something we know, whereas received mail may answer
 // what predates this store. It is how send, reply and compose check an
 // outbound message against the thread's stored state before queueing it.
-func (s *core) Check(ctx context.Context, in *Incoming) (Outcome, error) {
+func (s rulesRoom) Check(ctx context.Context, in *Incoming) (Outcome, error) {
 	if err := checkIncoming(in); err != nil {
 		return Outcome{}, err
 	}

@@ -14,7 +14,7 @@ import (
 // now+lease before they are returned, so a crash mid-delivery retries them
 // after the lease (at-least-once) and two workers never take the same one
 // within a lease.
-func (s *core) ClaimDeliveries(ctx context.Context, target string, now time.Time, lease time.Duration, limit int) ([]Delivery, error) {
+func (s handoffRoom) ClaimDeliveries(ctx context.Context, target string, now time.Time, lease time.Duration, limit int) ([]Delivery, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -46,7 +46,9 @@ func (s *core) ClaimDeliveries(ctx context.Context, target string, now time.Time
 			if err := tx.QueryRow(`SELECT result FROM messages WHERE id = ?`, ds[i].MessageID).Scan(&res); err != nil {
 				return fmt.Errorf("store: claim deliveries: %w", err)
 			}
-			ds[i].Result = res
+			if ds[i].Result, err = raws.decodeResult(res); err != nil {
+				return fmt.Errorf("store: claim deliveries: %w", err)
+			}
 		}
 		return nil
 	})
@@ -63,7 +65,7 @@ func sortByID(ds []Delivery) {
 }
 
 // DeliveryDone implements Store.
-func (s *core) DeliveryDone(ctx context.Context, id int64) error {
+func (s handoffRoom) DeliveryDone(ctx context.Context, id int64) error {
 	return s.write(ctx, func(tx Tx) error {
 		res, err := tx.Exec(`UPDATE deliveries SET state = 'done', last_error = '' WHERE id = ?`, id)
 		return affected(res, err, "delivery", id)
@@ -71,7 +73,7 @@ func (s *core) DeliveryDone(ctx context.Context, id int64) error {
 }
 
 // DeliveryRetry implements Store: the hand-off stays pending, due at next.
-func (s *core) DeliveryRetry(ctx context.Context, id int64, next time.Time, lastErr string) error {
+func (s handoffRoom) DeliveryRetry(ctx context.Context, id int64, next time.Time, lastErr string) error {
 	return s.write(ctx, func(tx Tx) error {
 		res, err := tx.Exec(`UPDATE deliveries SET state = 'pending', next_attempt_at = ?, last_error = ? WHERE id = ?`,
 			next.UTC().UnixNano(), lastErr, id)
@@ -83,7 +85,7 @@ func (s *core) DeliveryRetry(ctx context.Context, id int64, next time.Time, last
 // attempted (the worker stopped first) is pending again, due now, and the
 // attempt its claim counted is taken back, so ENVELOPD_ATTEMPT and the
 // backoff count only real attempts.
-func (s *core) DeliveryRelease(ctx context.Context, id int64, now time.Time) error {
+func (s handoffRoom) DeliveryRelease(ctx context.Context, id int64, now time.Time) error {
 	return s.write(ctx, func(tx Tx) error {
 		res, err := tx.Exec(`UPDATE deliveries SET state = 'pending', next_attempt_at = ?,
 			attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END

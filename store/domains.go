@@ -86,7 +86,7 @@ func scanDomain(sc scanner) (ManagedDomain, error) {
 }
 
 // AddDomain implements DomainStore.
-func (s *core) AddDomain(ctx context.Context, d ManagedDomain) error {
+func (s domainRoom) AddDomain(ctx context.Context, d ManagedDomain) error {
 	if d.Name == "" || d.Config == "" {
 		return fmt.Errorf("%w: domain without name or config", ErrBadInput)
 	}
@@ -112,7 +112,7 @@ func (s *core) AddDomain(ctx context.Context, d ManagedDomain) error {
 }
 
 // ManagedDomain implements DomainStore.
-func (s *core) ManagedDomain(ctx context.Context, name string) (ManagedDomain, error) {
+func (s domainRoom) ManagedDomain(ctx context.Context, name string) (ManagedDomain, error) {
 	if s.isClosed() {
 		return ManagedDomain{}, ErrClosed
 	}
@@ -121,7 +121,7 @@ func (s *core) ManagedDomain(ctx context.Context, name string) (ManagedDomain, e
 }
 
 // ManagedDomains implements DomainStore.
-func (s *core) ManagedDomains(ctx context.Context) ([]ManagedDomain, error) {
+func (s domainRoom) ManagedDomains(ctx context.Context) ([]ManagedDomain, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -129,12 +129,12 @@ func (s *core) ManagedDomains(ctx context.Context) ([]ManagedDomain, error) {
 }
 
 // DeleteDomain implements DomainStore.
-func (s *core) DeleteDomain(ctx context.Context, name string) error {
+func (s domainRoom) DeleteDomain(ctx context.Context, name string) error {
 	return s.writeOne(ctx, "delete domain", "domain "+name, `DELETE FROM domains WHERE name = ?`, name)
 }
 
 // SetDomainCheck implements DomainStore.
-func (s *core) SetDomainCheck(ctx context.Context, name string, ok bool, checks string, at time.Time) (ManagedDomain, error) {
+func (s domainRoom) SetDomainCheck(ctx context.Context, name string, ok bool, checks string, at time.Time) (ManagedDomain, error) {
 	var out ManagedDomain
 	err := s.writeLogged(ctx, func(tx Tx) error {
 		cur, err := scanDomain(tx.QueryRow(`SELECT `+domainCols+` FROM domains WHERE name = ?`, name))

@@ -77,7 +77,7 @@ func nanos(t time.Time) int64 {
 
 // CreateDraft stores d; with a client_id already used it writes nothing
 // and returns that draft (created false).
-func (s *core) CreateDraft(ctx context.Context, d Draft) (Draft, bool, error) {
+func (s draftRoom) CreateDraft(ctx context.Context, d Draft) (Draft, bool, error) {
 	if err := checkDraft(d); err != nil {
 		return Draft{}, false, err
 	}
@@ -109,7 +109,7 @@ func (s *core) CreateDraft(ctx context.Context, d Draft) (Draft, bool, error) {
 }
 
 // DraftByID returns a draft (ErrNotFound).
-func (s *core) DraftByID(ctx context.Context, id string) (Draft, error) {
+func (s draftRoom) DraftByID(ctx context.Context, id string) (Draft, error) {
 	d, err := scanDraft(s.r.QueryRowContext(ctx, `SELECT `+draftCols+` FROM api_drafts WHERE id = ?`, id))
 	return one(d, err, "draft", "draft "+id)
 }
@@ -117,7 +117,7 @@ func (s *core) DraftByID(ctx context.Context, id string) (Draft, error) {
 // Drafts lists the drafts of inbox ("": of every inbox), newest first,
 // before the keyset cursor (created_at, id) when cursorAt is non-zero; at
 // most limit.
-func (s *core) Drafts(ctx context.Context, inbox string, cursorAt int64, cursorID string, limit int) ([]Draft, error) {
+func (s draftRoom) Drafts(ctx context.Context, inbox string, cursorAt int64, cursorID string, limit int) ([]Draft, error) {
 	q := `SELECT ` + draftCols + ` FROM api_drafts WHERE (? = '' OR inbox = ?)`
 	args := []any{inbox, inbox}
 	if cursorAt != 0 {
@@ -131,7 +131,7 @@ func (s *core) Drafts(ctx context.Context, inbox string, cursorAt int64, cursorI
 
 // UpdateDraft replaces a draft's document, send time, status and error;
 // a new schedule frees any lease.
-func (s *core) UpdateDraft(ctx context.Context, d Draft) error {
+func (s draftRoom) UpdateDraft(ctx context.Context, d Draft) error {
 	if err := checkDraft(d); err != nil {
 		return err
 	}
@@ -142,14 +142,14 @@ func (s *core) UpdateDraft(ctx context.Context, d Draft) error {
 
 // DeleteDraft deletes a draft (ErrNotFound); a draft that was sent is
 // deleted so.
-func (s *core) DeleteDraft(ctx context.Context, id string) error {
+func (s draftRoom) DeleteDraft(ctx context.Context, id string) error {
 	return s.writeOne(ctx, "delete draft", "draft "+id, `DELETE FROM api_drafts WHERE id = ?`, id)
 }
 
 // ClaimDueDrafts leases up to limit scheduled drafts due at now (oldest
 // send time first) until now+lease and returns them; a draft leased by a
 // node that died is claimed again once its lease ends.
-func (s *core) ClaimDueDrafts(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Draft, error) {
+func (s draftRoom) ClaimDueDrafts(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Draft, error) {
 	if limit <= 0 {
 		limit = 100
 	}

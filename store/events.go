@@ -178,7 +178,7 @@ func (s *core) writeLogged(ctx context.Context, fn func(tx Tx) error) error {
 }
 
 // Events returns the events after f.After, in id order.
-func (s *core) Events(ctx context.Context, f EventFilter) ([]Event, error) {
+func (s eventRoom) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -219,7 +219,7 @@ func (s *core) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 }
 
 // LastEventID is the id of the newest event (0: none).
-func (s *core) LastEventID(ctx context.Context) (int64, error) {
+func (s eventRoom) LastEventID(ctx context.Context) (int64, error) {
 	s.syncEvents(ctx)
 	var id int64
 	if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(e.id), 0) FROM api_events e`+s.where(s.d.eventVisible)).Scan(&id); err != nil {
@@ -231,7 +231,7 @@ func (s *core) LastEventID(ctx context.Context) (int64, error) {
 // WaitEvents blocks until an event with ID > after exists or ctx ends. It
 // wakes on commits of this process at once and polls every
 // Options.PollInterval for other processes' (as WaitNew).
-func (s *core) WaitEvents(ctx context.Context, after int64) error {
+func (s eventRoom) WaitEvents(ctx context.Context, after int64) error {
 	return s.waitAbove(ctx, after, s.LastEventID)
 }
 
@@ -333,7 +333,7 @@ func (l WebhookLimits) checkShape(w Webhook) error {
 
 // checkCounts checks, in tx, that adding w (or changing it: its own row
 // is not counted) keeps its key and each of its inboxes within l.
-func (s *core) checkWebhookCounts(tx Tx, w Webhook, l WebhookLimits) error {
+func (s webhookRoom) checkWebhookCounts(tx Tx, w Webhook, l WebhookLimits) error {
 	if w.KeyID != "" {
 		// Creates by one key are serialised on its row (several nodes).
 		var id string
@@ -413,7 +413,7 @@ func scanWebhook(sc scanner) (Webhook, error) {
 
 // CreateWebhook stores w within l. With a ClientID already used, it
 // returns the first webhook and created false.
-func (s *core) CreateWebhook(ctx context.Context, w Webhook, l WebhookLimits) (Webhook, bool, error) {
+func (s webhookRoom) CreateWebhook(ctx context.Context, w Webhook, l WebhookLimits) (Webhook, bool, error) {
 	l = l.WithDefaults()
 	if err := l.checkShape(w); err != nil {
 		return Webhook{}, false, err
@@ -466,7 +466,7 @@ func (s *core) CreateWebhook(ctx context.Context, w Webhook, l WebhookLimits) (W
 }
 
 // WebhookByID returns a webhook or ErrNotFound.
-func (s *core) WebhookByID(ctx context.Context, id string) (Webhook, error) {
+func (s webhookRoom) WebhookByID(ctx context.Context, id string) (Webhook, error) {
 	w, err := scanWebhook(s.r.QueryRowContext(ctx, `SELECT `+webhookCols+` FROM api_webhooks WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Webhook{}, fmt.Errorf("webhook %s: %w", id, ErrNotFound)
@@ -479,7 +479,7 @@ func (s *core) WebhookByID(ctx context.Context, id string) (Webhook, error) {
 
 // Webhooks lists webhooks, newest first, created before the cursor
 // (created_at, id) when cursorAt is non-zero; at most limit (0: all).
-func (s *core) Webhooks(ctx context.Context, cursorAt int64, cursorID string, limit int) ([]Webhook, error) {
+func (s webhookRoom) Webhooks(ctx context.Context, cursorAt int64, cursorID string, limit int) ([]Webhook, error) {
 	q := `SELECT ` + webhookCols + ` FROM api_webhooks`
 	var args []any
 	if cursorAt != 0 {
@@ -510,7 +510,7 @@ func (s *core) Webhooks(ctx context.Context, cursorAt int64, cursorID string, li
 // UpdateWebhook replaces a webhook's url, event types, inbox ids,
 // enabled flag and disabled reason, within l. Enabling it again clears
 // its failures.
-func (s *core) UpdateWebhook(ctx context.Context, w Webhook, l WebhookLimits) error {
+func (s webhookRoom) UpdateWebhook(ctx context.Context, w Webhook, l WebhookLimits) error {
 	l = l.WithDefaults()
 	if err := l.checkShape(w); err != nil {
 		return err
@@ -539,7 +539,7 @@ func (s *core) UpdateWebhook(ctx context.Context, w Webhook, l WebhookLimits) er
 }
 
 // DeleteWebhook removes a webhook and its pending deliveries.
-func (s *core) DeleteWebhook(ctx context.Context, id string) error {
+func (s webhookRoom) DeleteWebhook(ctx context.Context, id string) error {
 	return s.write(ctx, func(tx Tx) error {
 		for _, q := range []string{`DELETE FROM api_webhook_deliveries WHERE webhook_id = ?`, `DELETE FROM api_webhook_subs WHERE webhook_id = ?`} {
 			if _, err := tx.Exec(q, id); err != nil {
@@ -634,7 +634,7 @@ func (s *core) fanOutWebhooks(ctx context.Context) error {
 // that made the webhook): an owner with busy[owner] in flight already
 // gets at most perOwner - busy[owner] more, so that one tenant's many
 // webhooks cannot take every slot of the sender.
-func (s *core) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit, perOwner int, busy map[string]int) ([]WebhookDelivery, error) {
+func (s webhookRoom) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit, perOwner int, busy map[string]int) ([]WebhookDelivery, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -711,7 +711,7 @@ func (s *core) ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease 
 
 // webhookCandidates reads, for every enabled webhook not backed off nor
 // in flight at at, its oldest pending delivery due.
-func (s *core) webhookCandidates(ctx context.Context, at int64) ([]WebhookDelivery, error) {
+func (s webhookRoom) webhookCandidates(ctx context.Context, at int64) ([]WebhookDelivery, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT w.id, w.key_id, (SELECT min(d.event_id) FROM api_webhook_deliveries d
 			WHERE d.webhook_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= ?) AS ev
 		FROM api_webhooks w WHERE w.enabled AND w.next_at <= ?`, at, at)
@@ -739,7 +739,7 @@ func (s *core) webhookCandidates(ctx context.Context, at int64) ([]WebhookDelive
 
 // WebhookDeliveryDone records a delivered event: the endpoint is healthy
 // again (its failures cleared, its lease ended).
-func (s *core) WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error {
+func (s webhookRoom) WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error {
 	return s.setWebhookDelivery(ctx, webhook, event, `UPDATE api_webhooks SET failures = 0, next_at = 0 WHERE id = ?`, []any{webhook},
 		`UPDATE api_webhook_deliveries SET state = 'done', last_error = '' WHERE webhook_id = ? AND event_id = ?`, webhook, event)
 }
@@ -747,7 +747,7 @@ func (s *core) WebhookDeliveryDone(ctx context.Context, webhook string, event in
 // WebhookDeliveryRetry keeps a delivery pending, due at next, and backs
 // its endpoint off until next (one more consecutive failure): none of
 // the webhook's deliveries is claimed before (its circuit is open).
-func (s *core) WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error {
+func (s webhookRoom) WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error {
 	n := next.UTC().UnixNano()
 	return s.setWebhookDelivery(ctx, webhook, event, `UPDATE api_webhooks SET failures = failures + 1, next_at = ? WHERE id = ?`, []any{n, webhook},
 		`UPDATE api_webhook_deliveries SET state = 'pending', next_attempt_at = ?, last_error = ? WHERE webhook_id = ? AND event_id = ?`,
@@ -756,12 +756,12 @@ func (s *core) WebhookDeliveryRetry(ctx context.Context, webhook string, event i
 
 // WebhookDeliveryDrop gives a delivery up (its error kept) and ends the
 // webhook's lease (its failures stay).
-func (s *core) WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error {
+func (s webhookRoom) WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error {
 	return s.setWebhookDelivery(ctx, webhook, event, `UPDATE api_webhooks SET next_at = 0 WHERE id = ?`, []any{webhook},
 		`UPDATE api_webhook_deliveries SET state = 'dropped', last_error = ? WHERE webhook_id = ? AND event_id = ?`, lastErr, webhook, event)
 }
 
-func (s *core) setWebhookDelivery(ctx context.Context, webhook string, event int64, wq string, wargs []any, q string, args ...any) error {
+func (s webhookRoom) setWebhookDelivery(ctx context.Context, webhook string, event int64, wq string, wargs []any, q string, args ...any) error {
 	return s.write(ctx, func(tx Tx) error {
 		// A webhook deleted meanwhile took its deliveries with it.
 		if _, err := tx.Exec(q, args...); err != nil {
@@ -785,7 +785,7 @@ type WebhookDeliveryState struct {
 }
 
 // WebhookDeliveries lists the webhooks' hand-off log, oldest event first.
-func (s *core) WebhookDeliveries(ctx context.Context) ([]WebhookDeliveryState, error) {
+func (s webhookRoom) WebhookDeliveries(ctx context.Context) ([]WebhookDeliveryState, error) {
 	s.syncEvents(ctx)
 	if err := s.fanOutWebhooks(ctx); err != nil {
 		return nil, err
@@ -823,7 +823,7 @@ var ErrIdempotencyInFlight = errors.New("store: idempotency key in use by a runn
 // with the same hash returns its stored status and response (claimed
 // false); another hash is ErrIdempotencyMismatch. A claim older than
 // stale whose request never finished (a crash) is taken over.
-func (s *core) ClaimIdempotency(ctx context.Context, keyID, key string, req []byte, now time.Time, stale time.Duration) (claimed bool, status int, resp []byte, err error) {
+func (s idempotencyRoom) ClaimIdempotency(ctx context.Context, keyID, key string, req []byte, now time.Time, stale time.Duration) (claimed bool, status int, resp []byte, err error) {
 	err = s.write(ctx, func(tx Tx) error {
 		claimed, status, resp = false, 0, nil
 		var gotReq []byte
@@ -871,7 +871,7 @@ func (s *core) ClaimIdempotency(ctx context.Context, keyID, key string, req []by
 // FinishIdempotency stores the response of a claimed key; status 0
 // releases the claim (the request failed without effect: a retry may run
 // it again).
-func (s *core) FinishIdempotency(ctx context.Context, keyID, key string, status int, resp []byte) error {
+func (s idempotencyRoom) FinishIdempotency(ctx context.Context, keyID, key string, status int, resp []byte) error {
 	return s.write(ctx, func(tx Tx) error {
 		var err error
 		if status == 0 {
@@ -913,7 +913,7 @@ type APILogPruner interface {
 const pruneStep = 1000
 
 // PruneAPILogs implements APILogPruner.
-func (s *core) PruneAPILogs(ctx context.Context, now time.Time, events, idempotency time.Duration) (int, error) {
+func (s eventRoom) PruneAPILogs(ctx context.Context, now time.Time, events, idempotency time.Duration) (int, error) {
 	total := 0
 	if events > 0 {
 		cut := now.Add(-events).UTC().UnixNano()
@@ -955,7 +955,7 @@ func (s *core) PruneAPILogs(ctx context.Context, now time.Time, events, idempote
 // pruneSteps runs step, each time its own write, until it deletes
 // nothing (a nil result: nothing to delete); it returns the rows
 // deleted.
-func (s *core) pruneSteps(ctx context.Context, step func(tx Tx) (sql.Result, error)) (int, error) {
+func (s eventRoom) pruneSteps(ctx context.Context, step func(tx Tx) (sql.Result, error)) (int, error) {
 	total := 0
 	for {
 		var n int64

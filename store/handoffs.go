@@ -74,7 +74,7 @@ type HandoffMessage struct {
 }
 
 // Handoffs lists the delivery log, oldest first.
-func (s *core) Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error) {
+func (s handoffRoom) Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -135,7 +135,7 @@ func (s *core) Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error)
 // HandoffRetry makes a pending or dropped hand-off due now and starts its
 // backoff over (attempts 0); its last error is kept until the next
 // attempt. A delivered one is ErrHandoffDone, an unknown id ErrNotFound.
-func (s *core) HandoffRetry(ctx context.Context, id int64) error {
+func (s handoffRoom) HandoffRetry(ctx context.Context, id int64) error {
 	return s.setHandoff(ctx, id, `UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = ?
 		WHERE id = ? AND state != 'done'`, time.Now().UTC().UnixNano(), id)
 }
@@ -143,11 +143,11 @@ func (s *core) HandoffRetry(ctx context.Context, id int64) error {
 // HandoffDrop gives a pending hand-off up: it is never attempted again
 // (HandoffRetry brings it back). A delivered one is ErrHandoffDone, an
 // unknown id ErrNotFound.
-func (s *core) HandoffDrop(ctx context.Context, id int64) error {
+func (s handoffRoom) HandoffDrop(ctx context.Context, id int64) error {
 	return s.setHandoff(ctx, id, `UPDATE deliveries SET state = 'dropped' WHERE id = ? AND state != 'done'`, id)
 }
 
-func (s *core) setHandoff(ctx context.Context, id int64, update string, args ...any) error {
+func (s handoffRoom) setHandoff(ctx context.Context, id int64, update string, args ...any) error {
 	return s.write(ctx, func(tx Tx) error {
 		var state string
 		err := tx.QueryRow(`SELECT state FROM deliveries WHERE id = ?`, id).Scan(&state)
@@ -204,7 +204,7 @@ var ErrNoPendingHandoff = errors.New("store: no pending hand-off")
 // unknown message is ErrNotFound, one without a pending hand-off
 // ErrNoPendingHandoff. A hand-off being delivered at that moment may
 // still complete.
-func (s *core) HandoffHold(ctx context.Context, id int64) ([]Handoff, error) {
+func (s handoffRoom) HandoffHold(ctx context.Context, id int64) ([]Handoff, error) {
 	return s.holdHandoffs(ctx, id, func(tx Tx) (int64, error) {
 		res, err := tx.Exec(`UPDATE deliveries SET next_attempt_at = CASE WHEN next_attempt_at = ? THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END
 			WHERE message_id = ? AND state = 'pending'`,
@@ -219,7 +219,7 @@ func (s *core) HandoffHold(ctx context.Context, id int64) ([]Handoff, error) {
 // HandoffRelease undoes HandoffHold: the message's hand-offs held by a
 // person are due now, or wait for their payment again when they did
 // before. None held is ErrNoPendingHandoff.
-func (s *core) HandoffRelease(ctx context.Context, id int64) ([]Handoff, error) {
+func (s handoffRoom) HandoffRelease(ctx context.Context, id int64) ([]Handoff, error) {
 	return s.holdHandoffs(ctx, id, func(tx Tx) (int64, error) {
 		res, err := tx.Exec(`UPDATE deliveries SET next_attempt_at = CASE WHEN next_attempt_at = ? THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END
 			WHERE message_id = ? AND state = 'pending' AND next_attempt_at IN (?, ?)`,
@@ -232,7 +232,7 @@ func (s *core) HandoffRelease(ctx context.Context, id int64) ([]Handoff, error) 
 	})
 }
 
-func (s *core) holdHandoffs(ctx context.Context, id int64, update func(Tx) (int64, error)) ([]Handoff, error) {
+func (s handoffRoom) holdHandoffs(ctx context.Context, id int64, update func(Tx) (int64, error)) ([]Handoff, error) {
 	err := s.write(ctx, func(tx Tx) error {
 		var one int
 		err := tx.QueryRow(`SELECT 1 FROM messages WHERE id = ?`, id).Scan(&one)

@@ -50,7 +50,7 @@ func finalStatus(stateless string, errs protocols.Problems, replay bool) string 
 }
 
 // Ingest implements Store. See ingestTx for the rules.
-func (s *core) Ingest(ctx context.Context, in *Incoming) (Outcome, error) {
+func (s rulesRoom) Ingest(ctx context.Context, in *Incoming) (Outcome, error) {
 	if err := checkIncoming(in); err != nil {
 		return Outcome{}, err
 	}
@@ -149,8 +149,8 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 	id, inserted, err := tx.InsertMessage(rawBytes(in.Raw),
 		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
 		status, thread, now.UnixNano(), jsonOrEmpty(errs, "[]"), jsonOrEmpty(warns, "[]"),
-		nullJSON(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
-		wantAmount, wantToken, wantChain)
+		raws.encodeResult(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
+		wantAmount, wantToken, wantChain, resultNote(in.Result))
 	if err != nil {
 		return Outcome{}, nil, fmt.Errorf("store: insert message: %w", err)
 	}
@@ -307,7 +307,7 @@ type owedOOPS struct {
 // queues it (ResolveOOPS), filling out's OOPS fields. A failure to queue
 // leaves it owed, for the owed-OOPS worker; the message itself is stored
 // whatever happens here.
-func (s *core) composeOwed(ctx context.Context, owed *owedOOPS, out *Outcome) {
+func (s rulesRoom) composeOwed(ctx context.Context, owed *owedOOPS, out *Outcome) {
 	ctx = context.WithoutCancel(ctx) // the mail is stored: finish its OOPS even if the caller has gone
 	o, body, err := owed.plan.Compose()
 	if err != nil || o == nil {
@@ -334,7 +334,7 @@ func suppressedWarning(code protocols.Code, reason, detail string) protocols.Pro
 
 // OwedOOPSList returns the courtesy OOPS owed since before olderThan and
 // not queued (OwedOOPS), oldest first, at most limit.
-func (s *core) OwedOOPSList(ctx context.Context, olderThan time.Time, limit int) ([]OwedOOPS, error) {
+func (s rulesRoom) OwedOOPSList(ctx context.Context, olderThan time.Time, limit int) ([]OwedOOPS, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -369,7 +369,7 @@ func (s *core) OwedOOPSList(ctx context.Context, olderThan time.Time, limit int)
 // slot is given back. It returns the new record, or nil when the OOPS was
 // settled already (by another node's worker): the oops_sent row is locked
 // first, so it is settled once.
-func (s *core) ResolveOOPS(ctx context.Context, owed OwedOOPS, msg *Outgoing, body json.RawMessage, reason string) (*OOPSRecord, error) {
+func (s rulesRoom) ResolveOOPS(ctx context.Context, owed OwedOOPS, msg *Outgoing, body json.RawMessage, reason string) (*OOPSRecord, error) {
 	var rec *OOPSRecord
 	err := s.writeLogged(ctx, func(tx Tx) error {
 		rec = nil

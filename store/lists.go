@@ -69,7 +69,7 @@ func scanListEntry(r scanner) (ListEntry, error) {
 
 // PutListEntry adds an entry (an entry already there keeps its reason
 // and time, and is returned).
-func (s *core) PutListEntry(ctx context.Context, e ListEntry) (ListEntry, error) {
+func (s listRoom) PutListEntry(ctx context.Context, e ListEntry) (ListEntry, error) {
 	if err := checkListEntry(e); err != nil {
 		return ListEntry{}, err
 	}
@@ -98,7 +98,7 @@ func (s *core) PutListEntry(ctx context.Context, e ListEntry) (ListEntry, error)
 }
 
 // GetListEntry returns one entry (ErrNotFound).
-func (s *core) GetListEntry(ctx context.Context, scope, direction, typ, entry string) (ListEntry, error) {
+func (s listRoom) GetListEntry(ctx context.Context, scope, direction, typ, entry string) (ListEntry, error) {
 	e, err := scanListEntry(s.r.QueryRowContext(ctx, `SELECT `+listCols+` FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ? AND entry = ?`,
 		scope, direction, typ, strings.ToLower(entry)))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -112,13 +112,13 @@ func (s *core) GetListEntry(ctx context.Context, scope, direction, typ, entry st
 
 // ListEntries lists one list, by entry, after the keyset cursor after
 // ("": from the start); at most limit.
-func (s *core) ListEntries(ctx context.Context, scope, direction, typ, after string, limit int) ([]ListEntry, error) {
+func (s listRoom) ListEntries(ctx context.Context, scope, direction, typ, after string, limit int) ([]ListEntry, error) {
 	return queryAll(ctx, s.r, "list entries", scanListEntry, `SELECT `+listCols+` FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ? AND entry > ?
 		ORDER BY entry LIMIT ?`, scope, direction, typ, after, limit)
 }
 
 // DeleteListEntry removes an entry (ErrNotFound).
-func (s *core) DeleteListEntry(ctx context.Context, scope, direction, typ, entry string) error {
+func (s listRoom) DeleteListEntry(ctx context.Context, scope, direction, typ, entry string) error {
 	return s.writeOne(ctx, "delete list entry", "list entry "+entry,
 		`DELETE FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ? AND entry = ?`,
 		scope, direction, typ, strings.ToLower(entry))
@@ -131,7 +131,7 @@ func (s *core) DeleteListEntry(ctx context.Context, scope, direction, typ, entry
 // blocks, and a non-empty allow list blocks every address it does not
 // match. blocked is false when no list applies; entry names the
 // matching block entry, or is "" for an allow list's refusal.
-func (s *core) ListVerdict(ctx context.Context, inbox, direction, address string) (blocked bool, entry string, err error) {
+func (s listRoom) ListVerdict(ctx context.Context, inbox, direction, address string) (blocked bool, entry string, err error) {
 	return listVerdict(func(q string, args ...any) *sql.Row { return s.r.QueryRowContext(ctx, q, args...) }, inbox, direction, address)
 }
 

@@ -83,7 +83,7 @@ func createFolderTx(tx Tx, mailbox, name string) error {
 }
 
 // EnsureMailbox implements Mailboxes.
-func (s *core) EnsureMailbox(ctx context.Context, address string) (bool, error) {
+func (s relayRoom) EnsureMailbox(ctx context.Context, address string) (bool, error) {
 	if err := checkMailbox(address); err != nil {
 		return false, err
 	}
@@ -109,7 +109,7 @@ func (s *core) EnsureMailbox(ctx context.Context, address string) (bool, error) 
 }
 
 // SetMailboxPassword implements Mailboxes.
-func (s *core) SetMailboxPassword(ctx context.Context, address, hash string) error {
+func (s relayRoom) SetMailboxPassword(ctx context.Context, address, hash string) error {
 	if err := checkMailbox(address); err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func (s *core) SetMailboxPassword(ctx context.Context, address, hash string) err
 }
 
 // MailboxPassword implements Mailboxes.
-func (s *core) MailboxPassword(ctx context.Context, address string) (string, error) {
+func (s relayRoom) MailboxPassword(ctx context.Context, address string) (string, error) {
 	if s.isClosed() {
 		return "", ErrClosed
 	}
@@ -141,7 +141,7 @@ func (s *core) MailboxPassword(ctx context.Context, address string) (string, err
 }
 
 // ListMailboxes implements Mailboxes.
-func (s *core) ListMailboxes(ctx context.Context) ([]Mailbox, error) {
+func (s relayRoom) ListMailboxes(ctx context.Context) ([]Mailbox, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -159,7 +159,7 @@ func (s *core) ListMailboxes(ctx context.Context) ([]Mailbox, error) {
 // (nothing new) without taking the writer; the filing itself re-reads the
 // high-water mark inside the write, so concurrent syncs file each message
 // once.
-func (s *core) SyncFolders(ctx context.Context, mailbox string) (int, error) {
+func (s relayRoom) SyncFolders(ctx context.Context, mailbox string) (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
 	}
@@ -250,7 +250,7 @@ func fileTx(tx Tx, mailbox, folder string, id int64, flags string, create bool) 
 }
 
 // Folders implements Mailboxes.
-func (s *core) Folders(ctx context.Context, mailbox string) ([]Folder, error) {
+func (s relayRoom) Folders(ctx context.Context, mailbox string) ([]Folder, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -269,7 +269,7 @@ func (s *core) Folders(ctx context.Context, mailbox string) ([]Folder, error) {
 }
 
 // CreateFolder implements Mailboxes.
-func (s *core) CreateFolder(ctx context.Context, mailbox, name string) error {
+func (s relayRoom) CreateFolder(ctx context.Context, mailbox, name string) error {
 	if err := checkFolder(name); err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ func (s *core) CreateFolder(ctx context.Context, mailbox, name string) error {
 
 // DeleteFolder implements Mailboxes: the folder and its references go; the
 // stored messages stay.
-func (s *core) DeleteFolder(ctx context.Context, mailbox, name string) error {
+func (s relayRoom) DeleteFolder(ctx context.Context, mailbox, name string) error {
 	name = canonFolder(name)
 	if name == FolderInbox {
 		return ErrFolderFixed
@@ -288,7 +288,7 @@ func (s *core) DeleteFolder(ctx context.Context, mailbox, name string) error {
 
 // RenameFolder implements Mailboxes. The folder keeps its UIDVALIDITY and
 // UIDs (RFC 9051 §6.3.6).
-func (s *core) RenameFolder(ctx context.Context, mailbox, from, to string) error {
+func (s relayRoom) RenameFolder(ctx context.Context, mailbox, from, to string) error {
 	from, to = canonFolder(from), canonFolder(to)
 	if from == FolderInbox || to == FolderInbox {
 		return ErrFolderFixed
@@ -307,7 +307,7 @@ func (s *core) RenameFolder(ctx context.Context, mailbox, from, to string) error
 }
 
 // FolderMessages implements Mailboxes.
-func (s *core) FolderMessages(ctx context.Context, mailbox, folder string, afterUID uint32) ([]FolderMessage, error) {
+func (s relayRoom) FolderMessages(ctx context.Context, mailbox, folder string, afterUID uint32) ([]FolderMessage, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -333,7 +333,7 @@ func (s *core) FolderMessages(ctx context.Context, mailbox, folder string, after
 }
 
 // SetFlags implements Mailboxes.
-func (s *core) SetFlags(ctx context.Context, mailbox, folder string, flags map[uint32][]string) error {
+func (s relayRoom) SetFlags(ctx context.Context, mailbox, folder string, flags map[uint32][]string) error {
 	folder = canonFolder(folder)
 	for _, fs := range flags {
 		for _, f := range fs {
@@ -357,7 +357,7 @@ func (s *core) SetFlags(ctx context.Context, mailbox, folder string, flags map[u
 }
 
 // Unfile implements Mailboxes.
-func (s *core) Unfile(ctx context.Context, mailbox, folder string, uids []uint32) error {
+func (s relayRoom) Unfile(ctx context.Context, mailbox, folder string, uids []uint32) error {
 	folder = canonFolder(folder)
 	return s.write(ctx, func(tx Tx) error {
 		for _, uid := range uids {
@@ -372,7 +372,7 @@ func (s *core) Unfile(ctx context.Context, mailbox, folder string, uids []uint32
 
 // Refile implements Mailboxes. A UID not in src is skipped (its new UID
 // is 0).
-func (s *core) Refile(ctx context.Context, mailbox, src, dst string, uids []uint32, move bool) (Folder, []uint32, error) {
+func (s relayRoom) Refile(ctx context.Context, mailbox, src, dst string, uids []uint32, move bool) (Folder, []uint32, error) {
 	src, dst = canonFolder(src), canonFolder(dst)
 	var f Folder
 	var out []uint32

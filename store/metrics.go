@@ -21,7 +21,7 @@ const MaxBuckets = 10000
 // of inboxes (nil: every inbox) created in [start, end), per type, in
 // periods of period from start; only periods with events are returned,
 // oldest first. The span is at most MaxBuckets periods.
-func (s *core) EventCounts(ctx context.Context, inboxes, types []string, start, end time.Time, period time.Duration) (map[string][]Bucket, error) {
+func (s eventRoom) EventCounts(ctx context.Context, inboxes, types []string, start, end time.Time, period time.Duration) (map[string][]Bucket, error) {
 	if period <= 0 || !end.After(start) || end.Sub(start)/period > MaxBuckets {
 		return nil, fmt.Errorf("%w: event counts over %s in periods of %s (at most %d periods)", ErrBadInput, end.Sub(start), period, MaxBuckets)
 	}

@@ -549,11 +549,17 @@ UPDATE api_webhooks SET enabled = 0, disabled_reason = 'key_revoked'
 	// the index's own terms (searchTerms) and walks their doclists lazily
 	// instead.
 	`CREATE VIRTUAL TABLE message_fts_terms USING fts5vocab (message_fts, 'instance');`,
+	// 25: the stored parse result is compressed (rawcodec.go,
+	// encodeResult), so SQL can no longer read its note: the note the
+	// search index holds gets a column of its own, NULL when the result
+	// has none. Rows from before keep their JSON result and a NULL note;
+	// the index reads either (sqliteDialect.indexSearch).
+	`ALTER TABLE messages ADD COLUMN note TEXT;`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 24
+const SchemaVersion = 25
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -234,7 +234,7 @@ func scanPayment(sc scanner) (Payment, error) {
 }
 
 // ClaimPayments implements Payments.
-func (s *core) ClaimPayments(ctx context.Context, now time.Time, lease time.Duration, limit int, chains []string) ([]Payment, error) {
+func (s paymentRoom) ClaimPayments(ctx context.Context, now time.Time, lease time.Duration, limit int, chains []string) ([]Payment, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -291,7 +291,7 @@ func paymentBefore(a, b Payment) bool {
 }
 
 // SettlePayment implements Payments.
-func (s *core) SettlePayment(ctx context.Context, id int64, st Settlement) error {
+func (s paymentRoom) SettlePayment(ctx context.Context, id int64, st Settlement) error {
 	switch st.State {
 	case PaymentPending, PaymentVerified, PaymentMismatch, PaymentFailed, PaymentNotFound:
 	default:
@@ -349,7 +349,7 @@ func releaseHeld(tx Tx, id int64, st Settlement, now time.Time) error {
 }
 
 // ReleasePayment implements Payments.
-func (s *core) ReleasePayment(ctx context.Context, id int64, next time.Time) error {
+func (s paymentRoom) ReleasePayment(ctx context.Context, id int64, next time.Time) error {
 	return s.write(ctx, func(tx Tx) error {
 		res, err := tx.Exec(`UPDATE payments SET next_check_at = ?,
 			attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
@@ -359,7 +359,7 @@ func (s *core) ReleasePayment(ctx context.Context, id int64, next time.Time) err
 }
 
 // RecheckPayment implements Payments.
-func (s *core) RecheckPayment(ctx context.Context, id int64, now time.Time) error {
+func (s paymentRoom) RecheckPayment(ctx context.Context, id int64, now time.Time) error {
 	return s.write(ctx, func(tx Tx) error {
 		var state string
 		err := tx.QueryRow(`SELECT state FROM payments WHERE message_id = ?`, id).Scan(&state)
@@ -382,7 +382,7 @@ func (s *core) RecheckPayment(ctx context.Context, id int64, now time.Time) erro
 }
 
 // GetPayment implements Payments.
-func (s *core) GetPayment(ctx context.Context, id int64) (*Payment, error) {
+func (s paymentRoom) GetPayment(ctx context.Context, id int64) (*Payment, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -397,7 +397,7 @@ func (s *core) GetPayment(ctx context.Context, id int64) (*Payment, error) {
 }
 
 // ListPayments implements Payments: oldest first.
-func (s *core) ListPayments(ctx context.Context, f PaymentFilter) ([]Payment, error) {
+func (s paymentRoom) ListPayments(ctx context.Context, f PaymentFilter) ([]Payment, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -422,12 +422,12 @@ func (s *core) ListPayments(ctx context.Context, f PaymentFilter) ([]Payment, er
 	return s.queryPayments(ctx, q, args...)
 }
 
-func (s *core) queryPayments(ctx context.Context, q string, args ...any) ([]Payment, error) {
+func (s paymentRoom) queryPayments(ctx context.Context, q string, args ...any) ([]Payment, error) {
 	return queryAll(ctx, s.r, "payments", scanPayment, q, args...)
 }
 
 // PaymentsFor implements Payments.
-func (s *core) PaymentsFor(ctx context.Context, ids []int64) (map[int64]*Payment, error) {
+func (s paymentRoom) PaymentsFor(ctx context.Context, ids []int64) (map[int64]*Payment, error) {
 	out := map[int64]*Payment{}
 	if s.isClosed() {
 		return nil, ErrClosed
@@ -451,7 +451,7 @@ func (s *core) PaymentsFor(ctx context.Context, ids []int64) (map[int64]*Payment
 }
 
 // ProofCollisions implements Payments.
-func (s *core) ProofCollisions(ctx context.Context) ([]ProofCollision, error) {
+func (s paymentRoom) ProofCollisions(ctx context.Context) ([]ProofCollision, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -464,7 +464,7 @@ func (s *core) ProofCollisions(ctx context.Context) ([]ProofCollision, error) {
 }
 
 // OwePaymentOOPS implements Payments.
-func (s *core) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPlan, lim OOPSLimits, now time.Time) (*OOPSRecord, error) {
+func (s paymentRoom) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPlan, lim OOPSLimits, now time.Time) (*OOPSRecord, error) {
 	if plan == nil {
 		return nil, fmt.Errorf("%w: no OOPS plan", ErrBadInput)
 	}
@@ -520,6 +520,6 @@ func (s *core) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPlan, lim
 	// Committed as owed; composed and queued now, outside the decision's
 	// transaction (or by the owed-OOPS worker if this process dies).
 	out := Outcome{ID: id, OOPS: rec}
-	s.composeOwed(ctx, owed, &out)
+	rulesRoom{s.core}.composeOwed(ctx, owed, &out) // the rules room composes every owed OOPS
 	return out.OOPS, nil
 }

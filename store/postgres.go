@@ -47,6 +47,7 @@ import (
 // at commit; each node LISTENs on one connection and wakes its waiters.
 type Postgres struct {
 	*core
+	rooms
 	db   *sql.DB
 	opts PostgresOptions
 
@@ -175,6 +176,7 @@ func OpenPostgresOptions(ctx context.Context, dsn string, opts PostgresOptions) 
 	}
 	p.core.r = pgReader{db}
 	p.core.write = p.write
+	p.rooms = newRooms(p.core)
 	lctx, cancel := context.WithCancel(context.Background())
 	p.stopListen = cancel
 	go p.listen(lctx, cfg, conn)
@@ -454,7 +456,7 @@ func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	// a transaction).
 	var got int64
 	err := t.QueryRow(`WITH ins AS (`+insertMessageSQL+`, id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
 		ON CONFLICT (md5(message_id), mailbox, direction, content_hash) DO NOTHING RETURNING id),
 		raw AS (INSERT INTO message_raw (message_id, raw, codec) SELECT id, ?, ? FROM ins)

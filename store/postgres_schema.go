@@ -455,4 +455,19 @@ UPDATE api_webhooks SET enabled = false, disabled_reason = 'key_revoked'
 	// 24: SQLite's search vocabulary (fts5vocab); the tsvector index
 	// needs none (a GIN index answers a prefix from its own entries).
 	{24, `SELECT 1;`},
+	// 25: the stored parse result is compressed (rawcodec.go,
+	// encodeResult): the note the search index holds gets a column of its
+	// own, which the index trigger reads first (rows from before have a
+	// NULL note and a JSON result envelopd_note reads; envelopd_note
+	// answers NULL for a compressed one: it is not '{').
+	{25, `
+ALTER TABLE messages ADD COLUMN note text;
+CREATE OR REPLACE FUNCTION envelopd_message_fts() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+	INSERT INTO message_fts (message_id, doc) VALUES (NEW.id, to_tsvector('simple',
+		envelopd_fold(left(NEW.subject, 10000) || ' ' || left(coalesce(NEW.note, envelopd_note(NEW.result), ''), 100000))));
+	RETURN NULL;
+END
+$fn$;
+`},
 }

@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // openPostgres opens a Postgres store over a schema named after t, so
 // that a second open with the same t (restart tests) finds the same data.
-func openPostgres(t *testing.T) store.Store {
+func openPostgres(t *testing.T) store.DB {
 	s, err := store.OpenPostgres(context.Background(), pgtest.Schema(t))
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ const DefaultExpiry = 24 * time.Hour
 // Enqueue implements Store. Enqueue is idempotent per Message-ID: a second
 // Outgoing with a Message-ID already queued returns the first entry's id
 // and writes nothing (a crashed-and-retried `send` cannot send twice).
-func (s *core) Enqueue(ctx context.Context, out *Outgoing) (int64, error) {
+func (s queueRoom) Enqueue(ctx context.Context, out *Outgoing) (int64, error) {
 	if err := checkOutgoing(out); err != nil {
 		return 0, err
 	}
@@ -110,7 +110,7 @@ func enqueueTx(tx Tx, out *Outgoing, now time.Time) (int64, error) {
 // first marked failed ("expired"); then up to limit due recipients (oldest
 // due first) get attempts+1 and next attempt now+lease before they are
 // returned.
-func (s *core) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Due, error) {
+func (s queueRoom) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Due, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -179,7 +179,7 @@ func sortDues(d []Due) {
 
 // RecordDelivery implements Store. state is QueueSent, QueueFailed,
 // QueueDropped, or QueuePending with next as the next attempt time.
-func (s *core) RecordDelivery(ctx context.Context, queueID int64, rcpt, state, lastErr string, next time.Time) error {
+func (s queueRoom) RecordDelivery(ctx context.Context, queueID int64, rcpt, state, lastErr string, next time.Time) error {
 	switch state {
 	case QueueSent, QueueFailed, QueuePending, QueueDropped:
 	default:
@@ -200,7 +200,7 @@ func (s *core) RecordDelivery(ctx context.Context, queueID int64, rcpt, state, l
 
 // Queue implements Store: the entries with at least one recipient in state
 // ("" for all), oldest first, each with all its recipients.
-func (s *core) Queue(ctx context.Context, state string) ([]QueueEntry, error) {
+func (s queueRoom) Queue(ctx context.Context, state string) ([]QueueEntry, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -254,7 +254,7 @@ func (s *core) Queue(ctx context.Context, state string) ([]QueueEntry, error) {
 
 // QueueRetry implements Store: every recipient not yet sent becomes pending
 // and due now, and an expired entry gets a new DefaultExpiry from now.
-func (s *core) QueueRetry(ctx context.Context, id int64) error {
+func (s queueRoom) QueueRetry(ctx context.Context, id int64) error {
 	return s.write(ctx, func(tx Tx) error {
 		now := time.Now().UTC()
 		res, err := tx.Exec(`UPDATE queue SET expires_at = `+s.d.greatest+`(expires_at, ?) WHERE id = ?`,
@@ -275,7 +275,7 @@ func (s *core) QueueRetry(ctx context.Context, id int64) error {
 }
 
 // QueueDrop implements Store: every recipient not yet sent becomes dropped.
-func (s *core) QueueDrop(ctx context.Context, id int64) error {
+func (s queueRoom) QueueDrop(ctx context.Context, id int64) error {
 	return s.write(ctx, func(tx Tx) error {
 		var one int
 		if err := tx.QueryRow(`SELECT 1 FROM queue WHERE id = ?`, id).Scan(&one); errors.Is(err, sql.ErrNoRows) {

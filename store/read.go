@@ -54,7 +54,11 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 	m.Errors = decodeProblems(errs)
 	m.Warnings = decodeProblems(warns)
 	if len(result) > 0 {
-		m.Result = json.RawMessage(result)
+		j, err := raws.decodeResult(result)
+		if err != nil {
+			return Message{}, fmt.Errorf("store: message %d: %w", m.ID, err)
+		}
+		m.Result = json.RawMessage(j)
 	}
 	if len(dkim) > 0 {
 		m.DKIM = json.RawMessage(dkim)
@@ -69,7 +73,7 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 }
 
 // Message implements Store; the raw bytes are included.
-func (s *core) Message(ctx context.Context, id int64) (*Message, error) {
+func (s rulesRoom) Message(ctx context.Context, id int64) (*Message, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -103,7 +107,7 @@ func (s *core) attachPayments(ctx context.Context, n int, at func(i int) *Messag
 	if len(ids) == 0 {
 		return nil
 	}
-	ps, err := s.PaymentsFor(ctx, ids)
+	ps, err := paymentRoom{s}.PaymentsFor(ctx, ids) // the payment room answers for payments
 	if err != nil {
 		return err
 	}
@@ -120,7 +124,7 @@ var paymentTypes = map[string]bool{"pay": true, "order": true, "accept": true, "
 
 // Messages implements Store: matching messages in id order (the order they
 // were stored), after f.AfterID, at most f.Limit.
-func (s *core) Messages(ctx context.Context, f Filter) ([]Message, error) {
+func (s rulesRoom) Messages(ctx context.Context, f Filter) ([]Message, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -183,7 +187,7 @@ func (s *core) query(ctx context.Context, q string, withRaw bool, args ...any) (
 // Thread implements Store. ref is tried as a thread id, then as a
 // Message-ID (angle brackets allowed), then as an Envelopay id; the thread
 // of the earliest matching message wins. Raw bytes are not included.
-func (s *core) Thread(ctx context.Context, ref string) ([]Message, error) {
+func (s rulesRoom) Thread(ctx context.Context, ref string) ([]Message, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -215,7 +219,7 @@ func (s *core) Thread(ctx context.Context, ref string) ([]Message, error) {
 // WaitNew implements Store. It wakes on commits of this process at once and
 // polls every Options.PollInterval for rows written by other processes
 // (`envelopd watch` next to `envelopd serve`).
-func (s *core) WaitNew(ctx context.Context, after int64) error {
+func (s rulesRoom) WaitNew(ctx context.Context, after int64) error {
 	return s.waitAbove(ctx, after, func(ctx context.Context) (int64, error) {
 		var max int64
 		if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM messages m`+s.where(s.d.visible)).Scan(&max); err != nil {

@@ -21,7 +21,7 @@ const (
 )
 
 // SetSetting records key = value (now).
-func (s *core) SetSetting(ctx context.Context, key, value string) error {
+func (s settingRoom) SetSetting(ctx context.Context, key, value string) error {
 	return s.write(ctx, func(tx Tx) error {
 		_, err := tx.Exec(`INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
@@ -35,7 +35,7 @@ func (s *core) SetSetting(ctx context.Context, key, value string) error {
 
 // Setting returns the value of key and when it was set; "" and the zero
 // time when it never was.
-func (s *core) Setting(ctx context.Context, key string) (string, time.Time, error) {
+func (s settingRoom) Setting(ctx context.Context, key string) (string, time.Time, error) {
 	if s.isClosed() {
 		return "", time.Time{}, ErrClosed
 	}

@@ -52,6 +52,7 @@ func (o *Options) defaults() {
 // read-only connections; WAL lets the readers run during commits.
 type SQLite struct {
 	*core
+	rooms
 	path string
 	opts Options
 	w    *sql.DB // one connection, used only by the writer goroutine
@@ -92,8 +93,8 @@ var sqliteDialect = &dialect{
 	searchWalk: sqliteSearchWalk,
 	indexSearch: []string{
 		`INSERT INTO message_fts (rowid, subject, note)
-			SELECT id, subject, CASE WHEN result IS NOT NULL AND json_valid(CAST(result AS TEXT))
-				THEN json_extract(CAST(result AS TEXT), '$.note') END
+			SELECT id, subject, coalesce(note, CASE WHEN result IS NOT NULL AND json_valid(CAST(result AS TEXT))
+				THEN json_extract(CAST(result AS TEXT), '$.note') END)
 			FROM messages WHERE id > max(?, (SELECT id FROM search_floor)) AND id <= ?`,
 		`INSERT OR IGNORE INTO message_tags (tag, message_id)
 			SELECT t, id FROM (
@@ -204,6 +205,7 @@ func OpenSQLiteOptions(ctx context.Context, path string, opts Options) (*SQLite,
 	s.core.write = func(ctx context.Context, fn func(tx Tx) error) error {
 		return s.write(ctx, func(w *wtx) error { return fn(w) })
 	}
+	s.rooms = newRooms(s.core)
 	go s.writer()
 	return s, nil
 }

@@ -16,8 +16,8 @@ import (
 
 // openPerTest opens a SQLite store whose file is named after t, so that a
 // second open with the same t (restart tests) finds the same data.
-func openPerTest(dir string) func(t *testing.T) store.Store {
-	return func(t *testing.T) store.Store {
+func openPerTest(dir string) func(t *testing.T) store.DB {
+	return func(t *testing.T) store.DB {
 		name := strings.NewReplacer("/", "_", " ", "_", "'", "_").Replace(t.Name())
 		s, err := store.OpenSQLite(context.Background(), filepath.Join(dir, name+".db"))
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 
 // IMAPState implements Store. An unknown key is not an error: it returns
 // 0, 0 (nothing seen yet).
-func (s *core) IMAPState(ctx context.Context, key string) (uint32, uint32, error) {
+func (s stateRoom) IMAPState(ctx context.Context, key string) (uint32, uint32, error) {
 	if s.isClosed() {
 		return 0, 0, ErrClosed
 	}
@@ -25,7 +25,7 @@ func (s *core) IMAPState(ctx context.Context, key string) (uint32, uint32, error
 }
 
 // SetIMAPState implements Store.
-func (s *core) SetIMAPState(ctx context.Context, key string, uidValidity, lastUID uint32) error {
+func (s stateRoom) SetIMAPState(ctx context.Context, key string, uidValidity, lastUID uint32) error {
 	return s.write(ctx, func(tx Tx) error {
 		_, err := tx.Exec(`INSERT INTO imap_state (key, uid_validity, last_uid) VALUES (?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET uid_validity = excluded.uid_validity, last_uid = excluded.last_uid`,
@@ -38,7 +38,7 @@ func (s *core) SetIMAPState(ctx context.Context, key string, uidValidity, lastUI
 }
 
 // PutKey implements Store: it adds or replaces the key of (protocol, handle).
-func (s *core) PutKey(ctx context.Context, protocol, handle, key string) error {
+func (s stateRoom) PutKey(ctx context.Context, protocol, handle, key string) error {
 	if protocol == "" || handle == "" {
 		return fmt.Errorf("%w: key without protocol or handle", ErrBadInput)
 	}
@@ -56,7 +56,7 @@ func (s *core) PutKey(ctx context.Context, protocol, handle, key string) error {
 // already, and returns the stored one: the first writer wins, on any node
 // (INSERT … ON CONFLICT DO NOTHING), so that nodes starting together and
 // each generating a key all end up using one (relay DKIM keys).
-func (s *core) PutKeyIfAbsent(ctx context.Context, protocol, handle, key string) (string, error) {
+func (s stateRoom) PutKeyIfAbsent(ctx context.Context, protocol, handle, key string) (string, error) {
 	if protocol == "" || handle == "" {
 		return "", fmt.Errorf("%w: key without protocol or handle", ErrBadInput)
 	}
@@ -75,7 +75,7 @@ func (s *core) PutKeyIfAbsent(ctx context.Context, protocol, handle, key string)
 }
 
 // Keys implements Store: handle → key for protocol (empty map when none).
-func (s *core) Keys(ctx context.Context, protocol string) (map[string]string, error) {
+func (s stateRoom) Keys(ctx context.Context, protocol string) (map[string]string, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
@@ -92,7 +92,7 @@ func (s *core) Keys(ctx context.Context, protocol string) (map[string]string, er
 
 // ChainTip implements Store: the highest link of chain in any scope
 // (direction, mailbox), which is what a signer continues from.
-func (s *core) ChainTip(ctx context.Context, chain string) (int64, string, error) {
+func (s stateRoom) ChainTip(ctx context.Context, chain string) (int64, string, error) {
 	if s.isClosed() {
 		return 0, "", ErrClosed
 	}

@@ -49,7 +49,7 @@ type Tx interface {
 // needs (Postgres: RETURNING id, and its own id).
 const insertMessageSQL = `INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
 		recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
-		result, dkim, auth_results, size, want_amount, want_token, want_chain`
+		result, dkim, auth_results, size, want_amount, want_token, want_chain, note`
 
 // dialect is what differs in the SQL of the backends.
 type dialect struct {
@@ -236,63 +236,57 @@ type HandoffHolder interface {
 	HandoffRelease(ctx context.Context, id int64) ([]Handoff, error)
 }
 
-// DB is what the commands use of a store: Store and the operator's
-// extras. Both backends implement it.
-type DB interface {
-	Store
-	Check(ctx context.Context, in *Incoming) (Outcome, error)
+// HandoffAdmin is the hand-off room's operator side: list the log, retry
+// or drop an entry, hold and release a message's hand-offs
+// (handoffs.go).
+type HandoffAdmin interface {
 	Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, error)
 	HandoffRetry(ctx context.Context, id int64) error
 	HandoffDrop(ctx context.Context, id int64) error
 	HandoffHolder
+}
+
+// Settings is the settings room: the operator's key-value settings
+// (settings.go).
+type Settings interface {
 	SetSetting(ctx context.Context, key, value string) error
 	Setting(ctx context.Context, key string) (string, time.Time, error)
+}
+
+// Engine is what a backend itself answers for, beside its rooms: whether
+// it can write, its writer's counters, and closing it.
+type Engine interface {
 	CheckWritable(ctx context.Context) error
 	Stats() Stats
+	Close() error
+}
+
+// DB is every room of a store over one engine: what the commands open
+// and hand out, each consumer taking the small interfaces it uses. Both
+// backends implement it.
+type DB interface {
+	Store
+	HandoffAdmin
+	Settings
+	Engine
+	OOPSLog
 	APIStore
 	DomainStore
 	Payments
+	DraftStore
+	ListStore
 }
 
-// APIStore is the HTTP API's part of the store (apistore.go, events.go),
+// APIStore is the HTTP API's rooms (apistore.go, events.go, metrics.go),
 // on both backends: what the api and mcp packages' store interfaces ask.
 type APIStore interface {
-	CreateAPIKey(ctx context.Context, k APIKey) error
-	APIKeyByID(ctx context.Context, id string) (APIKey, error)
-	APIKeys(ctx context.Context) ([]APIKey, error)
-	RevokeAPIKey(ctx context.Context, id string) error
-
-	SyncInboxes(ctx context.Context, max int) (int, error)
-	CreateInbox(ctx context.Context, address, displayName, clientID string, mailbox bool) (Inbox, bool, error)
-	InboxByAddress(ctx context.Context, address string) (Inbox, error)
-	Inboxes(ctx context.Context, after string, limit int, desc bool, only []string) ([]Inbox, error)
-	UpdateInbox(ctx context.Context, address, displayName string) error
-	DeleteInbox(ctx context.Context, address string) error
-	InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMessage, error)
-	InboxMessageByRef(ctx context.Context, inbox, ref string) (*InboxMessage, error)
-	SetInboxLabels(ctx context.Context, inbox string, id int64, add, remove []string) ([]string, error)
-	HideMessages(ctx context.Context, inbox, thread string, ids []int64) error
-	InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, error)
-	ThreadInboxes(ctx context.Context, thread string) ([]string, error)
-	ThreadsMessages(ctx context.Context, refs []ThreadRef) ([]InboxMessage, error)
-
-	Events(ctx context.Context, f EventFilter) ([]Event, error)
-	LastEventID(ctx context.Context) (int64, error)
-	WaitEvents(ctx context.Context, after int64) error
-
-	CreateWebhook(ctx context.Context, w Webhook, l WebhookLimits) (Webhook, bool, error)
-	WebhookByID(ctx context.Context, id string) (Webhook, error)
-	Webhooks(ctx context.Context, cursorAt int64, cursorID string, limit int) ([]Webhook, error)
-	UpdateWebhook(ctx context.Context, w Webhook, l WebhookLimits) error
-	DeleteWebhook(ctx context.Context, id string) error
-	ClaimWebhookDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit, perOwner int, busy map[string]int) ([]WebhookDelivery, error)
-	WebhookDeliveryDone(ctx context.Context, webhook string, event int64) error
-	WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error
-	WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error
-	WebhookDeliveries(ctx context.Context) ([]WebhookDeliveryState, error)
-
-	ClaimIdempotency(ctx context.Context, keyID, key string, req []byte, now time.Time, stale time.Duration) (claimed bool, status int, resp []byte, err error)
-	FinishIdempotency(ctx context.Context, keyID, key string, status int, resp []byte) error
+	APIKeyStore
+	InboxIndex
+	EventLog
+	EventMetrics
+	APILogPruner
+	WebhookStore
+	IdempotencyStore
 }
 
 var (

@@ -255,7 +255,7 @@ func recordHostname(ctx context.Context, rt *runtime, hostname string) {
 
 // localSigners adds the key relay mode generated for d (--sign-local,
 // kept in the store) to signers.
-func localSigners(ctx context.Context, st store.DB, d string, signers []dkim.Signer) ([]dkim.Signer, error) {
+func localSigners(ctx context.Context, st store.StateStore, d string, signers []dkim.Signer) ([]dkim.Signer, error) {
 	keys, err := st.Keys(ctx, mailin.LocalKeyProtocol)
 	if err != nil {
 		return nil, err

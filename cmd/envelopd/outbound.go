@@ -133,7 +133,7 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 	if w == nil {
 		return nil
 	}
-	if c, ok := st.(interface{ QueueChanged() <-chan struct{} }); ok && w.Wake == nil {
+	if w.Wake == nil {
 		// Mail queued by any process (on Postgres: any node, NOTIFY)
 		// wakes the worker at once instead of at its next look.
 		wake := make(chan struct{}, 1)
@@ -141,7 +141,7 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 		rt.workers = append(rt.workers, func(ctx context.Context) error {
 			for {
 				select {
-				case <-c.QueueChanged():
+				case <-st.QueueChanged():
 				case <-ctx.Done():
 					return nil
 				}
@@ -158,7 +158,7 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 
 // worker is the outbound queue worker submitting to --smtp-url, or nil
 // when no smarthost is set.
-func (o *outboundFlags) worker(st store.Store, log *slog.Logger) (*mailout.Worker, error) {
+func (o *outboundFlags) worker(st store.OutboundQueue, log *slog.Logger) (*mailout.Worker, error) {
 	if o.submitTimeout < 0 {
 		return nil, fmt.Errorf("--submit-timeout must not be negative")
 	}

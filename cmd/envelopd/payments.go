@@ -75,7 +75,7 @@ func runPayments(ctx context.Context, e *env) int {
 // checkPayment is `payments check ID`: with rail flags it checks the
 // payment now and prints it; without, it makes it pending and due now,
 // for the serving runner.
-func checkPayment(ctx context.Context, e *env, st store.DB, rails *rail.Flags, id int64, asJSON bool) int {
+func checkPayment(ctx context.Context, e *env, st payments.Store, rails *rail.Flags, id int64, asJSON bool) int {
 	fail := func(err error) int {
 		fmt.Fprintf(e.stderr, "envelopd payments check %d: %v\n", id, err)
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrPaymentFinal) || errors.Is(err, payments.ErrNoRail) {

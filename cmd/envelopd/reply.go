@@ -85,7 +85,7 @@ func runReply(ctx context.Context, e *env) int {
 // (the newest match): every command that takes a message accepts these
 // three forms. A number is a row id when such a row exists, else it is
 // looked up as the other two.
-func findStored(ctx context.Context, st store.Store, ref string) (*store.Message, error) {
+func findStored(ctx context.Context, st store.Reader, ref string) (*store.Message, error) {
 	ref = strings.TrimSpace(ref)
 	if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
 		m, err := st.Message(ctx, id)

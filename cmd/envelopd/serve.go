@@ -174,7 +174,7 @@ func (f *ingestFlags) prepareSecrets() error {
 }
 
 // handoffs builds the hand-off workers the flags ask for (exec, webhook).
-func (f *ingestFlags) handoffs(st store.Store, log *slog.Logger) []*mailin.Handoff {
+func (f *ingestFlags) handoffs(st mailin.HandoffStore, log *slog.Logger) []*mailin.Handoff {
 	var hs []*mailin.Handoff
 	h := func(target string, d mailin.DeliverFunc) *mailin.Handoff {
 		lease := time.Duration(0) // the default, unless the timeout is set lower
@@ -182,12 +182,12 @@ func (f *ingestFlags) handoffs(st store.Store, log *slog.Logger) []*mailin.Hando
 			lease = 2 * f.handoffTimeout
 		}
 		ho := &mailin.Handoff{Store: st, Target: target, Deliver: d, DeliverTimeout: f.handoffTimeout, Lease: lease, Logger: log}
-		if c, ok := st.(interface{ MessagesChanged() <-chan struct{} }); ok && store.IsPostgresDSN(f.db) {
+		if store.IsPostgresDSN(f.db) {
 			// Postgres: wake on new mail from any node (NOTIFY) rather
 			// than poll the shared database. (SQLite keeps its poll: a
 			// claim released unattempted still counts an attempt, and
 			// waking sooner makes `poll --once` meet that more often.)
-			ho.Changed = c.MessagesChanged
+			ho.Changed = st.MessagesChanged
 		}
 		return ho
 	}
@@ -336,7 +336,7 @@ func (rt *runtime) close() {
 }
 
 // aicpKeySource reads AICP keys from the store, cached for a few seconds.
-func aicpKeySource(st store.Store) func(ctx context.Context) map[string][]byte {
+func aicpKeySource(st store.StateStore) func(ctx context.Context) map[string][]byte {
 	var mu sync.Mutex
 	var cached map[string][]byte
 	var at time.Time

@@ -100,7 +100,7 @@ func runWatch(ctx context.Context, e *env) int {
 }
 
 // newestID is the id of the newest stored message, or 0.
-func newestID(ctx context.Context, st store.Store) (int64, error) {
+func newestID(ctx context.Context, st store.Reader) (int64, error) {
 	last, err := st.Messages(ctx, store.Filter{Limit: 1, Newest: true})
 	if err != nil || len(last) == 0 {
 		return 0, err

@@ -42,9 +42,16 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
+// Store is what the IMAP view uses of the store: the stored messages and
+// the relay's mailboxes with their folders.
+type Store interface {
+	store.Reader
+	store.Mailboxes
+}
+
 // Options configure a Server.
 type Options struct {
-	Store store.Store
+	Store Store
 	// Authenticate checks a mailbox's password (mailin.Relay.Authenticate).
 	Authenticate func(user, pass string) error
 	// Hostname is the authserv-id of the Authentication-Results field

@@ -12,18 +12,9 @@ import (
 )
 
 // apiNodes returns the node stores as the HTTP API's store.
-func apiNodes(t *testing.T, open func(t *testing.T) store.Store) []store.APIStore {
+func apiNodes(t *testing.T, open func(t *testing.T) API) []API {
 	t.Helper()
-	ss := openNodes(t, open)
-	out := make([]store.APIStore, len(ss))
-	for i, s := range ss {
-		a, ok := s.(store.APIStore)
-		if !ok {
-			t.Skipf("%T does not keep the HTTP API's state", s)
-		}
-		out[i] = a
-	}
-	return out
+	return openNodes(t, open)
 }
 
 // testNodesAPI: the HTTP API's state over several
@@ -32,7 +23,7 @@ func apiNodes(t *testing.T, open func(t *testing.T) store.Store) []store.APIStor
 // Idempotency-Key. The event log (websocket, webhooks) is a cursor that
 // never skips an event however the nodes commit, and the inbox index
 // takes every message.
-func testNodesAPI(t *testing.T, open func(t *testing.T) store.Store) {
+func testNodesAPI(t *testing.T, open func(t *testing.T) API) {
 	t.Run("inbox client_id", func(t *testing.T) {
 		ss := apiNodes(t, open)
 		ctx := context.Background()

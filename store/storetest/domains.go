@@ -10,24 +10,11 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-type domainStore interface {
-	store.DomainStore
-	Events(ctx context.Context, f store.EventFilter) ([]store.Event, error)
-}
-
 // testDomains: managed domains — one row per name however many nodes
 // add it, the status a check leaves, and exactly one domain.verified
 // event per transition to verified, in the event log the API follows.
-func testDomains(t *testing.T, open func(t *testing.T) store.Store) {
-	ss := openNodes(t, open)
-	ds := make([]domainStore, len(ss))
-	for i, s := range ss {
-		d, ok := s.(domainStore)
-		if !ok {
-			t.Skipf("%T keeps no managed domains", s)
-		}
-		ds[i] = d
-	}
+func testDomains(t *testing.T, open func(t *testing.T) Domains) {
+	ds := openNodes(t, open)
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	var added atomic.Int32

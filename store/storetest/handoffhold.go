@@ -9,26 +9,14 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// holder is what a backend offers to hold hand-offs.
-type holder interface {
-	store.Store
-	store.HandoffHolder
-	store.Payments
-	Handoffs(ctx context.Context, f store.HandoffFilter) ([]store.Handoff, error)
-}
-
 // testHandoffHold: a person holds a message's pending hand-offs (the
 // worker's claim passes them over) and releases them; a hand-off that
 // also waits for its payment waits for it again once released, and stays
 // held by the person when the payment is verified meanwhile.
-func testHandoffHold(t *testing.T, open func(t *testing.T) store.Store) {
+func testHandoffHold(t *testing.T, open func(t *testing.T) Rules) {
 	ctx := context.Background()
-	s0 := open(t)
-	defer s0.Close()
-	s, ok := s0.(holder)
-	if !ok {
-		t.Skip("backend cannot hold hand-offs")
-	}
+	s := open(t)
+	defer s.Close()
 	plain, err := s.Ingest(ctx, msg("hold1@a.test", "a@a.test", "ord_h1", func(in *store.Incoming) { in.Handoff = []string{"exec"} }))
 	if err != nil {
 		t.Fatal(err)

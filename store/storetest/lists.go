@@ -12,14 +12,10 @@ import (
 // testLists: the allow/block rule (ListVerdict): the most specific scope
 // with entries for the direction decides; a block entry matches the
 // address or its domain; a non-empty allow list blocks the rest.
-func testLists(t *testing.T, open func(t *testing.T) store.Store) {
+func testLists(t *testing.T, open func(t *testing.T) Lists) {
 	ctx := context.Background()
-	st := open(t)
-	defer st.Close()
-	s, ok := st.(store.ListStore)
-	if !ok {
-		t.Skip("no lists")
-	}
+	s := open(t)
+	defer s.Close()
 	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	put := func(scope, dir, typ, entry string) {
 		t.Helper()

@@ -11,7 +11,7 @@ import (
 )
 
 // folderUIDs lists a folder as "uid:message-row-id" strings.
-func folderUIDs(t *testing.T, s store.Store, mbox, folder string) []store.FolderMessage {
+func folderUIDs(t *testing.T, s store.Mailboxes, mbox, folder string) []store.FolderMessage {
 	t.Helper()
 	ms, err := s.FolderMessages(context.Background(), mbox, folder, 0)
 	if err != nil {
@@ -40,7 +40,7 @@ func idsOf(ms []store.FolderMessage) []int64 {
 // first use, passwords, filing in INBOX/Sent with ascending UIDs, flags,
 // EXPUNGE/MOVE/COPY semantics (the stored message stays), folder
 // management, and UIDVALIDITY and UIDs surviving a restart.
-func testMailboxes(t *testing.T, open func(t *testing.T) store.Store) {
+func testMailboxes(t *testing.T, open func(t *testing.T) Relay) {
 	ctx := context.Background()
 	s := open(t)
 	const bob = "bob@agents.test"

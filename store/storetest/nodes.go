@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -22,18 +23,19 @@ const nodes = 3
 // each queued recipient and each hand-off claimed by one worker within a
 // lease, and a cursor (WaitNew, Messages AfterID) that never skips a
 // message, whatever order the instances commit in.
-func testNodes(t *testing.T, open func(t *testing.T) store.Store) {
+func testNodes(t *testing.T, open func(t *testing.T) Rules) {
 	t.Run("same proof", func(t *testing.T) { testNodesSameProof(t, open) })
 	t.Run("same message", func(t *testing.T) { testNodesSameMessage(t, open) })
 	t.Run("queue claims", func(t *testing.T) { testNodesQueue(t, open) })
 	t.Run("hand-off claims", func(t *testing.T) { testNodesHandoffs(t, open) })
 	t.Run("cursor", func(t *testing.T) { testNodesCursor(t, open) })
 	t.Run("first key wins", func(t *testing.T) { testNodesFirstKey(t, open) })
-	t.Run("api", func(t *testing.T) { testNodesAPI(t, open) })
 }
 
-func openNodes(t *testing.T, open func(t *testing.T) store.Store) []store.Store {
-	ss := make([]store.Store, nodes)
+// openNodes opens the store nodes times over one data set, each node
+// taken as the contract S of the suite.
+func openNodes[S io.Closer](t *testing.T, open func(t *testing.T) S) []S {
+	ss := make([]S, nodes)
 	for i := range ss {
 		ss[i] = open(t)
 	}
@@ -64,7 +66,7 @@ func race(n int, f func(i int)) {
 // nodeRacers is how many goroutines race across the nodes.
 const nodeRacers = 24
 
-func testNodesSameProof(t *testing.T, open func(t *testing.T) store.Store) {
+func testNodesSameProof(t *testing.T, open func(t *testing.T) Rules) {
 	ss := openNodes(t, open)
 	outs := make([]store.Outcome, nodeRacers)
 	errs := make([]error, nodeRacers)
@@ -100,7 +102,7 @@ func testNodesSameProof(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
-func testNodesSameMessage(t *testing.T, open func(t *testing.T) store.Store) {
+func testNodesSameMessage(t *testing.T, open func(t *testing.T) Rules) {
 	ss := openNodes(t, open)
 	outs := make([]store.Outcome, nodeRacers)
 	errs := make([]error, nodeRacers)
@@ -131,7 +133,7 @@ func testNodesSameMessage(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
-func testNodesQueue(t *testing.T, open func(t *testing.T) store.Store) {
+func testNodesQueue(t *testing.T, open func(t *testing.T) Rules) {
 	ss := openNodes(t, open)
 	ctx := context.Background()
 	const entries = 40
@@ -185,7 +187,7 @@ func testNodesQueue(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
-func testNodesHandoffs(t *testing.T, open func(t *testing.T) store.Store) {
+func testNodesHandoffs(t *testing.T, open func(t *testing.T) Rules) {
 	ss := openNodes(t, open)
 	ctx := context.Background()
 	const msgs = 40
@@ -228,7 +230,7 @@ func testNodesHandoffs(t *testing.T, open func(t *testing.T) store.Store) {
 // node follows the cursor as watch does (WaitNew, then Messages after the
 // last id seen). It must see every message exactly once: a message
 // committed late, below an id already passed, would be skipped.
-func testNodesCursor(t *testing.T, open func(t *testing.T) store.Store) {
+func testNodesCursor(t *testing.T, open func(t *testing.T) Rules) {
 	ss := openNodes(t, open)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -286,20 +288,12 @@ func testNodesCursor(t *testing.T, open func(t *testing.T) store.Store) {
 
 // testNodesFirstKey: nodes starting together each generate a relay DKIM
 // key and store it if none is there; all of them get back one key.
-func testNodesFirstKey(t *testing.T, open func(t *testing.T) store.Store) {
+func testNodesFirstKey(t *testing.T, open func(t *testing.T) Rules) {
 	ss := openNodes(t, open)
-	type putter interface {
-		PutKeyIfAbsent(ctx context.Context, protocol, handle, key string) (string, error)
-	}
 	got := make([]string, nodeRacers)
 	errs := make([]error, nodeRacers)
 	race(nodeRacers, func(i int) {
-		p, ok := ss[i%nodes].(putter)
-		if !ok {
-			errs[i] = fmt.Errorf("%T has no PutKeyIfAbsent", ss[i%nodes])
-			return
-		}
-		got[i], errs[i] = p.PutKeyIfAbsent(context.Background(), "dkim-local", "agents.test", fmt.Sprintf("key-%d\x00", i))
+		got[i], errs[i] = ss[i%nodes].PutKeyIfAbsent(context.Background(), "dkim-local", "agents.test", fmt.Sprintf("key-%d\x00", i))
 	})
 	for i := range got {
 		if errs[i] != nil {

@@ -18,7 +18,7 @@ import (
 // reset them; a suppressed OOPS (by the caller or by a limit) is recorded
 // on the message with its reason and the warning oops_suppressed, and
 // queues nothing.
-func testOOPSLimits(t *testing.T, open func(t *testing.T) store.Store) {
+func testOOPSLimits(t *testing.T, open func(t *testing.T) Rules) {
 	ctx := context.Background()
 	lim := store.OOPSLimits{PerRecipientHour: 2, PerThreadCode: 1}
 	// bad is a quarantined unknown_type mail from x@peer.test, at
@@ -102,7 +102,7 @@ func testOOPSLimits(t *testing.T, open func(t *testing.T) store.Store) {
 // testProblemTexts: a duplicate's problem text (which a courtesy OOPS
 // carries to the peer) names the earlier message by its Envelopay id and
 // Message-ID, never by the store's internal row id.
-func testProblemTexts(t *testing.T, open func(t *testing.T) store.Store) {
+func testProblemTexts(t *testing.T, open func(t *testing.T) Rules) {
 	ctx := context.Background()
 	s := open(t)
 	defer s.Close()
@@ -129,19 +129,13 @@ func testProblemTexts(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
-// owedStore is the owed-OOPS part of a backend (both implement it).
-type owedStore interface {
-	OwedOOPSList(ctx context.Context, olderThan time.Time, limit int) ([]store.OwedOOPS, error)
-	ResolveOOPS(ctx context.Context, owed store.OwedOOPS, msg *store.Outgoing, body json.RawMessage, reason string) (*store.OOPSRecord, error)
-}
-
 // testOwedOOPS: the ingest records an allowed OOPS as owed in
 // its transaction and composes it after the commit. When the process dies
 // in between (here: the store is closed under the composer), the mail is
 // stored, the OOPS stays owed (its rate slot taken, its record pending),
 // and a worker settles it later — exactly once, even when two nodes' workers
 // race for it.
-func testOwedOOPS(t *testing.T, open func(t *testing.T) store.Store) {
+func testOwedOOPS(t *testing.T, open func(t *testing.T) Rules) {
 	ctx := context.Background()
 	s := open(t)
 	in := msg("owed@peer.test", "x@peer.test", "", func(in *store.Incoming) {
@@ -170,10 +164,7 @@ func testOwedOOPS(t *testing.T, open func(t *testing.T) store.Store) {
 	if m.OOPS == nil || !m.OOPS.Pending {
 		t.Fatalf("stored record %+v, want pending", m.OOPS)
 	}
-	ow, ok := ns[0].(owedStore)
-	if !ok {
-		t.Fatalf("%T has no OwedOOPSList/ResolveOOPS", ns[0])
-	}
+	ow := ns[0]
 	if got, err := ow.OwedOOPSList(ctx, base.Add(-time.Second), 10); err != nil || len(got) != 0 {
 		t.Fatalf("owed before its decision time: %v %v, want none", got, err)
 	}
@@ -185,7 +176,7 @@ func testOwedOOPS(t *testing.T, open func(t *testing.T) store.Store) {
 	recs := make([]*store.OOPSRecord, len(ns))
 	errs := make([]error, len(ns))
 	race(len(ns), func(i int) {
-		recs[i], errs[i] = ns[i].(owedStore).ResolveOOPS(ctx, owed[0], oopsMail(in, out), json.RawMessage(`{"type":"oops"}`), "")
+		recs[i], errs[i] = ns[i].ResolveOOPS(ctx, owed[0], oopsMail(in, out), json.RawMessage(`{"type":"oops"}`), "")
 	})
 	settled := 0
 	for i, r := range recs {

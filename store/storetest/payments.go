@@ -20,16 +20,12 @@ import (
 // the row is durable); a settled payment writes its event once; release
 // takes the claim's attempt back; recheck makes a settled payment due;
 // a duplicate is never checked.
-func testPayments(t *testing.T, open func(t *testing.T) store.Store) {
+func testPayments(t *testing.T, open func(t *testing.T) Payments) {
 	ctx := context.Background()
 	ss := openNodes(t, open)
 	pays := make([]store.Payments, len(ss))
 	for i, s := range ss {
-		p, ok := s.(store.Payments)
-		if !ok {
-			t.Skip("backend has no payments")
-		}
-		pays[i] = p
+		pays[i] = s
 	}
 	const n = 30
 	ids := map[int64]bool{}
@@ -110,7 +106,7 @@ func testPayments(t *testing.T, open func(t *testing.T) store.Store) {
 	re := open(t)
 	defer re.Close()
 	later := now.Add(2 * time.Minute)
-	pays[2] = re.(store.Payments)
+	pays[2] = re
 	ps, err := pays[2].ClaimPayments(ctx, later, time.Minute, 100, nil)
 	if err != nil || len(ps) != n {
 		t.Fatalf("claim after the lease: %d %v, want %d", len(ps), err, n)
@@ -141,19 +137,18 @@ func testPayments(t *testing.T, open func(t *testing.T) store.Store) {
 	if p, err := pays[2].GetPayment(ctx, pend); err != nil || p.State != store.PaymentPending || p.NextCheck == nil || !p.NextCheck.Equal(later.Add(time.Hour)) {
 		t.Errorf("pending payment %+v %v", p, err)
 	}
-	if api, ok := ss[0].(store.APIStore); ok {
-		evs, err := api.Events(ctx, store.EventFilter{Types: []string{store.EventPaymentVerified, store.EventPaymentRejected}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var kinds []string
-		for _, e := range evs {
-			kinds = append(kinds, fmt.Sprintf("%s %d %s", e.Type, e.MessageID, e.Inbox))
-		}
-		want := []string{fmt.Sprintf("payment.verified %d agent@here.test", v), fmt.Sprintf("payment.rejected %d agent@here.test", r)}
-		if fmt.Sprint(kinds) != fmt.Sprint(want) {
-			t.Errorf("events %q, want %q", kinds, want)
-		}
+	api := ss[0]
+	evs, err := api.Events(ctx, store.EventFilter{Types: []string{store.EventPaymentVerified, store.EventPaymentRejected}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, fmt.Sprintf("%s %d %s", e.Type, e.MessageID, e.Inbox))
+	}
+	want := []string{fmt.Sprintf("payment.verified %d agent@here.test", v), fmt.Sprintf("payment.rejected %d agent@here.test", r)}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Errorf("events %q, want %q", kinds, want)
 	}
 	// Lists and filters.
 	if l, err := pays[0].ListPayments(ctx, store.PaymentFilter{State: store.PaymentVerified}); err != nil || len(l) != 1 || l[0].ID != v {

@@ -31,7 +31,7 @@ func dueKeys(ds []store.Due) []string {
 	return ks
 }
 
-func testQueue(t *testing.T, open func(t *testing.T) store.Store) {
+func testQueue(t *testing.T, open func(t *testing.T) Rules) {
 	ctx := context.Background()
 	s := open(t)
 	defer s.Close()
@@ -167,7 +167,7 @@ func testQueue(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
-func testDeliveries(t *testing.T, open func(t *testing.T) store.Store) {
+func testDeliveries(t *testing.T, open func(t *testing.T) Rules) {
 	ctx := context.Background()
 	s := open(t)
 	defer s.Close()
@@ -237,7 +237,7 @@ func testDeliveries(t *testing.T, open func(t *testing.T) store.Store) {
 
 // testRestart closes the store and opens it again: messages, uniqueness
 // facts, the queue and the hand-off log survive and resume.
-func testRestart(t *testing.T, open func(t *testing.T) store.Store) {
+func testRestart(t *testing.T, open func(t *testing.T) Rules) {
 	ctx := context.Background()
 	s := open(t)
 	first, err := s.Ingest(ctx, msg("r1@a.test", "a@a.test", "pay_1", func(in *store.Incoming) { in.ProofFingerprint = "fp" }))

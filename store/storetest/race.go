@@ -16,7 +16,7 @@ const racers = 16
 
 // testRaces: N sessions ingest at the same moment messages that compete
 // for one fact; exactly one must win, whatever the interleaving.
-func testRaces(t *testing.T, open func(t *testing.T) store.Store) {
+func testRaces(t *testing.T, open func(t *testing.T) Rules) {
 	zero := store.ZeroHash
 	cases := []struct {
 		name string

@@ -13,7 +13,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-func testState(t *testing.T, open func(t *testing.T) store.Store) {
+func testState(t *testing.T, open func(t *testing.T) Rules) {
 	ctx := context.Background()
 	s := open(t)
 	defer s.Close()
@@ -44,7 +44,7 @@ func testState(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
-func testRead(t *testing.T, open func(t *testing.T) store.Store) {
+func testRead(t *testing.T, open func(t *testing.T) Rules) {
 	ctx := context.Background()
 	s := open(t)
 	defer s.Close()
@@ -167,7 +167,7 @@ func equalIDs(a, b []int64) bool {
 	return true
 }
 
-func testBadInput(t *testing.T, open func(t *testing.T) store.Store) {
+func testBadInput(t *testing.T, open func(t *testing.T) Rules) {
 	ctx := context.Background()
 	s := open(t)
 	defer s.Close()

@@ -269,7 +269,7 @@ func loadScenarios(t *testing.T) map[string]scenario {
 	return out
 }
 
-func testScenarios(t *testing.T, open func(t *testing.T) store.Store) {
+func testScenarios(t *testing.T, open func(t *testing.T) Rules) {
 	scs := loadScenarios(t)
 	names := make([]string, 0, len(scs))
 	for n := range scs {
@@ -286,7 +286,7 @@ func testScenarios(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
-func runScenario(t *testing.T, s store.Store, sc scenario) {
+func runScenario(t *testing.T, s Rules, sc scenario) {
 	ctx := context.Background()
 	ids := map[string]int64{}
 	threadOf := map[string]string{} // label → thread id
@@ -332,8 +332,8 @@ func runScenario(t *testing.T, s store.Store, sc scenario) {
 		if out.Replay != w.Replay {
 			t.Errorf("step %s: replay %v, want %v", name, out.Replay, w.Replay)
 		}
-		if ps, ok := s.(store.Payments); ok && !out.Redelivery {
-			p, err := ps.GetPayment(ctx, out.ID)
+		if !out.Redelivery {
+			p, err := s.GetPayment(ctx, out.ID)
 			switch {
 			case w.Payment == "" && !errors.Is(err, store.ErrNotFound):
 				t.Errorf("step %s: payment %+v %v, want none", name, p, err)

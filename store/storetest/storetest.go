@@ -1,25 +1,112 @@
-// Package storetest is the conformance suite every store.Store backend
-// must pass (in the manner of inbucket's storage tests): the ingest rules
-// (exact redelivery, duplicate_id, duplicate_proof, ACCEPT
+// Package storetest is the conformance suite every store backend must
+// pass (in the manner of inbucket's StoreSuite(t, factory)): one suite per
+// room of the store, each declaring the contract it tests — Rules (the
+// ingest rules: exact redelivery, duplicate_id, duplicate_proof, ACCEPT
 // against OFFER, tunnelled-protocol claims and chain links, status,
-// threading, hand-off, courtesy OOPS) as scenario files under testdata/,
-// the courtesy OOPS limits and decision record (oops.go),
-// plus races, several store instances over one data set (nodes.go:
-// what several envelopd processes on one database are), restart, the outbound queue, the hand-off log, IMAP state,
-// keys, the readers, and relay mailboxes with their folder view.
+// threading, hand-off, courtesy OOPS, as scenario files under testdata/;
+// the courtesy OOPS limits and decision record; races; several store
+// instances over one data set, which is what several envelopd processes on
+// one database are; restart; the outbound queue; the hand-off log; IMAP
+// state; keys; the readers), Relay (mailboxes and their folder view), API
+// (keys, inbox index, event log, webhooks, idempotency, retention),
+// Payments, Domains, Drafts and Lists. Run runs them all through one
+// Factory; a backend that keeps only some rooms runs their suites alone.
 package storetest
 
 import (
+	"io"
 	"testing"
 
 	"github.com/envelopd/envelopd/store"
 )
 
-// Run runs the suite. open returns a store for t; it may be called more
-// than once with the same t, and then must return a store over the same
-// data (the restart tests close the first store and open again). The
-// suite closes every store it opens.
-func Run(t *testing.T, open func(t *testing.T) store.Store) {
+// Factory opens a store for t; it may be called more than once with the
+// same t, and then must return a store over the same data (the restart
+// tests close the first store and open again). The suites close every
+// store they open. One factory serves every suite: each suite takes the
+// store as the contract it tests (Rules, Relay, API, …), so a backend
+// that keeps only some rooms runs only their suites.
+type Factory func(t *testing.T) store.DB
+
+// Rules is the contract of the rules core (RunRules): ingest and its
+// rules, the reads, the outbound queue, the hand-off log with the
+// operator's holds, the protocols' state, the owed courtesy OOPS, and the
+// payments an ingest records.
+type Rules interface {
+	store.Ingester
+	store.Reader
+	store.OutboundQueue
+	store.HandoffLog
+	store.HandoffAdmin
+	store.StateStore
+	store.OOPSLog
+	store.Payments
+	store.Mailboxes // the rules file received mail in its mailbox
+	io.Closer
+}
+
+// Relay is the contract of relay mode's mailboxes and folders
+// (RunRelay): the folder view over messages stored by ingest.
+type Relay interface {
+	store.Ingester
+	store.Reader
+	store.Mailboxes
+	io.Closer
+}
+
+// API is the contract of the HTTP API's rooms (RunAPI): keys, the inbox
+// index, the event log and its retention, webhooks, idempotency, over
+// messages stored by ingest.
+type API interface {
+	store.APIStore
+	store.Ingester
+	store.Reader
+	io.Closer
+}
+
+// Payments is the contract of the payments' room (RunPayments): the
+// payments recorded by ingest, their checks, and the events they write.
+type Payments interface {
+	store.Payments
+	store.Ingester
+	store.Reader
+	store.EventLog
+	io.Closer
+}
+
+// Domains is the contract of the managed domains' room (RunDomains),
+// with the event log their verification writes to.
+type Domains interface {
+	store.DomainStore
+	store.EventLog
+	io.Closer
+}
+
+// Drafts is the contract of the drafts' room (RunDrafts).
+type Drafts interface {
+	store.DraftStore
+	io.Closer
+}
+
+// Lists is the contract of the allow/block lists' room (RunLists).
+type Lists interface {
+	store.ListStore
+	io.Closer
+}
+
+// Run runs every suite over the stores open makes.
+func Run(t *testing.T, open Factory) {
+	RunRules(t, func(t *testing.T) Rules { return open(t) })
+	RunRelay(t, func(t *testing.T) Relay { return open(t) })
+	RunAPI(t, func(t *testing.T) API { return open(t) })
+	RunPayments(t, func(t *testing.T) Payments { return open(t) })
+	RunDomains(t, func(t *testing.T) Domains { return open(t) })
+	RunDrafts(t, func(t *testing.T) Drafts { return open(t) })
+	RunLists(t, func(t *testing.T) Lists { return open(t) })
+}
+
+// RunRules runs the rules core's suite.
+func RunRules(t *testing.T, open func(t *testing.T) Rules) {
 	t.Run("Scenarios", func(t *testing.T) { testScenarios(t, open) })
 	t.Run("Races", func(t *testing.T) { testRaces(t, open) })
 	t.Run("Restart", func(t *testing.T) { testRestart(t, open) })
@@ -28,17 +115,42 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("State", func(t *testing.T) { testState(t, open) })
 	t.Run("Read", func(t *testing.T) { testRead(t, open) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, open) })
-	t.Run("Mailboxes", func(t *testing.T) { testMailboxes(t, open) })
 	t.Run("OOPSLimits", func(t *testing.T) { testOOPSLimits(t, open) })
 	t.Run("ProblemTexts", func(t *testing.T) { testProblemTexts(t, open) })
 	t.Run("Nodes", func(t *testing.T) { testNodes(t, open) })
 	t.Run("OwedOOPS", func(t *testing.T) { testOwedOOPS(t, open) })
+	t.Run("HandoffHold", func(t *testing.T) { testHandoffHold(t, open) })
+}
+
+// RunRelay runs the suite of relay mode's mailboxes and folders.
+func RunRelay(t *testing.T, open func(t *testing.T) Relay) {
+	t.Run("Mailboxes", func(t *testing.T) { testMailboxes(t, open) })
+}
+
+// RunAPI runs the suite of the HTTP API's rooms.
+func RunAPI(t *testing.T, open func(t *testing.T) API) {
+	t.Run("NodesAPI", func(t *testing.T) { testNodesAPI(t, open) })
 	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, open) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, open) })
 	t.Run("WebhookOwners", func(t *testing.T) { testWebhookOwners(t, open) })
-	t.Run("Drafts", func(t *testing.T) { testDrafts(t, open) })
-	t.Run("Lists", func(t *testing.T) { testLists(t, open) })
-	t.Run("Domains", func(t *testing.T) { testDomains(t, open) })
+}
+
+// RunPayments runs the payments' suite.
+func RunPayments(t *testing.T, open func(t *testing.T) Payments) {
 	t.Run("Payments", func(t *testing.T) { testPayments(t, open) })
-	t.Run("HandoffHold", func(t *testing.T) { testHandoffHold(t, open) })
+}
+
+// RunDomains runs the managed domains' suite.
+func RunDomains(t *testing.T, open func(t *testing.T) Domains) {
+	t.Run("Domains", func(t *testing.T) { testDomains(t, open) })
+}
+
+// RunDrafts runs the drafts' suite.
+func RunDrafts(t *testing.T, open func(t *testing.T) Drafts) {
+	t.Run("Drafts", func(t *testing.T) { testDrafts(t, open) })
+}
+
+// RunLists runs the allow/block lists' suite.
+func RunLists(t *testing.T, open func(t *testing.T) Lists) {
+	t.Run("Lists", func(t *testing.T) { testLists(t, open) })
 }

@@ -16,13 +16,10 @@ import (
 // revoking a key disables its webhooks; claims are fair across
 // endpoints (one delivery per webhook in flight, oldest event first)
 // and a failing endpoint is backed off as a whole.
-func testWebhooks(t *testing.T, open func(t *testing.T) store.Store) {
+func testWebhooks(t *testing.T, open func(t *testing.T) API) {
 	ctx := context.Background()
-	s, ok := open(t).(store.APIStore)
-	if !ok {
-		t.Skip("no HTTP API state")
-	}
-	defer s.(store.Store).Close()
+	s := open(t)
+	defer s.Close()
 	now := time.Now()
 	key := func(id string) {
 		if err := s.CreateAPIKey(ctx, store.APIKey{ID: id, Hash: []byte("h"), CreatedAt: now}); err != nil {
@@ -71,7 +68,7 @@ func testWebhooks(t *testing.T, open func(t *testing.T) store.Store) {
 	for i, rcpt := range []string{"a@x.test", "b@x.test", "a@x.test"} {
 		in := msg(fmt.Sprintf("wh%d@x.test", i), "s@y.test", fmt.Sprintf("ord_wh%d", i), nil)
 		in.Recipients = []string{rcpt}
-		if _, err := s.(store.Store).Ingest(ctx, in); err != nil {
+		if _, err := s.Ingest(ctx, in); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -117,7 +114,7 @@ func testWebhooks(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 	in := msg("wh9@x.test", "s@y.test", "ord_wh9", nil)
 	in.Recipients = []string{"b@x.test"}
-	if _, err := s.(store.Store).Ingest(ctx, in); err != nil {
+	if _, err := s.Ingest(ctx, in); err != nil {
 		t.Fatal(err)
 	}
 	must(s.WebhookDeliveryDone(ctx, "wh_k2", first["wh_k2"]))
@@ -137,13 +134,10 @@ func testWebhooks(t *testing.T, open func(t *testing.T) store.Store) {
 
 // testWebhookOwners: a claim gives one owner (API key) at most perOwner
 // deliveries in flight, counting those the caller has in flight already.
-func testWebhookOwners(t *testing.T, open func(t *testing.T) store.Store) {
+func testWebhookOwners(t *testing.T, open func(t *testing.T) API) {
 	ctx := context.Background()
-	s, ok := open(t).(store.APIStore)
-	if !ok {
-		t.Skip("no HTTP API state")
-	}
-	defer s.(store.Store).Close()
+	s := open(t)
+	defer s.Close()
 	now := time.Now()
 	for i, owner := range []string{"k1", "k1", "k1", "k2"} {
 		if _, _, err := s.CreateWebhook(ctx, store.Webhook{ID: fmt.Sprintf("wh_%d", i), URL: "http://127.0.0.1:9/", Secret: "whsec_AAAA",
@@ -152,7 +146,7 @@ func testWebhookOwners(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 	}
 	in := msg("own@x.test", "s@y.test", "ord_own", nil)
-	if _, err := s.(store.Store).Ingest(ctx, in); err != nil {
+	if _, err := s.Ingest(ctx, in); err != nil {
 		t.Fatal(err)
 	}
 	owners := func(ds []store.WebhookDelivery) map[string]int {
