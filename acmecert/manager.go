@@ -49,6 +49,7 @@ import (
 
 	"golang.org/x/crypto/acme"
 
+	"github.com/envelopd/envelopd/internal/defaults"
 	"github.com/envelopd/envelopd/runner"
 )
 
@@ -107,24 +108,14 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.DirectoryURL == "" {
 		cfg.DirectoryURL = LetsEncrypt
 	}
-	if cfg.RenewBefore <= 0 {
-		cfg.RenewBefore = 30 * 24 * time.Hour
-	}
-	if cfg.Check <= 0 {
-		cfg.Check = time.Minute
-	}
-	if cfg.Backoff <= 0 {
-		cfg.Backoff = time.Minute
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = time.Hour
-	}
+	defaults.Positive(&cfg.RenewBefore, 30*24*time.Hour)
+	defaults.Positive(&cfg.Check, time.Minute)
+	defaults.Positive(&cfg.Backoff, time.Minute)
+	defaults.Positive(&cfg.MaxBackoff, time.Hour)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.ClaimWindow <= 0 {
-		cfg.ClaimWindow = 10 * time.Minute
-	}
+	defaults.Positive(&cfg.ClaimWindow, 10*time.Minute)
 	id := make([]byte, 8)
 	rand.Read(id)
 	return &Manager{id: fmt.Sprintf("%x", id), cfg: cfg, alpn: map[string]*tls.Certificate{}, tokens: map[string]string{}, wake: make(chan struct{}, 1)}, nil

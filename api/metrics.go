@@ -66,21 +66,10 @@ func ParseMetricsQuery(q url.Values, now time.Time) (MetricsQuery, error) {
 			m.EventTypes = append(m.EventTypes, t)
 		}
 	}
-	for _, k := range []string{"start", "end"} {
-		v := q.Get(k)
-		if v == "" {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return m, badField(k, "want an RFC 3339 timestamp")
-		}
-		if k == "start" {
-			m.Start = t.UTC()
-		} else {
-			m.End = t.UTC()
-		}
+	if err := timeParams(q, []string{"start", "end"}, &m.Start, &m.End); err != nil {
+		return m, err
 	}
+	m.Start, m.End = m.Start.UTC(), m.End.UTC()
 	if m.Start.IsZero() {
 		m.Start = m.End.Add(-24 * time.Hour)
 	}
@@ -108,12 +97,8 @@ func ParseMetricsQuery(q url.Values, now time.Time) (MetricsQuery, error) {
 		}
 		m.Limit = n
 	}
-	if v := q.Get("descending"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return m, badField("descending", "want true or false")
-		}
-		m.Descending = b
+	if err := boolParam(q, "descending", &m.Descending); err != nil {
+		return m, err
 	}
 	return m, nil
 }

@@ -76,6 +76,38 @@ func DecodeCursor(tok string) (Cursor, error) {
 	return c, nil
 }
 
+// timeParams reads the query parameters names, in order, as RFC 3339
+// times into dsts; an absent one leaves its destination as it was.
+func timeParams(q url.Values, names []string, dsts ...*time.Time) error {
+	for i, k := range names {
+		v := q.Get(k)
+		if v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return badField(k, "want an RFC 3339 timestamp")
+		}
+		*dsts[i] = t
+	}
+	return nil
+}
+
+// boolParam reads the query parameter k as a boolean into dst; an absent
+// one leaves dst as it was.
+func boolParam(q url.Values, k string, dst *bool) error {
+	v := q.Get(k)
+	if v == "" {
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return badField(k, "want true or false")
+	}
+	*dst = b
+	return nil
+}
+
 // ParseList reads list parameters from a query string. labels is a JSON
 // array (as the SDK sends it), or repeated/comma-separated values.
 func ParseList(q url.Values) (ListParams, error) {
@@ -87,12 +119,8 @@ func ParseList(q url.Values) (ListParams, error) {
 		}
 		p.Limit = n
 	}
-	if v := q.Get("ascending"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return p, badField("ascending", "want true or false")
-		}
-		p.Ascending = b
+	if err := boolParam(q, "ascending", &p.Ascending); err != nil {
+		return p, err
 	}
 	if v := q.Get("page_token"); v != "" {
 		c, err := DecodeCursor(v)
@@ -104,20 +132,8 @@ func ParseList(q url.Values) (ListParams, error) {
 		}
 		p.Cursor = c
 	}
-	for _, k := range []string{"before", "after"} {
-		v := q.Get(k)
-		if v == "" {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return p, badField(k, "want an RFC 3339 timestamp")
-		}
-		if k == "before" {
-			p.Before = t
-		} else {
-			p.After = t
-		}
+	if err := timeParams(q, []string{"before", "after"}, &p.Before, &p.After); err != nil {
+		return p, err
 	}
 	for _, v := range q["labels"] {
 		var ls []string

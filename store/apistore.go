@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode"
 )
@@ -79,13 +78,7 @@ func (s apiKeyRoom) APIKeyByID(ctx context.Context, id string) (APIKey, error) {
 		return APIKey{}, ErrClosed
 	}
 	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return APIKey{}, fmt.Errorf("API key %s: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return APIKey{}, fmt.Errorf("store: API key: %w", err)
-	}
-	return k, nil
+	return one(k, err, "API key", "API key "+id)
 }
 
 // APIKeys lists every key, oldest first.
@@ -93,20 +86,7 @@ func (s apiKeyRoom) APIKeys(ctx context.Context) ([]APIKey, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("store: API keys: %w", err)
-	}
-	defer rows.Close()
-	out := []APIKey{}
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: API keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "API keys", scanKey, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys ORDER BY created_at, id`)
 }
 
 // RevokeAPIKey marks the key revoked (ErrNotFound when unknown). The row
@@ -116,12 +96,9 @@ func (s apiKeyRoom) APIKeys(ctx context.Context) ([]APIKey, error) {
 // claimed, from its commit on.
 func (s apiKeyRoom) RevokeAPIKey(ctx context.Context, id string) error {
 	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, time.Now().UTC().UnixNano(), id)
-		if err != nil {
-			return fmt.Errorf("store: revoke API key: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("API key %s: %w", id, ErrNotFound)
+		if err := execOne(tx, "revoke API key", "API key "+id,
+			`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, time.Now().UTC().UnixNano(), id); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(`UPDATE api_webhooks SET enabled = ?, disabled_reason = 'key_revoked', updated_at = ?
 			WHERE key_id = ? AND enabled`, false, time.Now().UTC().UnixNano(), id); err != nil {
@@ -232,25 +209,18 @@ func (s indexRoom) SyncInboxes(ctx context.Context, max int) (int, error) {
 			}
 			rows, err := tx.Query(`SELECT m.id, m.mailbox, m.direction, m.sender, m.recipients, m.thread_id, m.received_at, m.received_as FROM messages m
 				WHERE m.id > ?`+s.and(s.d.visible)+` ORDER BY m.id LIMIT ?`, synced, syncBatch)
-			if err != nil {
-				return fmt.Errorf("store: sync inboxes: %w", err)
-			}
 			type item struct {
 				id, at                               int64
 				mailbox, dir, sender, rcpts, thr, as string
 			}
 			var items []item
-			for rows.Next() {
+			if err := eachRow(rows, err, "store: sync inboxes", func(sc scanner) error {
 				var it item
-				if err := rows.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at, &it.as); err != nil {
-					rows.Close()
-					return fmt.Errorf("store: sync inboxes: %w", err)
-				}
+				err := sc.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at, &it.as)
 				items = append(items, it)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("store: sync inboxes: %w", err)
+				return err
+			}); err != nil {
+				return err
 			}
 			for _, it := range items {
 				for _, b := range inboxesOf(it.mailbox, it.dir, it.sender, it.rcpts) {
@@ -444,13 +414,7 @@ func (s indexRoom) InboxByAddress(ctx context.Context, address string) (Inbox, e
 		return Inbox{}, ErrClosed
 	}
 	b, err := scanInbox(s.r.QueryRowContext(ctx, `SELECT `+inboxCols+` FROM api_inboxes WHERE address = ? AND deleted = 0`, address))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Inbox{}, fmt.Errorf("inbox %s: %w", address, ErrNotFound)
-	}
-	if err != nil {
-		return Inbox{}, fmt.Errorf("store: inbox: %w", err)
-	}
-	return b, nil
+	return one(b, err, "inbox", "inbox "+address)
 }
 
 // Inboxes lists visible inboxes by address, after the address after
@@ -484,48 +448,24 @@ func (s indexRoom) Inboxes(ctx context.Context, after string, limit int, desc bo
 	}
 	q += ` LIMIT ?`
 	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: inboxes: %w", err)
-	}
-	defer rows.Close()
-	out := []Inbox{}
-	for rows.Next() {
-		b, err := scanInbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: inboxes: %w", err)
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "inboxes", scanInbox, q, args...)
 }
 
 // UpdateInbox sets the display name of a visible inbox.
 func (s indexRoom) UpdateInbox(ctx context.Context, address, displayName string) error {
-	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`UPDATE api_inboxes SET display_name = ?, updated_at = ? WHERE address = ? AND deleted = 0`,
-			displayName, time.Now().UTC().UnixNano(), address)
-		if err != nil {
-			return fmt.Errorf("store: update inbox: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("inbox %s: %w", address, ErrNotFound)
-		}
-		return nil
-	})
+	return s.writeOne(ctx, "update inbox", "inbox "+address,
+		`UPDATE api_inboxes SET display_name = ?, updated_at = ? WHERE address = ? AND deleted = 0`,
+		displayName, time.Now().UTC().UnixNano(), address)
 }
 
 // DeleteInbox hides the inbox and empties its index; the stored messages
 // (and a relay mailbox) stay. New mail for the address shows it again.
 func (s indexRoom) DeleteInbox(ctx context.Context, address string) error {
 	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`UPDATE api_inboxes SET deleted = 1, client_id = NULL, updated_at = ? WHERE address = ? AND deleted = 0`,
-			time.Now().UTC().UnixNano(), address)
-		if err != nil {
-			return fmt.Errorf("store: delete inbox: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("inbox %s: %w", address, ErrNotFound)
+		if err := execOne(tx, "delete inbox", "inbox "+address,
+			`UPDATE api_inboxes SET deleted = 1, client_id = NULL, updated_at = ? WHERE address = ? AND deleted = 0`,
+			time.Now().UTC().UnixNano(), address); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(`DELETE FROM inbox_messages WHERE inbox = ?`, address); err != nil {
 			return fmt.Errorf("store: delete inbox: %w", err)
@@ -586,52 +526,48 @@ func labelCond(d *dialect, l string) (string, []any) {
 }
 
 func (q *InboxQuery) where(d *dialect) (string, []any) {
-	var conds []string
-	var args []any
-	if q.Inbox != "" {
-		conds = append(conds, `x.inbox = ?`)
-		args = append(args, q.Inbox)
-	}
-	if q.ThreadID != "" {
-		conds = append(conds, `x.thread_id = ?`)
-		args = append(args, q.ThreadID)
-	}
+	var w clause
+	w.addIf(q.Inbox != "", `x.inbox = ?`, q.Inbox)
+	w.addIf(q.ThreadID != "", `x.thread_id = ?`, q.ThreadID)
 	for _, l := range q.Labels {
 		c, a := labelCond(d, l)
-		conds = append(conds, c)
-		args = append(args, a...)
+		w.add(c, a...)
 	}
-	if q.Type != "" {
-		conds = append(conds, `m.type = ?`)
-		args = append(args, q.Type)
-	}
-	if q.Sender != "" {
-		conds = append(conds, `m.sender = ?`)
-		args = append(args, q.Sender)
-	}
+	w.addIf(q.Type != "", `m.type = ?`, q.Type)
+	w.addIf(q.Sender != "", `m.sender = ?`, q.Sender)
 	if q.ErrorCode != "" {
 		// errors and warnings are JSON arrays of protocols.Problem, as
 		// encoding/json writes them: "code":"X" with no space.
 		c := `"code":` + strconv.Quote(q.ErrorCode)
-		conds = append(conds, `(`+d.instr+`(m.errors, ?) > 0 OR `+d.instr+`(m.warnings, ?) > 0)`)
-		args = append(args, c, c)
+		w.add(`(`+d.instr+`(m.errors, ?) > 0 OR `+d.instr+`(m.warnings, ?) > 0)`, c, c)
 	}
 	if c, a := d.search(q.Search); c != "" {
-		conds = append(conds, c)
-		args = append(args, a...)
+		w.add(c, a...)
 	}
-	if !q.Before.IsZero() {
-		conds = append(conds, `m.received_at < ?`)
-		args = append(args, q.Before.UTC().UnixNano())
-	}
-	if !q.After.IsZero() {
-		conds = append(conds, `m.received_at >= ?`)
-		args = append(args, q.After.UTC().UnixNano())
-	}
-	if len(conds) == 0 {
+	w.addIf(!q.Before.IsZero(), `m.received_at < ?`, q.Before.UTC().UnixNano())
+	w.addIf(!q.After.IsZero(), `m.received_at >= ?`, q.After.UTC().UnixNano())
+	if len(w.sql) == 0 {
 		return "true", nil
 	}
-	return strings.Join(conds, " AND "), args
+	return strings.Join(w.sql, " AND "), w.args
+}
+
+// clause gathers the conditions of a WHERE clause and their arguments.
+type clause struct {
+	sql  []string
+	args []any
+}
+
+func (w *clause) add(cond string, args ...any) {
+	w.sql = append(w.sql, cond)
+	w.args = append(w.args, args...)
+}
+
+// addIf adds the condition when ok.
+func (w *clause) addIf(ok bool, cond string, args ...any) {
+	if ok {
+		w.add(cond, args...)
+	}
 }
 
 // searchWords are the words of free text a search requires: runs of
@@ -876,27 +812,15 @@ func (s indexRoom) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMess
 }
 
 func (s indexRoom) inboxQuery(ctx context.Context, q string, args ...any) ([]InboxMessage, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: inbox messages: %w", err)
-	}
-	defer rows.Close()
-	out := []InboxMessage{}
-	for rows.Next() {
-		var im InboxMessage
+	out, err := queryAll(ctx, s.r, "inbox messages", func(sc scanner) (im InboxMessage, err error) {
 		var labels string
-		m, err := scanMessage(prefixScanner{rows, []any{&im.Inbox, &labels}}, false)
-		if err != nil {
-			return nil, fmt.Errorf("store: inbox messages: %w", err)
-		}
-		im.Message = m
+		im.Message, err = scanMessage(prefixScanner{sc, []any{&im.Inbox, &labels}}, false)
 		im.Labels = strings.Fields(labels)
-		out = append(out, im)
+		return im, err
+	}, q, args...)
+	if err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: inbox messages: %w", err)
-	}
-	rows.Close()
 	if err := s.attachPayments(ctx, len(out), func(i int) *Message { return &out[i].Message }); err != nil {
 		return nil, err
 	}
@@ -1034,11 +958,7 @@ func (s indexRoom) HideMessages(ctx context.Context, inbox, thread string, ids [
 // their messages (a page is found after a few threads), where a rarer
 // search starts from its matches' threads. Tests make it small to take
 // both ways.
-var commonMatches = func() *atomic.Int64 {
-	var n atomic.Int64
-	n.Store(5000)
-	return &n
-}()
+var commonMatches = tunable(5000)
 
 // threadSearch returns a thread list's search conditions on SQLite: on
 // the thread's messages x (inner) and on the thread t (outer), with
@@ -1147,20 +1067,9 @@ func (s indexRoom) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef,
 		sqlq += ` LIMIT ?`
 		args = append(args, q.Limit)
 	}
-	rows, err := s.r.QueryContext(ctx, sqlq, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: threads: %w", err)
-	}
-	defer rows.Close()
-	out := []ThreadRef{}
-	for rows.Next() {
-		var t ThreadRef
-		if err := rows.Scan(&t.Inbox, &t.ThreadID, &t.LastID); err != nil {
-			return nil, fmt.Errorf("store: threads: %w", err)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "threads", func(sc scanner) (t ThreadRef, err error) {
+		return t, sc.Scan(&t.Inbox, &t.ThreadID, &t.LastID)
+	}, sqlq, args...)
 }
 
 // ThreadInboxes returns the inboxes that show thread (by address).
@@ -1168,18 +1077,13 @@ func (s indexRoom) ThreadInboxes(ctx context.Context, thread string) ([]string, 
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT inbox FROM inbox_threads WHERE thread_id = ? ORDER BY inbox`, thread)
-	if err != nil {
-		return nil, fmt.Errorf("store: thread inboxes: %w", err)
-	}
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
+	rows, err := s.r.QueryContext(ctx, `SELECT inbox FROM inbox_threads WHERE thread_id = ? ORDER BY inbox`, thread)
+	err = eachRow(rows, err, "store: thread inboxes", func(sc scanner) error {
 		var b string
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
+		err := sc.Scan(&b)
 		out = append(out, b)
-	}
-	return out, rows.Err()
+		return err
+	})
+	return out, err
 }

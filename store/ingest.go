@@ -522,27 +522,23 @@ func checkAccept(tx Tx, in *Incoming) (protocols.Problems, error) {
 	rows, err := tx.Query(`SELECT id, sender, status, want_amount, want_token, want_chain
 		FROM messages`+tx.dialect().eidIndex+`
 		WHERE envelopay_id = ? AND mailbox = ? AND type = 'offer' AND want_amount IS NOT NULL`, ref, in.Mailbox)
-	if err != nil {
-		return nil, fmt.Errorf("store: look up OFFER: %w", err)
-	}
-	defer rows.Close()
 	var best refCandidate
 	var want Asset
-	for rows.Next() {
+	if err := eachRow(rows, err, "store: look up OFFER", func(sc scanner) error {
 		var c refCandidate
 		var sender, status string
 		var w Asset
-		if err := rows.Scan(&c.id, &sender, &status, &w.Amount, &w.Token, &w.Chain); err != nil {
-			return nil, fmt.Errorf("store: look up OFFER: %w", err)
+		if err := sc.Scan(&c.id, &sender, &status, &w.Amount, &w.Token, &w.Chain); err != nil {
+			return err
 		}
 		c.counterparty = slices.Contains(in.Recipients, sender)
 		c.ok = status == StatusAccepted
 		if best.id == 0 || c.better(best) {
 			best, want = c, w
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: look up OFFER: %w", err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	if best.id == 0 {
 		return nil, nil

@@ -59,7 +59,7 @@ func checkListEntry(e ListEntry) error {
 
 const listCols = `scope, direction, list_type, entry, reason, created_at`
 
-func scanListEntry(r interface{ Scan(...any) error }) (ListEntry, error) {
+func scanListEntry(r scanner) (ListEntry, error) {
 	var e ListEntry
 	var at int64
 	if err := r.Scan(&e.Scope, &e.Direction, &e.Type, &e.Entry, &e.Reason, &at); err != nil {
@@ -116,21 +116,8 @@ func (s listRoom) GetListEntry(ctx context.Context, scope, direction, typ, entry
 // ListEntries lists one list, by entry, after the keyset cursor after
 // ("": from the start); at most limit.
 func (s listRoom) ListEntries(ctx context.Context, scope, direction, typ, after string, limit int) ([]ListEntry, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+listCols+` FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ? AND entry > ?
+	return queryAll(ctx, s.r, "list entries", scanListEntry, `SELECT `+listCols+` FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ? AND entry > ?
 		ORDER BY entry LIMIT ?`, scope, direction, typ, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: list entries: %w", err)
-	}
-	defer rows.Close()
-	out := []ListEntry{}
-	for rows.Next() {
-		e, err := scanListEntry(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list entries: %w", err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }
 
 // DeleteListEntry removes an entry (ErrNotFound).

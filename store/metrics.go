@@ -50,22 +50,16 @@ func (s eventRoom) EventCounts(ctx context.Context, inboxes, types []string, sta
 		args = append(args, a...)
 	}
 	q += ` GROUP BY 1, 2`
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: event counts: %w", err)
-	}
-	defer rows.Close()
 	out := map[string][]Bucket{}
-	for rows.Next() {
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err := eachRow(rows, err, "store: event counts", func(sc scanner) error {
 		var typ string
 		var n, c int64
-		if err := rows.Scan(&typ, &n, &c); err != nil {
-			return nil, fmt.Errorf("store: event counts: %w", err)
-		}
+		err := sc.Scan(&typ, &n, &c)
 		out[typ] = append(out[typ], Bucket{Start: start.UTC().Add(time.Duration(n) * period), Count: c})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: event counts: %w", err)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	for _, b := range out {
 		sort.Slice(b, func(i, j int) bool { return b[i].Start.Before(b[j].Start) })

@@ -423,23 +423,7 @@ func (s paymentRoom) ListPayments(ctx context.Context, f PaymentFilter) ([]Payme
 }
 
 func (s paymentRoom) queryPayments(ctx context.Context, q string, args ...any) ([]Payment, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: payments: %w", err)
-	}
-	defer rows.Close()
-	ps := []Payment{}
-	for rows.Next() {
-		p, err := scanPayment(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: payments: %w", err)
-		}
-		ps = append(ps, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: payments: %w", err)
-	}
-	return ps, nil
+	return queryAll(ctx, s.r, "payments", scanPayment, q, args...)
 }
 
 // PaymentsFor implements Payments.
@@ -471,22 +455,12 @@ func (s paymentRoom) ProofCollisions(ctx context.Context) ([]ProofCollision, err
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT message_id, kept_id, fingerprint, found_at FROM proof_collisions ORDER BY message_id`)
-	if err != nil {
-		return nil, fmt.Errorf("store: proof collisions: %w", err)
-	}
-	defer rows.Close()
-	out := []ProofCollision{}
-	for rows.Next() {
-		var c ProofCollision
+	return queryAll(ctx, s.r, "proof collisions", func(sc scanner) (c ProofCollision, err error) {
 		var at int64
-		if err := rows.Scan(&c.MessageID, &c.KeptID, &c.Fingerprint, &at); err != nil {
-			return nil, fmt.Errorf("store: proof collisions: %w", err)
-		}
+		err = sc.Scan(&c.MessageID, &c.KeptID, &c.Fingerprint, &at)
 		c.FoundAt = time.Unix(0, at).UTC()
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, err
+	}, `SELECT message_id, kept_id, fingerprint, found_at FROM proof_collisions ORDER BY message_id`)
 }
 
 // OwePaymentOOPS implements Payments.

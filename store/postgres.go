@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/envelopd/envelopd/internal/defaults"
 )
 
 // Postgres is the Store over a PostgreSQL database (github.com/jackc/pgx/v5),
@@ -75,15 +77,9 @@ type PostgresOptions struct {
 }
 
 func (o *PostgresOptions) defaults() {
-	if o.MaxConns <= 0 {
-		o.MaxConns = 16
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = time.Second
-	}
-	if o.MaxRetries <= 0 {
-		o.MaxRetries = 20
-	}
+	defaults.Positive(&o.MaxConns, 16)
+	defaults.Positive(&o.PollInterval, time.Second)
+	defaults.Positive(&o.MaxRetries, 20)
 }
 
 // The NOTIFY channels: new messages, newly queued mail. Each store's

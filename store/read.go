@@ -186,23 +186,10 @@ func (s rulesRoom) Messages(ctx context.Context, f Filter) ([]Message, error) {
 }
 
 func (s *core) query(ctx context.Context, q string, withRaw bool, args ...any) ([]Message, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	ms, err := queryAll(ctx, s.r, "messages", func(sc scanner) (Message, error) { return scanMessage(sc, withRaw) }, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: messages: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	ms := []Message{}
-	for rows.Next() {
-		m, err := scanMessage(rows, withRaw)
-		if err != nil {
-			return nil, fmt.Errorf("store: messages: %w", err)
-		}
-		ms = append(ms, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: messages: %w", err)
-	}
-	rows.Close()
 	if err := s.attachPayments(ctx, len(ms), func(i int) *Message { return &ms[i] }); err != nil {
 		return nil, err
 	}

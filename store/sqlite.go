@@ -15,6 +15,8 @@ import (
 
 	"modernc.org/sqlite" // registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/envelopd/envelopd/internal/defaults"
 )
 
 // ErrClosed is returned by every method of a closed SQLite store.
@@ -37,18 +39,10 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.BusyTimeout <= 0 {
-		o.BusyTimeout = 5 * time.Second
-	}
-	if o.MaxBatch <= 0 {
-		o.MaxBatch = 256
-	}
-	if o.Readers <= 0 {
-		o.Readers = 4
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = 200 * time.Millisecond
-	}
+	defaults.Positive(&o.BusyTimeout, 5*time.Second)
+	defaults.Positive(&o.MaxBatch, 256)
+	defaults.Positive(&o.Readers, 4)
+	defaults.Positive(&o.PollInterval, 200*time.Millisecond)
 }
 
 // SQLite is the Store backed by one SQLite database file (modernc.org/sqlite,

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -107,14 +106,11 @@ func runAPIAbuse(ctx context.Context, e *env) int {
 
 func apiAbuse(ctx context.Context, log io.Writer, dir string, requests, sends int, rate float64, strangers int, strangerRate float64,
 	dead int, tenantMail float64, rounds int) (*abuseResult, error) {
-	if dir == "" {
-		d, err := os.MkdirTemp("", "envelopd-abuse-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := workDir(dir, "envelopd-abuse-")
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	st, err := store.Open(ctx, filepath.Join(dir, "abuse.db"))
 	if err != nil {
 		return nil, err

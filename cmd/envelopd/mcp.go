@@ -90,8 +90,7 @@ func runMCP(ctx context.Context, e *env) int {
 		return 2
 	}
 	fail := func(err error) int {
-		fmt.Fprintf(e.stderr, "envelopd mcp: %v\n", err)
-		return 2
+		return failed(e, "mcp", err)
 	}
 	if *relay && len(domains) == 0 {
 		return fail(errors.New("--relay needs at least one --domain"))

@@ -116,15 +116,13 @@ func parseCommand(ctx context.Context, e *env, hooks ...parseHook) int {
 	}
 	raw, err := readMessage(e, args)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd parse: %v\n", err)
-		return 2
+		return failed(e, "parse", err)
 	}
 	r := parse.Parse(raw, parse.Options{Lenient: *lenient, Limits: limits})
 	extra := map[string]any{"limits": limits}
 	for _, step := range steps {
 		if err := step(ctx, raw, r, extra); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd parse: %v\n", err)
-			return 2
+			return failed(e, "parse", err)
 		}
 	}
 	delete(extra, "limits") // passed to the tunnel step, not printed

@@ -59,18 +59,15 @@ func runPoll(ctx context.Context, e *env) int {
 	}
 	accounts, err := pollAccounts(urls, config, pwFile, moveTo, address, &imapOAuth)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd poll: %v\n", err)
-		return 2
+		return failed(e, "poll", err)
 	}
 	rt, err := f.build(ctx, e)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd poll: %v\n", err)
-		return 2
+		return failed(e, "poll", err)
 	}
 	defer rt.close()
 	if err := checkOOPS(rt.pipeline, rt.log); err != nil {
-		fmt.Fprintf(e.stderr, "envelopd poll: %v\n", err)
-		return 2
+		return failed(e, "poll", err)
 	}
 	var progress *mailin.Progress
 	if isTerminal(e.stderr) {

@@ -47,17 +47,8 @@ func runSend(ctx context.Context, e *env) int {
 	var s sendFlags
 	f.register(fs, false)
 	s.register(fs)
-	pos, err := parseArgs(fs, e.args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(e.stderr, "envelopd send: unexpected argument %q\n", pos[0])
-		return 2
-	}
-	d, err := f.draft(e, mailout.Draft{})
-	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd send: %v\n", err)
+	d, ok := f.fromArgs(e, "send", fs)
+	if !ok {
 		return 2
 	}
 	return sendDraft(ctx, e, "send", d, &f, &s, nil)
@@ -71,15 +62,13 @@ func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draf
 	}
 	signers, err := f.dkim.signers()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
-		return 2
+		return failed(e, cmd, err)
 	}
 	var sub *mailout.Submitter
 	if s.smtpURL != "" {
 		var err error
 		if sub, err = newSubmitter(s.smtpURL, s.passwordFile, &s.oauth); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
-			return 2
+			return failed(e, cmd, err)
 		}
 	}
 	mailer := &mailout.Mailer{Signers: signers}
