@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -1049,36 +1050,47 @@ var commonMatches = func() *atomic.Int64 {
 
 // threadSearch returns a thread list's search conditions on SQLite: on
 // the thread's messages x (inner) and on the thread t (outer), with
-// sqliteMatch's terms. A common search probes the index for each message
-// of the threads walked (exact terms only: a probe of a prefix term
-// would merge its doclists each time); a rarer one restricts the threads
-// to its matches' (each match looked up in every inbox, found by a skip
-// scan of inbox_threads) and tests the messages against the set of
-// matches. inner is "" when neither applies (the dialect's condition
-// then).
-func (s *core) threadSearch(ctx context.Context, text string) (inner string, innerArgs []any, outer string, outerArgs []any, err error) {
+// sqliteMatch's terms. A common search (window true) is walked in
+// windows of threads newest first (InboxThreads): inner then tests a
+// message against the window [lo, hi) of rowids and takes the arguments
+// lo, match, lo, hi, lo, match (innerArgs is match alone). A rarer one restricts the threads to its matches'
+// (each match looked up in every inbox, found by a skip scan of
+// inbox_threads) and tests the messages against the set of matches.
+// inner is "" when neither applies (the dialect's condition then).
+func (s *core) threadSearch(ctx context.Context, text string) (inner string, innerArgs []any, outer string, outerArgs []any, window bool, err error) {
 	match, err := s.sqliteMatch(ctx, text)
 	if err != nil || match == "" {
-		return "", nil, "", nil, err
+		return "", nil, "", nil, false, err
 	}
 	var n int
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_fts WHERE message_fts MATCH ? LIMIT ?) AS c`,
 		match, commonMatches.Load()).Scan(&n); err != nil {
-		return "", nil, "", nil, fmt.Errorf("store: threads: %w", err)
+		return "", nil, "", nil, false, fmt.Errorf("store: threads: %w", err)
 	}
 	if int64(n) >= commonMatches.Load() {
 		if strings.Contains(match, `"*`) {
-			return "", nil, "", nil, nil // a prefix term was left: no cheap probe
+			return "", nil, "", nil, false, nil // a prefix term was left: no cheap probe
 		}
-		return `EXISTS (SELECT 1 FROM message_fts f WHERE message_fts MATCH ? AND f.rowid = x.message_id)`, []any{match}, "", nil, nil
+		// A message in the window [lo, hi) is tested against the
+		// window's matches, read once by one walk of the index; an
+		// older one (a thread's first messages can precede the window)
+		// is probed on its own (exact terms only: a probe of a prefix
+		// term would merge its doclists each time).
+		return `((x.message_id >= ? AND x.message_id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ? AND rowid >= ? AND rowid < ?))
+			OR (x.message_id < ? AND EXISTS (SELECT 1 FROM message_fts f WHERE message_fts MATCH ? AND f.rowid = x.message_id)))`,
+			[]any{match}, "", nil, true, nil
 	}
 	return `x.message_id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ?)`, []any{match},
 		`(t.inbox, t.thread_id) IN (SELECT y.inbox, y.thread_id FROM message_fts f CROSS JOIN inbox_messages y
 			WHERE message_fts MATCH ? AND y.message_id = f.rowid AND y.inbox IN (
 				WITH RECURSIVE b(inbox) AS (SELECT min(inbox) FROM inbox_threads
 					UNION ALL SELECT (SELECT min(inbox) FROM inbox_threads WHERE inbox > b.inbox) FROM b WHERE b.inbox IS NOT NULL)
-				SELECT inbox FROM b WHERE inbox IS NOT NULL))`, []any{match}, nil
+				SELECT inbox FROM b WHERE inbox IS NOT NULL))`, []any{match}, false, nil
 }
+
+// firstWindow is how many threads per page size the first window of a
+// common search's walk holds; each next window is twice the last.
+const firstWindow = 4
 
 // ThreadRef is one thread of an inbox: its id and last message row id.
 type ThreadRef struct {
@@ -1095,71 +1107,141 @@ func (s *core) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, err
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	var conds []string
-	var args []any
+	var scope []string
+	var scopeArgs []any
 	if q.Inbox != "" {
-		conds = append(conds, `t.inbox = ?`)
-		args = append(args, q.Inbox)
+		scope = append(scope, `t.inbox = ?`)
+		scopeArgs = append(scopeArgs, q.Inbox)
 	} else if q.Inboxes != nil {
 		if len(q.Inboxes) == 0 {
 			return []ThreadRef{}, nil
 		}
-		conds = append(conds, `t.inbox IN (`+placeholders(len(q.Inboxes))+`)`)
+		scope = append(scope, `t.inbox IN (`+placeholders(len(q.Inboxes))+`)`)
 		for _, b := range q.Inboxes {
-			args = append(args, b)
+			scopeArgs = append(scopeArgs, b)
 		}
 	}
 	op, order := "<", "DESC"
 	if q.Ascending {
 		op, order = ">", "ASC"
 	}
-	switch {
-	case q.CursorID > 0 && q.Inbox != "":
-		conds = append(conds, `t.last_id `+op+` ?`) // a range of inbox_threads_last
-		args = append(args, q.CursorID)
-	case q.CursorID > 0:
-		conds = append(conds, `(t.last_id, t.inbox) `+op+` (?, ?)`)
-		args = append(args, q.CursorID, q.CursorInbox)
+	// after is the keyset condition: threads after (id, inbox) in the
+	// walk's order.
+	after := func(id int64, inbox string) (string, []any) {
+		if q.Inbox != "" {
+			return `t.last_id ` + op + ` ?`, []any{id} // a range of inbox_threads_last
+		}
+		return `(t.last_id, t.inbox) ` + op + ` (?, ?)`, []any{id, inbox}
 	}
+	conds, args := slices.Clone(scope), slices.Clone(scopeArgs)
+	if q.CursorID > 0 {
+		c, a := after(q.CursorID, q.CursorInbox)
+		conds, args = append(conds, c), append(args, a...)
+	}
+	var exists, window string
+	var existsArgs []any
 	if len(q.Labels) > 0 || !q.Before.IsZero() || !q.After.IsZero() || q.Type != "" || q.Sender != "" || q.ErrorCode != "" || FTSQuery(q.Search) != "" {
 		sub := InboxQuery{Labels: q.Labels, Before: q.Before, After: q.After, Type: q.Type, Sender: q.Sender, ErrorCode: q.ErrorCode, Search: q.Search}
 		var inner, outer string
 		var innerArgs, outerArgs []any
+		var windowed bool
 		if s.d.searchWalk != nil && FTSQuery(q.Search) != "" {
 			var err error
-			if inner, innerArgs, outer, outerArgs, err = s.threadSearch(ctx, q.Search); err != nil {
+			if inner, innerArgs, outer, outerArgs, windowed, err = s.threadSearch(ctx, q.Search); err != nil {
 				return nil, err
 			}
 			if inner != "" {
 				sub.Search = ""
-				inner = ` AND ` + inner
 			}
 		}
 		w, a := sub.where(s.d)
-		conds = append(conds, `EXISTS (SELECT 1 FROM inbox_messages x JOIN messages m ON m.id = x.message_id
-			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND `+w+inner+`)`)
-		args = append(append(args, a...), innerArgs...)
+		exists = `EXISTS (SELECT 1 FROM inbox_messages x JOIN messages m ON m.id = x.message_id
+			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND ` + w
+		existsArgs = a
+		switch {
+		case windowed && !q.Ascending && q.Limit > 0:
+			window = inner
+			existsArgs = append(existsArgs, innerArgs...)
+		case inner != "":
+			exists += ` AND ` + inner
+			existsArgs = append(existsArgs, innerArgs...)
+		}
+		if window == "" {
+			conds = append(conds, exists+`)`)
+			args = append(args, existsArgs...)
+		}
 		if outer != "" {
 			conds = append(conds, outer)
 			args = append(args, outerArgs...)
 		}
 	}
-	where := "true"
-	if len(conds) > 0 {
-		where = strings.Join(conds, " AND ")
+	tail := ` ORDER BY t.last_id ` + order + `, t.inbox ` + order
+	if window == "" {
+		sqlq := `SELECT t.inbox, t.thread_id, t.last_id FROM inbox_threads t WHERE ` + and(conds) + tail
+		if q.Limit > 0 {
+			sqlq += ` LIMIT ?`
+			args = append(args, q.Limit)
+		}
+		return s.threadRefs(ctx, nil, sqlq, args)
 	}
-	sqlq := `SELECT t.inbox, t.thread_id, t.last_id FROM inbox_threads t WHERE ` + where +
-		` ORDER BY t.last_id ` + order + `, t.inbox ` + order
-	if q.Limit > 0 {
-		sqlq += ` LIMIT ?`
-		args = append(args, q.Limit)
+	// A common search walks the threads newest first in windows: a
+	// window is the next n threads (n = firstWindow × Limit, doubling),
+	// its messages tested against the matches in the window's rowid
+	// range, read by one walk of the index (the messages of a thread are
+	// at most its last_id, and a thread of the window has last_id ≥ lo).
+	// A page is found in the first window unless matches are sparse;
+	// each window costs about its own threads and matches.
+	match := existsArgs[len(existsArgs)-1]
+	existsArgs = existsArgs[:len(existsArgs)-1]
+	out := []ThreadRef{}
+	hi := int64(math.MaxInt64)
+	if q.CursorID > 0 {
+		hi = q.CursorID + 1 // the cursor thread's own last message is not in a next thread
 	}
+	for n := firstWindow * q.Limit; ; n *= 2 {
+		var lo int64
+		err := s.r.QueryRowContext(ctx, `SELECT t.last_id FROM inbox_threads t WHERE `+and(conds)+tail+` LIMIT 1 OFFSET ?`,
+			append(slices.Clone(args), n)...).Scan(&lo)
+		if errors.Is(err, sql.ErrNoRows) {
+			lo = 0 // fewer than n threads left: the window is the rest
+		} else if err != nil {
+			return nil, fmt.Errorf("store: threads: %w", err)
+		}
+		wc := append(slices.Clone(conds), `t.last_id >= ?`, exists+` AND `+window+`)`)
+		wa := append(append(slices.Clone(args), lo), existsArgs...)
+		wa = append(wa, lo, match, lo, hi, lo, match, q.Limit-len(out))
+		page, err := s.threadRefs(ctx, out, `SELECT t.inbox, t.thread_id, t.last_id FROM inbox_threads t WHERE `+and(wc)+tail+` LIMIT ?`, wa)
+		if err != nil {
+			return nil, err
+		}
+		out = page
+		if len(out) >= q.Limit || lo == 0 {
+			return out, nil
+		}
+		// The next window: the threads before lo.
+		c, a := after(lo, "")
+		conds, args = append(slices.Clone(scope), c), append(slices.Clone(scopeArgs), a...)
+		hi = lo
+	}
+}
+
+func and(conds []string) string {
+	if len(conds) == 0 {
+		return "true"
+	}
+	return strings.Join(conds, " AND ")
+}
+
+// threadRefs appends the rows of a thread list query to out.
+func (s *core) threadRefs(ctx context.Context, out []ThreadRef, sqlq string, args []any) ([]ThreadRef, error) {
 	rows, err := s.r.QueryContext(ctx, sqlq, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: threads: %w", err)
 	}
 	defer rows.Close()
-	out := []ThreadRef{}
+	if out == nil {
+		out = []ThreadRef{}
+	}
 	for rows.Next() {
 		var t ThreadRef
 		if err := rows.Scan(&t.Inbox, &t.ThreadID, &t.LastID); err != nil {
