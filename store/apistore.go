@@ -956,34 +956,55 @@ func (s *core) InboxMessageByRef(ctx context.Context, inbox, ref string) (*Inbox
 // SetInboxLabels adds and removes user labels of one indexed message and
 // returns its user labels.
 func (s *core) SetInboxLabels(ctx context.Context, inbox string, id int64, add, remove []string) ([]string, error) {
+	out, err := s.SetInboxLabelsBatch(ctx, inbox, []int64{id}, add, remove)
+	if err != nil {
+		return nil, err
+	}
+	if out[0] == nil {
+		return nil, fmt.Errorf("message %d of %s: %w", id, inbox, ErrNotFound)
+	}
+	return out[0], nil
+}
+
+// SetInboxLabelsBatch adds and removes the same user labels on indexed
+// messages of inbox in one transaction (all or none) and returns each
+// one's user labels, in the order of ids: nil for an id the inbox does
+// not hold.
+func (s *core) SetInboxLabelsBatch(ctx context.Context, inbox string, ids []int64, add, remove []string) ([][]string, error) {
 	for _, l := range append(slices.Clone(add), remove...) {
 		if l == "" || strings.ContainsAny(l, " \t\r\n\x00") || len(l) > 200 {
 			return nil, fmt.Errorf("%w: label %q", ErrBadInput, l)
 		}
 	}
-	var out []string
+	var out [][]string
 	err := s.write(ctx, func(tx Tx) error {
-		var cur string
-		err := tx.QueryRow(`SELECT labels FROM inbox_messages WHERE inbox = ? AND message_id = ?`, inbox, id).Scan(&cur)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("message %d of %s: %w", id, inbox, ErrNotFound)
+		out = make([][]string, len(ids))
+		for i, id := range ids {
+			var cur string
+			err := tx.QueryRow(`SELECT labels FROM inbox_messages WHERE inbox = ? AND message_id = ?`, inbox, id).Scan(&cur)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("store: labels: %w", err)
+			}
+			ls := strings.Fields(cur)
+			ls = append(ls, add...)
+			ls = slices.DeleteFunc(ls, func(l string) bool { return slices.Contains(remove, l) })
+			slices.Sort(ls)
+			ls = slices.Compact(ls)
+			if len(ls) > 100 {
+				return fmt.Errorf("%w: more than 100 labels", ErrBadInput)
+			}
+			if _, err := tx.Exec(`UPDATE inbox_messages SET labels = ? WHERE inbox = ? AND message_id = ?`,
+				" "+strings.Join(ls, " ")+" ", inbox, id); err != nil {
+				return fmt.Errorf("store: labels: %w", err)
+			}
+			out[i] = ls
+			if out[i] == nil {
+				out[i] = []string{}
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("store: labels: %w", err)
-		}
-		ls := strings.Fields(cur)
-		ls = append(ls, add...)
-		ls = slices.DeleteFunc(ls, func(l string) bool { return slices.Contains(remove, l) })
-		slices.Sort(ls)
-		ls = slices.Compact(ls)
-		if len(ls) > 100 {
-			return fmt.Errorf("%w: more than 100 labels", ErrBadInput)
-		}
-		if _, err := tx.Exec(`UPDATE inbox_messages SET labels = ? WHERE inbox = ? AND message_id = ?`,
-			" "+strings.Join(ls, " ")+" ", inbox, id); err != nil {
-			return fmt.Errorf("store: labels: %w", err)
-		}
-		out = ls
 		return nil
 	})
 	return out, err
