@@ -295,7 +295,9 @@ def main():
     assert e.body["name"] == "ValidationError" and "send_at" in e.body["message"], e.body
     e = expect_error(413, lambda: c.inboxes.drafts.create(SHOP, to=[BOB], text="x" * (30 << 20)))
     assert e.body["name"] == "PayloadTooLargeError", e.body
-    assert [x.draft_id for x in c.drafts.list().drafts] == [later.draft_id]  # nothing half-written
+    # Nothing half-written: the scheduled draft, or none once it is sent
+    # (its 2 s may be over on a loaded machine).
+    assert [x.draft_id for x in c.drafts.list().drafts] in ([later.draft_id], []), c.drafts.list()
     wait_for("the scheduled draft sent", lambda: [m for m in c.inboxes.messages.list(BOB, labels=["received"]).messages
                                                   if m.subject == "scheduled"])
     expect_error(404, lambda: c.drafts.get(later.draft_id), "NotFoundError")
