@@ -43,6 +43,9 @@ var pgTests = []struct {
 	{"RevokedKeyDownloadURL", TestRevokedKeyDownloadURL},
 	{"RevokedKeyClosesWebsocket", TestRevokedKeyClosesWebsocket},
 	{"Domains", TestDomainsAPI},
+	{"DraftAttachments", TestDraftAttachments},
+	{"BatchMessages", TestBatchMessages},
+	{"PodWebhooks", TestPodWebhooks},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens
