@@ -1071,10 +1071,10 @@ var commonMatches = func() *atomic.Int64 {
 
 // threadSearch returns a thread list's search conditions on SQLite: on
 // the thread's messages x (inner) and on the thread t (outer), with
-// sqliteMatch's terms. A common search (window true) is walked in
-// windows of threads newest first (InboxThreads): inner then tests a
-// message against the window [lo, hi) of rowids and takes the arguments
-// lo, match, lo, hi, lo, match (innerArgs is match alone). A rarer one restricts the threads to its matches'
+// sqliteMatch's terms. A common search (window true) probes the index
+// for each message of the threads walked (exact terms only: a probe of a
+// prefix term would merge its doclists each time); a page newest first
+// is walked in windows instead (InboxThreads, windowMatch). A rarer one restricts the threads to its matches'
 // (each match looked up in every inbox, found by a skip scan of
 // inbox_threads) and tests the messages against the set of matches.
 // inner is "" when neither applies (the dialect's condition then).
@@ -1092,14 +1092,7 @@ func (s *core) threadSearch(ctx context.Context, text string) (inner string, inn
 		if strings.Contains(match, `"*`) {
 			return "", nil, "", nil, false, nil // a prefix term was left: no cheap probe
 		}
-		// A message in the window [lo, hi) is tested against the
-		// window's matches, read once by one walk of the index; an
-		// older one (a thread's first messages can precede the window)
-		// is probed on its own (exact terms only: a probe of a prefix
-		// term would merge its doclists each time).
-		return `((x.message_id >= ? AND x.message_id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ? AND rowid >= ? AND rowid < ?))
-			OR (x.message_id < ? AND EXISTS (SELECT 1 FROM message_fts f WHERE message_fts MATCH ? AND f.rowid = x.message_id)))`,
-			[]any{match}, "", nil, true, nil
+		return probeMatch, []any{match}, "", nil, true, nil
 	}
 	return `x.message_id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ?)`, []any{match},
 		`(t.inbox, t.thread_id) IN (SELECT y.inbox, y.thread_id FROM message_fts f CROSS JOIN inbox_messages y
@@ -1108,6 +1101,16 @@ func (s *core) threadSearch(ctx context.Context, text string) (inner string, inn
 					UNION ALL SELECT (SELECT min(inbox) FROM inbox_threads WHERE inbox > b.inbox) FROM b WHERE b.inbox IS NOT NULL)
 				SELECT inbox FROM b WHERE inbox IS NOT NULL))`, []any{match}, false, nil
 }
+
+// probeMatch tests a message x against a MATCH by a probe of the index.
+const probeMatch = `EXISTS (SELECT 1 FROM message_fts f WHERE message_fts MATCH ? AND f.rowid = x.message_id)`
+
+// windowMatch tests a message x against a MATCH in a window [lo, hi) of
+// rowids: a message in it against the window's matches, read once by one
+// walk of the index; an older one (a thread's first messages can precede
+// the window) by a probe. Its arguments are lo, match, lo, hi, lo, match.
+const windowMatch = `((x.message_id >= ? AND x.message_id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ? AND rowid >= ? AND rowid < ?))
+	OR (x.message_id < ? AND ` + probeMatch + `))`
 
 // firstWindow is how many threads per page size the first window of a
 // common search's walk holds; each next window is twice the last.
@@ -1181,7 +1184,7 @@ func (s *core) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef, err
 		existsArgs = a
 		switch {
 		case windowed && !q.Ascending && q.Limit > 0:
-			window = inner
+			window = windowMatch
 			existsArgs = append(existsArgs, innerArgs...)
 		case inner != "":
 			exists += ` AND ` + inner

@@ -142,7 +142,8 @@ func testSearchPaths(t *testing.T, db string) {
 		}
 	}
 	waitIndexed(t, s, len(subjects)+6, "a@x.test", "b@x.test")
-	for _, tq := range []store.InboxQuery{{Search: "order"}, {Search: "order", Inbox: "a@x.test"}, {Search: "ord", Labels: []string{"received"}}} {
+	for _, tq := range []store.InboxQuery{{Search: "order"}, {Search: "order", Inbox: "a@x.test"}, {Search: "ord", Labels: []string{"received"}},
+		{Search: "order", Ascending: true}, {Search: "order", Inbox: "b@x.test", Ascending: true}} {
 		old := store.SetCommonMatches(1 << 40)
 		rare := threads(tq)
 		store.SetCommonMatches(1)
