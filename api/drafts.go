@@ -92,15 +92,9 @@ type draftDoc struct {
 	Force       bool             `json:"force,omitempty"`
 }
 
-// DraftAttachment is the SDK's Attachment of a draft.
-type DraftAttachment struct {
-	AttachmentID       string `json:"attachment_id"`
-	Filename           string `json:"filename,omitempty"`
-	Size               int    `json:"size"`
-	ContentType        string `json:"content_type,omitempty"`
-	ContentDisposition string `json:"content_disposition,omitempty"`
-	ContentID          string `json:"content_id,omitempty"`
-}
+// DraftAttachment is the SDK's Attachment of a draft: an Attachment
+// without the download fields (drafts.get_attachment gives those).
+type DraftAttachment = Attachment
 
 // DraftObject is the SDK's Draft (and, in lists, DraftItem).
 type DraftObject struct {
