@@ -1074,10 +1074,11 @@ var commonMatches = func() *atomic.Int64 {
 // sqliteMatch's terms. A common search (window true) probes the index
 // for each message of the threads walked (exact terms only: a probe of a
 // prefix term would merge its doclists each time); a page newest first
-// is walked in windows instead (InboxThreads, windowMatch). A rarer one restricts the threads to its matches'
-// (each match looked up in every inbox, found by a skip scan of
-// inbox_threads) and tests the messages against the set of matches.
-// inner is "" when neither applies (the dialect's condition then).
+// is walked in windows instead (InboxThreads, windowMatch). A rarer one
+// restricts the threads to its matches' (each match looked up in every
+// inbox, found by a skip scan of inbox_threads) and tests the messages
+// against the set of matches. inner is "" when neither applies (the
+// dialect's condition then).
 func (s *core) threadSearch(ctx context.Context, text string) (inner string, innerArgs []any, outer string, outerArgs []any, window bool, err error) {
 	match, err := s.sqliteMatch(ctx, text)
 	if err != nil || match == "" {
