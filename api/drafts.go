@@ -491,11 +491,11 @@ func (s *Service) draftDownload(ctx context.Context, d download) ([]byte, string
 	if err != nil {
 		return nil, "", "", err
 	}
-	a, _, err := draftAttachment(dr, draftAttachmentID(d.Part))
+	a, n, err := draftAttachment(dr, draftAttachmentID(d.Part))
 	if err != nil {
 		return nil, "", "", notFound("download link not found or expired")
 	}
-	data, err := base64.StdEncoding.DecodeString(a.Content)
+	data, err := a.decode(n) // checked when given, unless kept from before the check
 	if err != nil {
 		return nil, "", "", err
 	}
