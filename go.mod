@@ -3,7 +3,6 @@ module github.com/envelopd/envelopd
 go 1.26.0
 
 require (
-	blitiri.com.ar/go/spf v1.6.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/coder/websocket v1.8.15

@@ -1,4 +1,4 @@
-// Package api serves an AgentMail-compatible HTTP API (issue 19) from
+// Package api serves an AgentMail-compatible HTTP API from
 // envelopd's own store, so that an agent built on AgentMail's official
 // SDK (agentmail@0.5.27: its api/resources clients and serialization/
 // wire names are the contract) runs against envelopd by changing only its

@@ -12,7 +12,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// Events (issue 19): the websocket at /v0 and the webhooks read one
+// Events: the websocket at /v0 and the webhooks read one
 // durable event log (store/events.go), written by the store in the
 // transaction that makes each event true. The event objects are the
 // SDK's (agentmail@0.5.27 api/resources/events/types, with the wire

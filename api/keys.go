@@ -18,7 +18,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// API keys (issue 22, "Authentication that gives nothing away"). A key is
+// API keys. A key is
 //
 //	ek_<id>_<secret>
 //

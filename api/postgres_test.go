@@ -10,8 +10,8 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-// pgTests are the tests that run again with the store on Postgres
-// (issue 21): the whole API over the other backend, through the same
+// pgTests are the tests that run again with the store on Postgres:
+// the whole API over the other backend, through the same
 // store.DB (TestPostgresAPI). A new API test is added here too.
 var pgTests = []struct {
 	name string

@@ -30,7 +30,7 @@ type ListParams struct {
 	Before    time.Time
 	After     time.Time
 	Ascending bool
-	// Extension filters (the web inbox's, issue 20; message lists only):
+	// Extension filters (the web inbox's; message lists only):
 	// type, sender, error (a code among errors and warnings) and q (free
 	// text over subject and note).
 	Type, Sender, Error, Search string

@@ -25,7 +25,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// Webhooks (issue 19; the SDK's webhooks and inboxes.webhooks clients):
+// Webhooks (the SDK's webhooks and inboxes.webhooks clients):
 // {url, event_types, inbox_ids}, delivered from a durable hand-off log
 // (api_webhook_deliveries: one row per event and webhook, made by the
 // store in the event's own transaction), retried with exponential backoff

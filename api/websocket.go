@@ -12,7 +12,7 @@ import (
 	"github.com/coder/websocket"
 )
 
-// The websocket at /v0 (issue 19; the SDK's websockets client,
+// The websocket at /v0 (the SDK's websockets client,
 // agentmail@0.5.27 api/resources/websockets): the key comes as ?api_key=
 // (or an Authorization: Bearer header), checked and throttled like every
 // request. The client sends {"type":"subscribe", "event_types":[…],

@@ -3,7 +3,7 @@
 // AUTHENTICATE, later the HTTP API). It knows nothing of those protocols:
 // a front end describes an Attempt and hands over the verification as a
 // function; Guard.Check decides whether it may run at all and records how
-// it ended (issue 17 §3, issue 22).
+// it ended.
 //
 //   - Throttle: failures are counted per client IP (IPv6 per /64) and per
 //     account. Before any password hash is computed, an IP that failed

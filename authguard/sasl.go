@@ -10,7 +10,7 @@ import (
 // NewPlainServer is the server side of SASL PLAIN (RFC 4616) for every
 // front end. Unlike go-sasl's, it hands a malformed response to check as
 // well (as identity, user and password ""), so that a malformed exchange
-// costs what a wrong password costs (issue 22) instead of an instant
+// costs what a wrong password costs instead of an instant
 // answer; check decides (and should refuse an identity other than user
 // only after a full check).
 func NewPlainServer(check func(identity, user, pass string) error) sasl.Server {

@@ -2,7 +2,7 @@
 // global cap, a cap per client IP (IPv6 per /64), and an optional rate of
 // new connections per IP (a token bucket). A refused client gets one line
 // (SMTP "421 4.7.0 …", RFC 5321 §3.8; IMAP "* BYE …", RFC 9051 §7.1.5)
-// and is closed (issue 17 §3: one address must not take every slot).
+// and is closed (one address must not take every slot).
 package connlimit
 
 import (

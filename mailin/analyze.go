@@ -72,7 +72,7 @@ func Analyze(ctx context.Context, raw []byte, opts AnalyzeOptions) *Analysis {
 	// Valid and the oops preview reflect the DKIM and attachment problems
 	// too (the preview is the body serve sends, parse.OOPSBody).
 	a.Result.Revalidate(opts.Lenient)
-	// What is stored about the message is O(its size) (issue 17 §2).
+	// What is stored about the message is O(its size).
 	js, cut := a.Result.BoundJSON(opts.Limits.OutputLimit(len(raw)))
 	if cut {
 		a.Result.Valid = len(a.Result.Errors) == 0

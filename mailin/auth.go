@@ -54,7 +54,7 @@ type checkFunc func(identity, user, pass string) error
 // HMAC-SHA256 values under a per-process random key, in constant time, and
 // an unknown user is compared against a random value: every failure costs
 // one HMAC and one 32-byte comparison, whichever user was named and however
-// long the password (issue 22). mac is replaceable in tests to count calls.
+// long the password. mac is replaceable in tests to count calls.
 type fileUsers struct {
 	key   []byte
 	macs  map[string][]byte
@@ -90,7 +90,7 @@ func (f *fileUsers) check(user, pass string) error {
 }
 
 // smtpConn is a connection of the SMTP front end; it enforces the idle
-// limits (issue 17 §3). go-smtp sets the read deadline once before it
+// limits. go-smtp sets the read deadline once before it
 // reads each command line or SASL response (Conn.readLine), in the clear
 // and under STARTTLS alike (tls.Conn passes SetReadDeadline down), so that
 // is where commands are counted:

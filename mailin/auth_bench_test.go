@@ -21,7 +21,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// BenchmarkAuthFailure is issue 22's benchmark. It prints, side by side,
+// BenchmarkAuthFailure measures a failed authentication. It prints, side by side,
 // the median time of a failed relay authentication for a mailbox that
 // exists (wrong password) and for one that does not, over 200 tries each
 // (their ratio should be ≈ 1.0: the unknown user is checked against a

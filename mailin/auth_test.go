@@ -93,7 +93,7 @@ func expectClosed(t *testing.T, c *abuseConn) {
 	}
 }
 
-// TestSMTPAuthFlood reproduces issue 17's "2,000 wrong AUTH PLAIN in 0.06
+// TestSMTPAuthFlood reproduces a measured flood, "2,000 wrong AUTH PLAIN in 0.06
 // s, no delay, no disconnect, no log line": now each failure makes the
 // next attempt from that IP wait a doubling delay (before any check), the
 // third failure in a session closes it with 421, the tenth failure locks
@@ -365,7 +365,7 @@ func TestSMTPHeloControlChars(t *testing.T) {
 }
 
 // TestSMTPAuthBusy: with every hashing slot taken and no queue, AUTH is
-// answered 454 4.7.0 at once (issue 22).
+// answered 454 4.7.0 at once.
 func TestSMTPAuthBusy(t *testing.T) {
 	block, entered := make(chan struct{}), make(chan struct{}, 1)
 	r := &blockingRouter{block: block, entered: entered}
@@ -403,7 +403,7 @@ func (b *blockingRouter) Authenticate(user, pass string) error {
 }
 
 // TestRelayAuthEqualCost shows structurally that every failure costs one
-// full password check with the same parameters (issue 22): a wrong
+// full password check with the same parameters: a wrong
 // password, an unknown mailbox, a mailbox without a password and an
 // address outside the local domains each run the hasher exactly once,
 // against a hash of the same scheme and iteration count.

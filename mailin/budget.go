@@ -10,7 +10,7 @@ import (
 	"github.com/emersion/go-smtp"
 )
 
-// Defaults of the in-flight budget (issue 17 §2): message bytes being
+// Defaults of the in-flight budget: message bytes being
 // received or analysed at once, across all sessions.
 const (
 	DefaultMaxInFlightBytes = 128 << 20

@@ -149,8 +149,8 @@ func TestSMTPBudgetBelowMessageSizeRefused(t *testing.T) {
 }
 
 // TestLimitsQuarantineKeepsRaw: a mail past an analysis limit is stored
-// quarantined with the limit's code and its raw bytes intact (issue 17 §2:
-// nothing is dropped).
+// quarantined with the limit's code and its raw bytes intact (nothing
+// is dropped).
 func TestLimitsQuarantineKeepsRaw(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

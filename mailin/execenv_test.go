@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestExecEnv: the --exec environment is an allow-list of envelopd's own
-// (issue 17 §5): PATH, HOME, LANG, LC_*, … and the names passed; never
+// TestExecEnv: the --exec environment is an allow-list of envelopd's own:
+// PATH, HOME, LANG, LC_*, … and the names passed; never
 // envelopd's passwords, whatever is asked.
 func TestExecEnv(t *testing.T) {
 	t.Parallel()

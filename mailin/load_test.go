@@ -24,8 +24,8 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// This file holds the SMTP abuse tests and the SMTP session fuzz target
-// (issue 11, "Robustness"). Heavy variants (a 1 GB DATA stream) run only
+// This file holds the SMTP abuse tests and the SMTP session fuzz target.
+// Heavy variants (a 1 GB DATA stream) run only
 // with ENVELOPD_INTEROP=1.
 
 func interop() bool { return os.Getenv("ENVELOPD_INTEROP") == "1" }

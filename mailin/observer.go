@@ -9,7 +9,7 @@ import (
 // Metrics records the outcome of each message the pipeline stores.
 // Package mailin/metrics implements it with Prometheus; it is an interface
 // so that mailin (and mailin/relaytest, which agents import in their
-// tests) does not depend on the Prometheus client (issue 18, "Install").
+// tests) does not depend on the Prometheus client.
 type Metrics interface {
 	// Observe is called once per Ingest that stored (or found already
 	// stored) a message, with the time from raw bytes to durable commit.

@@ -21,7 +21,7 @@ import (
 // queued atomically with the message: a crash cannot store the one without
 // the other.
 //
-// Issue 17 ("Courtesy OOPS without backscatter"): an OOPS goes only to a
+// Courtesy OOPS without backscatter: an OOPS goes only to a
 // verified sender (senderVerified) and only from an address at a domain
 // the operator signs for (oopsFrom); otherwise the plan is recorded as
 // suppressed, with its reason, on the stored message. automated is the
@@ -184,7 +184,7 @@ func (p *Pipeline) recompose(m *store.Message, o store.OwedOOPS) (*store.Outgoin
 }
 
 // senderVerified says how the From address from is verified, or "" when it
-// is not (issue 17): "auth" when the authenticated submission user is that
+// is not: "auth" when the authenticated submission user is that
 // address; otherwise how the sender verdict v authenticated from's domain
 // ("dmarc", "dkim" or "arc", senderauth.Verdict.AuthenticatedBy). Without
 // a verdict (no sender checks configured) a passing DKIM signature whose
@@ -216,7 +216,7 @@ func senderVerified(v *senderauth.Verdict, results []dkim.Result, from, user str
 // recipient (or, without one, the first To) when it is at a domain the
 // operator signs for (OOPSDomains), else OOPSFrom, else postmaster at the
 // first of OOPSDomains; "" when there is none — an OOPS is never sent
-// from an arbitrary recipient's domain (issue 17).
+// from an arbitrary recipient's domain.
 func (p *Pipeline) oopsFrom(meta Meta, r *parse.Result) string {
 	first := ""
 	if len(meta.Rcpts) > 0 {

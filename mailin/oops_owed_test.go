@@ -11,7 +11,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// TestOwedOOPSRecovered (issue 21): the courtesy OOPS is composed after
+// TestOwedOOPSRecovered: the courtesy OOPS is composed after
 // the mail's ingest commits. A process that dies in between (here: its
 // store closes under the composer) leaves the OOPS owed; the owed-OOPS
 // worker of the next process rebuilds it from the stored message alone —

@@ -39,7 +39,7 @@ func suppressed(t *testing.T, ts *testServer, rec *oopsRecorder, reason string) 
 	}
 }
 
-// TestOOPSBackscatter reproduces the measured breaks of issue 17 §1: a
+// TestOOPSBackscatter reproduces measured backscatter: a
 // forged From without DKIM, or with a failing signature, or signed by an
 // unaligned domain, got a signed OOPS; now none, and the stored mail says
 // why. The authenticated submission user is verified without DKIM.

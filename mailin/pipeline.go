@@ -29,7 +29,7 @@ type Meta struct {
 	Mailbox  string   // store mailbox ("" = default)
 	Remote   string   // peer address, for logs
 	// User is the authenticated submission user ("" when none): a From
-	// equal to it is a verified sender (courtesy OOPS, issue 17).
+	// equal to it is a verified sender (courtesy OOPS).
 	User string
 	// NoOOPS, when not "", is why this copy gets no courtesy OOPS
 	// whatever its errors (store.OOPSOnePerMail in relay mode).

@@ -20,7 +20,7 @@ import (
 	"github.com/envelopd/envelopd/internal/oauth"
 )
 
-// How one session keeps "exactly once" (issue 7):
+// How one session keeps "exactly once":
 //
 //  1. SELECT gives the mailbox's UIDVALIDITY (RFC 9051 §2.3.1.1). The store
 //     holds (UIDVALIDITY, highest processed UID) per Account.Key. If the

@@ -20,7 +20,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// Relay is relay mode (issue 10): envelopd as the whole mail world of a test
+// Relay is relay mode: envelopd as the whole mail world of a test
 // suite. Every address at one of Domains is a mailbox; a message for a
 // local address is ingested once per recipient mailbox (Meta.Mailbox = the
 // address, so dedup and threads are per mailbox); a message for any other
@@ -171,7 +171,7 @@ func (r *Relay) DummyHash() string {
 
 // ErrNoMailbox refuses an unauthenticated recipient at a local domain that
 // has no mailbox (RFC 3463 5.1.1): mail from strangers never creates
-// mailboxes (issue 17); `envelopd mailbox add` does.
+// mailboxes; `envelopd mailbox add` does.
 var ErrNoMailbox = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "No such mailbox"}
 
 // Rcpt implements Router. A local recipient must have a mailbox unless the
@@ -233,7 +233,7 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 		return "", err
 	}
 	// At most one courtesy OOPS per inbound mail, whatever its number of
-	// local recipients (issue 17): the copies after the first OOPS queued
+	// local recipients: the copies after the first OOPS queued
 	// record one_per_mail instead.
 	oopsDone := false
 	for _, rc := range local {
@@ -295,7 +295,7 @@ func (r *Relay) seal(ctx context.Context, raw []byte, user string, s dkim.Signer
 }
 
 // checkLocalAuthor refuses mail that names a local address as its author
-// without proof (issue 17 §4): only the relay itself can vouch for a
+// without proof: only the relay itself can vouch for a
 // local author, either because the mail came through submission with AUTH
 // as that address (Deliver checks From == user there) or because it
 // carries a passing DKIM signature aligned with the author's domain
@@ -371,7 +371,7 @@ func (r *Relay) DeliverLocal(ctx context.Context, raw []byte, mailFrom, rcpt, re
 
 // deliverLocal ingests raw into the mailbox meta.Mailbox, creating it
 // first when create is set (mail of an authenticated local user; never
-// for a stranger's mail, issue 17).
+// for a stranger's mail).
 func (r *Relay) deliverLocal(ctx context.Context, raw []byte, meta Meta, create bool) (store.Outcome, error) {
 	meta.Mailbox = strings.ToLower(meta.Mailbox)
 	if create {

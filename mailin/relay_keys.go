@@ -52,7 +52,7 @@ func HashPassword(pw string, iterations int) (string, error) {
 // DummyPasswordHash returns a hash in HashPassword's format with a random
 // salt and a random key: checking any password against it costs exactly
 // what checking against a real hash of that many iterations costs, and
-// always fails (issue 22: unknown users cost the same as known ones).
+// always fails (unknown users cost the same as known ones).
 func DummyPasswordHash(iterations int) string {
 	if iterations <= 0 {
 		iterations = DefaultPasswordIterations

@@ -54,7 +54,7 @@ type SMTPConfig struct {
 	MaxInFlightBytes int64
 	InFlightWait     time.Duration
 
-	// Abuse limits (issue 17 §3, issue 22).
+	// Abuse limits.
 	// MaxConnectionsPerIP caps concurrent connections from one client IP
 	// (IPv6: one /64); more → 421 at connect. Default 20 (a fifth of
 	// MaxConnections' default); < 0: no cap.
@@ -331,7 +331,7 @@ var (
 
 // checkAuth runs one AUTH attempt through the guard: throttled before any
 // hash, bounded in concurrency, logged and counted. Every failure costs
-// one full password check whatever was wrong (issue 22): an authorization
+// one full password check whatever was wrong: an authorization
 // identity other than the user is checked, then refused.
 func (ss *session) checkAuth(mech, identity, user, pass string) error {
 	verify := func() error {
@@ -353,7 +353,7 @@ func (ss *session) checkAuth(mech, identity, user, pass string) error {
 	switch {
 	case err == nil:
 		// The authenticated user: a relay's mailbox, or an --auth-file
-		// user (a verified sender for courtesy OOPS, issue 17 §1).
+		// user (a verified sender for courtesy OOPS).
 		ss.authed, ss.user = true, user
 		ss.conn.progress()
 		return nil
@@ -451,7 +451,7 @@ func (ss *session) Data(r io.Reader) error {
 		}
 	}()
 	// The message's bytes count against the in-flight budget until it is
-	// stored (issue 17 §2): past it, 451 4.3.2 rather than memory.
+	// stored: past it, 451 4.3.2 rather than memory.
 	declared := min(ss.size, ss.s.cfg.MaxMessageBytes)
 	taken, err := readBudgeted(ss.s.ctx, ss.s.inFlight, ss.s.cfg.InFlightWait, declared, buf, r)
 	defer ss.s.inFlight.release(taken)

@@ -47,7 +47,7 @@ func View(m *store.Message) ([]byte, error) {
 	set("errors", errs)
 	set("warnings", warns)
 	set("valid", len(errs) == 0)
-	// One truth (issue 18): oops is the body of the courtesy OOPS actually
+	// One truth: oops is the body of the courtesy OOPS actually
 	// queued for this message, or null when none was sent — never the
 	// parser's preview; oops_decision says what was decided and why.
 	obj["oops"] = json.RawMessage("null")

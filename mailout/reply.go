@@ -177,7 +177,7 @@ func ComposeOOPS(orig *parse.Result, code protocols.Code, note, from string) ([]
 // — with ref the offending message's Envelopay id; the reply is threaded,
 // addressed to orig's sender from from, and marked Auto-Submitted:
 // auto-replied (RFC 3834 section 5) so that no peer answers it in turn.
-// Nothing the peer wrote reaches it unsanitised (issue 17): the note is
+// Nothing the peer wrote reaches it unsanitised: the note is
 // parse.OOPSNote (no control characters, bounded, no DKIM tags) and the
 // threading ids are kept only when short and printable. The result is not
 // signed (see Mailer.OOPS).

@@ -268,7 +268,7 @@ func TestTools(t *testing.T) {
 		t.Errorf("list_threads (all): %d", all.Count)
 	}
 	// The courtesy OOPS is composed and queued after the replay's commit
-	// (the OOPS leaves the ingest transaction, issue 21): wait for it.
+	// (the OOPS leaves the ingest transaction): wait for it.
 	var gt api.Thread
 	var types []string
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {

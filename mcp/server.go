@@ -1,5 +1,5 @@
 // Package mcp serves envelopd to model-driven agents as a Model Context
-// Protocol server (issue 20; MCP specification 2025-06-18, "Tools"), built
+// Protocol server (MCP specification 2025-06-18, "Tools"), built
 // on the official github.com/modelcontextprotocol/go-sdk: over stdio
 // (`envelopd mcp`) and over streamable HTTP at /mcp (`envelopd serve
 // --http`, the API's bearer keys).

@@ -182,7 +182,7 @@ type labelIn struct {
 	RemoveLabels []string `json:"remove_labels,omitempty"`
 }
 
-// Wait bounds (issue 20: a bounded timeout).
+// Wait bounds (a bounded timeout).
 const (
 	DefaultWait = 30 * time.Second
 	MaxWait     = 5 * time.Minute

@@ -10,7 +10,7 @@ import (
 
 // BenchmarkParse2KB parses a realistic 2 KB Envelopay mail (a prepaid
 // ORDER, multipart/alternative, with Received and DKIM-Signature headers).
-// Target (issue 4): ≤ 20 µs/op and a small, flat number of allocations.
+// Target: ≤ 20 µs/op and a small, flat number of allocations.
 func BenchmarkParse2KB(b *testing.B) {
 	raw, err := os.ReadFile("../testdata/eml/bench-order-2kb.eml")
 	if err != nil {
@@ -26,7 +26,7 @@ func BenchmarkParse2KB(b *testing.B) {
 	}
 }
 
-// BenchmarkParseHostile parses the hostile shapes of issue 17 §2 with the
+// BenchmarkParseHostile parses the hostile shapes (internal/hostile) with the
 // default limits, bounds the result and encodes it as `envelopd parse`
 // does; out-bytes/op is the printed size (at most 4× the input + 64 KiB).
 // The whole-server figures (peak RSS) come from `envelopd-load hostile`.

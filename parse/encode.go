@@ -18,7 +18,7 @@ func Encode(w io.Writer, r *Result, extra map[string]any) error {
 // EncodeWithin is Encode that prints the JSON compact (one line, the same
 // value) when indenting it would make it longer than max bytes (0: no
 // limit). Indenting costs two spaces per level on every line, so a deeply
-// nested body would otherwise print quadratically large (issue 17 §2: a
+// nested body would otherwise print quadratically large (a
 // 30 KB mail of nested JSON printed 50 MB).
 func EncodeWithin(w io.Writer, r *Result, extra map[string]any, max int) error {
 	var b bytes.Buffer

@@ -6,7 +6,7 @@ import (
 	"github.com/envelopd/envelopd/protocols"
 )
 
-// Default limits (issue 17 §2: memory and time bounded by the input).
+// Default limits (memory and time bounded by the input).
 const (
 	DefaultMaxParts       = 1000
 	DefaultMaxAttachments = 100

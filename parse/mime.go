@@ -402,7 +402,7 @@ func unhex(c byte) int {
 // tolerating missing padding; on corrupt input it returns what decoded
 // before the damage.
 func decodeBase64(b []byte) ([]byte, string) {
-	// Fast path, without a cleaned copy of the input (issue 17 §2: a
+	// Fast path, without a cleaned copy of the input (a
 	// large attachment should not cost twice its size): the decoder skips
 	// CR and LF itself. Other white space, or any error, takes the path
 	// below, whose messages count bytes of the cleaned text.

@@ -55,7 +55,7 @@ func OOPSOwed(typ string, errs protocols.Problems) (protocols.Problem, bool) {
 // message whose Envelopay id is ref: the one composer behind both the
 // `oops` preview of a parse result and the OOPS serve sends (package
 // mailout composes the mail around it), so the two never differ. Nothing
-// the peer wrote reaches it unsanitised (issue 17): the note is OOPSNote,
+// the peer wrote reaches it unsanitised: the note is OOPSNote,
 // the field name is kept only when short and printable, and ref only when
 // short and printable.
 func OOPSBody(p protocols.Problem, ref string) json.RawMessage {

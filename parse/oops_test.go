@@ -12,7 +12,7 @@ import (
 )
 
 // TestOOPSBody pins the one composer of courtesy OOPS bodies: what a
-// peer wrote reaches it only sanitised (issue 17).
+// peer wrote reaches it only sanitised.
 func TestOOPSBody(t *testing.T) {
 	long := strings.Repeat("x", 500)
 	for _, tc := range []struct {
@@ -39,7 +39,7 @@ func TestOOPSBody(t *testing.T) {
 }
 
 // TestOOPSOwed: which errors get an OOPS (and the preview) — none for
-// invalid_json or invalid_field (issue 18), none for an OOPS or a From in
+// invalid_json or invalid_field, none for an OOPS or a From in
 // doubt.
 func TestOOPSOwed(t *testing.T) {
 	pr := func(c protocols.Code, field string) protocols.Problem {

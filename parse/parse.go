@@ -180,7 +180,7 @@ func isBodyText(p *part) bool {
 		p.disposition != "attachment" && p.filename == ""
 }
 
-// attachments lists every leaf that is not body text (issue 4 §5), decoded,
+// attachments lists every leaf that is not body text, decoded,
 // and returns the indexes of the body-text candidates.
 func (r *Result) attachments(parts []part, max int) (text []int) {
 	skipped := 0
@@ -209,8 +209,7 @@ func (r *Result) attachments(parts []part, max int) (text []int) {
 }
 
 // bodyText returns the decoded text of the chosen body part: the first
-// non-blank text/plain, else the first text/html turned into text
-// (issue 4 §3).
+// non-blank text/plain, else the first text/html turned into text.
 func (r *Result) bodyText(parts []part, idx []int) []byte {
 	var htmlPart *part
 	for _, i := range idx {

@@ -47,7 +47,7 @@ const (
 	CodeOOPSSuppressed Code = "oops_suppressed"
 )
 
-// Resource limits (issue 17 §2): the mail is kept, quarantined, with one of
+// Resource limits: the mail is kept, quarantined, with one of
 // these when its analysis would cost more than the limits allow.
 const (
 	CodeTooManyParts       Code = "too_many_parts"

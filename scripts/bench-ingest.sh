@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench-ingest.sh: durable ingest throughput of `envelopd serve` against the
-# no-op go-smtp baseline, measured in the same run (issue 11, "Targets").
+# no-op go-smtp baseline, measured in the same run.
 #
 # Builds envelopd and envelopd-load, then runs `envelopd-load compare`:
 #   1. envelopd-load's own client, 10 sessions kept open (PIPELINING, RSET

@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench-postgres.sh: SMTP ingest of 1, 2 and 3 `envelopd serve` nodes on one
-# Postgres database (issue 21), and of one node on SQLite, in the same run.
+# Postgres database, and of one node on SQLite, in the same run.
 #
 # For each configuration it starts the nodes, runs one `envelopd-load run`
 # per node at the same time (SESSIONS split among them, MESSAGES in total,

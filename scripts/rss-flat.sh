@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory check for issue 11: ingest N (default 100,000) DKIM-signed mails into
+# Memory check: ingest N (default 100,000) DKIM-signed mails into
 # `envelopd serve` and compare the server's resident memory after the first
 # 10% with its resident memory at the end (read from its own Prometheus
 # metrics, process_resident_memory_bytes). Prints both and the ratio.

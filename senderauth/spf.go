@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"blitiri.com.ar/go/spf"
+	"github.com/envelopd/envelopd/internal/spf"
 
 	"github.com/envelopd/envelopd/dkim"
 )
@@ -48,11 +48,12 @@ type SPF struct {
 }
 
 // CheckSPF evaluates SPF for a client at ip that said HELO/EHLO helo and
-// MAIL FROM mailFrom ("" for the null reverse-path), with blitiri.com.ar/
-// go/spf's check_host() over r: 10 DNS-querying terms and 2 void lookups
-// at most per check (RFC 7208 §4.6.4), macros (§7) included; every record
-// is first checked whole against §12's grammar (ValidateSPF), so that a
-// syntax error anywhere gives permerror (§4.6). ctx bounds every lookup.
+// MAIL FROM mailFrom ("" for the null reverse-path), with internal/spf's
+// check_host() (blitiri.com.ar/go/spf, patched) over r: 10 DNS-querying
+// terms and 2 void lookups at most per check (RFC 7208 §4.6.4), macros
+// (§7) included; every record is first checked whole against §12's
+// grammar (ValidateSPF), so that a syntax error anywhere gives permerror
+// (§4.6). ctx bounds every lookup.
 func CheckSPF(ctx context.Context, r Resolver, ip net.IP, helo, mailFrom string) SPF {
 	// RFC 7208 §4.6.4: a time limit on the whole evaluation (both
 	// identities), at least 20 s; past it lookups fail, giving temperror.

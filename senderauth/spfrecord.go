@@ -315,7 +315,7 @@ func isTopLabel(l string) bool {
 	return alpha || hyphen
 }
 
-// strictSPF is the Resolver blitiri's library evaluates through: every
+// strictSPF is the Resolver internal/spf evaluates through: every
 // SPF record it fetches is first checked whole by ValidateSPF, and one
 // with a syntax error is replaced by a record the library evaluates to
 // permerror at its first term, so that an error after a matching term
@@ -325,7 +325,7 @@ type strictSPF struct {
 	err error
 }
 
-// permerrorRecord makes blitiri's check_host() return permerror at once
+// permerrorRecord makes internal/spf's check_host() return permerror at once
 // (an ip4 CIDR length out of range).
 const permerrorRecord = "v=spf1 ip4:0.0.0.0/99"
 

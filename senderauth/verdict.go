@@ -5,10 +5,11 @@
 // is authenticated as.
 //
 // All DNS goes through one Resolver (package authdns in production).
-// SPF is evaluated with blitiri.com.ar/go/spf; DMARC records are parsed
-// here (ParseRecord) and organizational domains come from the public
-// suffix list (golang.org/x/net/publicsuffix); ARC chains are verified
-// here (VerifyARC).
+// SPF is evaluated with internal/spf (blitiri.com.ar/go/spf, patched to
+// follow RFC 7208 where upstream does not); DMARC records are parsed here
+// (ParseRecord) and organizational domains come from the public suffix
+// list (golang.org/x/net/publicsuffix); ARC chains are verified here
+// (VerifyARC).
 package senderauth
 
 import (

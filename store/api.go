@@ -107,8 +107,7 @@ type Incoming struct {
 	OOPSLimits OOPSLimits
 }
 
-// OOPSPlan is a courtesy OOPS a message is owed (issue 17, "Courtesy OOPS
-// without backscatter").
+// OOPSPlan is a courtesy OOPS a message is owed.
 type OOPSPlan struct {
 	Code protocols.Code // the error the OOPS answers
 	To   string         // its recipient, lower case

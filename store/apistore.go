@@ -15,7 +15,7 @@ import (
 	"unicode"
 )
 
-// The HTTP API's part of the store (issue 19): API keys, inboxes and the
+// The HTTP API's part of the store: API keys, inboxes and the
 // inbox index. An inbox is an address: in relay mode a mailbox, in plain
 // mode every address envelopd stored mail for (the recipients of received
 // mail, the sender of sent mail). The index (inbox_messages,
@@ -565,7 +565,7 @@ type InboxQuery struct {
 	// (accepted, quarantined, duplicate) or a user label.
 	Labels        []string
 	Before, After time.Time // received_at bounds (exclusive, inclusive)
-	// Filters of the web inbox (issue 20); "" matches everything. Type
+	// Filters of the web inbox; "" matches everything. Type
 	// is the Envelopay type (lower case), Sender the envelope sender (a
 	// lower-case address), ErrorCode an error or warning code
 	// (duplicate_proof, amount_mismatch, …).

@@ -7,8 +7,8 @@ import (
 
 // ThreadsMessages returns the messages of several threads (each in its
 // inbox) in one query, ordered by inbox, thread and message id: a page of
-// a thread list costs one statement, not one per thread (issue 19's
-// speed target; a statement's preparation dominates a small query).
+// a thread list costs one statement, not one per thread (a
+// statement's preparation dominates a small query).
 func (s *core) ThreadsMessages(ctx context.Context, refs []ThreadRef) ([]InboxMessage, error) {
 	if s.isClosed() {
 		return nil, ErrClosed

@@ -46,7 +46,9 @@ func (s *core) ClaimDeliveries(ctx context.Context, target string, now time.Time
 			if err := tx.QueryRow(`SELECT result FROM messages WHERE id = ?`, ds[i].MessageID).Scan(&res); err != nil {
 				return fmt.Errorf("store: claim deliveries: %w", err)
 			}
-			ds[i].Result = res
+			if ds[i].Result, err = raws.decodeResult(res); err != nil {
+				return fmt.Errorf("store: claim deliveries: %w", err)
+			}
 		}
 		return nil
 	})

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The HTTP API's events (issue 19): the event log the websocket and the
+// The HTTP API's events: the event log the websocket and the
 // webhooks read, the webhooks and their hand-off log, and Idempotency-Key
 // records (migration 13).
 //

@@ -39,7 +39,7 @@ type HandoffFilter struct {
 }
 
 // Handoff is one entry of the delivery log with its message, as
-// `envelopd handoff list --json` prints it (issue 18).
+// `envelopd handoff list --json` prints it.
 type Handoff struct {
 	ID     int64  `json:"id"`
 	Event  string `json:"event_id"` // evt_ID_TARGET, what the agent saw

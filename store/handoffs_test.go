@@ -10,7 +10,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// TestHandoffListRetryDrop (issue 18): failed hand-offs can be listed,
+// TestHandoffListRetryDrop: failed hand-offs can be listed,
 // retried and dropped, like the outbound queue.
 func TestHandoffListRetryDrop(t *testing.T) {
 	t.Parallel()

@@ -149,8 +149,8 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 	id, inserted, err := tx.InsertMessage(rawBytes(in.Raw),
 		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
 		status, thread, now.UnixNano(), jsonOrEmpty(errs, "[]"), jsonOrEmpty(warns, "[]"),
-		nullJSON(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
-		wantAmount, wantToken, wantChain)
+		raws.encodeResult(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
+		wantAmount, wantToken, wantChain, resultNote(in.Result))
 	if err != nil {
 		return Outcome{}, nil, fmt.Errorf("store: insert message: %w", err)
 	}
@@ -230,7 +230,7 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 }
 
 // courtesyOOPS asks in.OOPS whether the stored message out is owed a
-// courtesy OOPS and applies the rules (issue 17): the caller may suppress
+// courtesy OOPS and applies the rules: the caller may suppress
 // it (unverified sender, no signing domain, …); otherwise at most
 // PerRecipientHour OOPS to one address in the hour before the message's
 // receipt and PerThreadCode per thread and error code, counted in

@@ -223,7 +223,7 @@ ALTER TABLE states_v6 RENAME TO states;
 `,
 	// 7: the canonical body hash of the message holding an Envelopay id,
 	// so that a resend of identical content under a new Message-ID (a
-	// naive retry after a lost 250) is told from a reused id (issue 18).
+	// naive retry after a lost 250) is told from a reused id.
 	`
 ALTER TABLE envelopay_ids ADD COLUMN body_hash TEXT NOT NULL DEFAULT '';
 `,
@@ -258,7 +258,7 @@ DELETE FROM folder_messages WHERE folder = 'INBOX'
 	AND message_id IN (SELECT id FROM messages WHERE status != 'accepted');
 `,
 	// 10: a hand-off can be dropped by the operator (`envelopd handoff
-	// drop`, issue 18): the deliveries state gains 'dropped'. Ids are kept
+	// drop`): the deliveries state gains 'dropped'. Ids are kept
 	// (they are the event ids agents deduplicate on).
 	`
 CREATE TABLE deliveries_v7 (
@@ -276,7 +276,7 @@ DROP TABLE deliveries;
 ALTER TABLE deliveries_v7 RENAME TO deliveries;
 CREATE INDEX deliveries_due ON deliveries (target, state, next_attempt_at);
 `,
-	// 11: courtesy OOPS decisions (issue 17): what was decided for each
+	// 11: courtesy OOPS decisions: what was decided for each
 	// stored message (messages.oops, JSON OOPSRecord) and every OOPS
 	// queued, for the rate limits (per recipient per hour, per thread
 	// and code), so that a restart does not reset them.
@@ -294,8 +294,8 @@ CREATE TABLE oops_sent (
 CREATE INDEX oops_sent_rcpt ON oops_sent (recipient, sent_at);
 CREATE INDEX oops_sent_thread ON oops_sent (thread_id, code);
 `,
-	// 12: the HTTP API (issue 19; api.go in this package: apistore.go):
-	// API keys (issue 22: a public id and the SHA-256 of a 256-bit random
+	// 12: the HTTP API (api.go in this package: apistore.go):
+	// API keys (a public id and the SHA-256 of a 256-bit random
 	// secret), inboxes, and the inbox index — which stored messages each
 	// inbox shows, with their user labels, and its threads by last message,
 	// for keyset paging. The index references stored messages; removing a
@@ -339,7 +339,7 @@ CREATE TABLE inbox_threads (
 CREATE INDEX inbox_threads_last ON inbox_threads (inbox, last_id);
 CREATE INDEX inbox_threads_all ON inbox_threads (last_id, inbox);
 `,
-	// 13: the HTTP API's events (issue 19; events.go in this package): an
+	// 13: the HTTP API's events (events.go in this package): an
 	// append-only event log written by triggers in the transaction that
 	// stores a message (message.received / message.sent, one per inbox
 	// that shows it) or ends a queued recipient (message.delivered /
@@ -413,7 +413,7 @@ CREATE TABLE api_idempotency (
 	PRIMARY KEY (key_id, idem_key)
 ) WITHOUT ROWID;
 `,
-	// 14: the web inbox's search and filters (issue 20). Full-text search
+	// 14: the web inbox's search and filters. Full-text search
 	// over subject and note: an FTS5 index keyed by the message row id,
 	// contentless (the text stays in messages), filled by a trigger at
 	// insert — a message's subject and result never change — and from the
@@ -473,7 +473,7 @@ INSERT OR IGNORE INTO message_tags (tag, message_id)
 		json_each(CASE WHEN json_valid(m.warnings) THEN m.warnings ELSE '[]' END) j WHERE json_extract(j.value, '$.code') IS NOT NULL;
 `,
 	// 15: the web inbox's search and filter index leaves the ingest
-	// transaction (issue 21, "SQLite must not get slower"): an FTS5
+	// transaction: an FTS5
 	// insert in every message's savepoint, and the tags' JSON walk, cost
 	// ingest ≈ 40 % more CPU per message. SyncInboxes (the API's index,
 	// which every list reads behind) fills both for new messages
@@ -487,8 +487,8 @@ DROP TRIGGER message_tags_insert;
 CREATE TABLE search_floor (id INTEGER NOT NULL);
 INSERT INTO search_floor (id) SELECT coalesce(max(id), 0) FROM messages;
 `,
-	// 16: the message.received events leave the ingest transaction too
-	// (issue 21, "SQLite must not get slower"): the trigger's insert into
+	// 16: the message.received events leave the ingest transaction too:
+	// the trigger's insert into
 	// api_events and its index cost every received message ≈ 10 % of its
 	// store CPU and two more B-trees in every commit. event_sync holds
 	// the highest message id whose received events are written; moving
@@ -687,11 +687,17 @@ ALTER TABLE message_raw ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
 	// the index's own terms (searchTerms) and walks their doclists lazily
 	// instead.
 	`CREATE VIRTUAL TABLE message_fts_terms USING fts5vocab (message_fts, 'instance');`,
+	// 25: the stored parse result is compressed (rawcodec.go,
+	// encodeResult), so SQL can no longer read its note: the note the
+	// search index holds gets a column of its own, NULL when the result
+	// has none. Rows from before keep their JSON result and a NULL note;
+	// the index reads either (sqliteDialect.indexSearch).
+	`ALTER TABLE messages ADD COLUMN note TEXT;`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 24
+const SchemaVersion = 25
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -130,7 +130,11 @@ func (m migTx) oldProofBatch(after int64, n int) ([]oldProof, error) {
 // identity (reidentifyProofs).
 func (m migTx) rewriteProofs(olds []oldProof, now int64) error {
 	for _, o := range olds {
-		fp, facts := o.fp, proofOf(o.typ, o.result)
+		result, err := raws.decodeResult(o.result)
+		if err != nil {
+			return fmt.Errorf("message %d: %w", o.id, err)
+		}
+		fp, facts := o.fp, proofOf(o.typ, result)
 		if facts.id.Fingerprint != "" {
 			fp = facts.id.Fingerprint
 		}

@@ -21,7 +21,7 @@ import (
 )
 
 // Postgres is the Store over a PostgreSQL database (github.com/jackc/pgx/v5),
-// for several envelopd nodes sharing one state (issue 21). Every node runs
+// for several envelopd nodes sharing one state. Every node runs
 // the same rules (Tx) in its own transactions; what makes them safe
 // together is the database: UNIQUE keys taken with INSERT … ON CONFLICT
 // (one proof, one Envelopay id, one claim, one chain seq, one queued
@@ -458,7 +458,7 @@ func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	// a transaction).
 	var got int64
 	err := t.QueryRow(`WITH ins AS (`+insertMessageSQL+`, id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
 		ON CONFLICT (md5(message_id), mailbox, direction, content_hash) DO NOTHING RETURNING id),
 		raw AS (INSERT INTO message_raw (message_id, raw, codec) SELECT id, ?, ? FROM ins)

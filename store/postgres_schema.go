@@ -188,7 +188,7 @@ CREATE TABLE oops_sent (
 CREATE INDEX oops_sent_rcpt ON oops_sent (recipient, sent_at);
 CREATE INDEX oops_sent_thread ON oops_sent (thread_id, code);
 `},
-	// 12: the HTTP API (issue 19): API keys, inboxes and the inbox index
+	// 12: the HTTP API: API keys, inboxes and the inbox index
 	// (SQLite migration 12). Keyset columns compare bytewise (COLLATE
 	// "C"), as SQLite's do, so pages come in the same order on both.
 	{12, `
@@ -586,4 +586,19 @@ ALTER TABLE message_raw ADD COLUMN codec smallint NOT NULL DEFAULT 0;
 	// 24: SQLite's search vocabulary (fts5vocab); the tsvector index
 	// needs none (a GIN index answers a prefix from its own entries).
 	{24, `SELECT 1;`},
+	// 25: the stored parse result is compressed (rawcodec.go,
+	// encodeResult): the note the search index holds gets a column of its
+	// own, which the index trigger reads first (rows from before have a
+	// NULL note and a JSON result envelopd_note reads; envelopd_note
+	// answers NULL for a compressed one: it is not '{').
+	{25, `
+ALTER TABLE messages ADD COLUMN note text;
+CREATE OR REPLACE FUNCTION envelopd_message_fts() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+	INSERT INTO message_fts (message_id, doc) VALUES (NEW.id, to_tsvector('simple',
+		envelopd_fold(left(NEW.subject, 10000) || ' ' || left(coalesce(NEW.note, envelopd_note(NEW.result), ''), 100000))));
+	RETURN NULL;
+END
+$fn$;
+`},
 }

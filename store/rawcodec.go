@@ -1,6 +1,9 @@
 package store
 
 import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -12,6 +15,16 @@ import (
 // (RFC 8878) shrinks well and fast. Readers get the bytes exactly as
 // received: decoding is in the store, under every read of a message's
 // raw bytes.
+//
+// The stored parse result (messages.result) is compressed too. A result
+// shares little with itself but much with every other result (its keys,
+// its error messages), so its frames start from a raw-content dictionary
+// of that shape (codecdict/result.json, results of the testdata corpus;
+// RFC 8878 §5, "Dictionary Format"). A dictionary is part of the stored
+// format: once released it never changes; another one gets another id.
+// Raw mail is compressed without one: starting each frame from a
+// dictionary costs a copy of the encoder's tables, which the few bytes
+// it saves on mail do not pay for (docs/performance.md).
 
 // Codecs of message_raw.raw.
 const (
@@ -19,34 +32,56 @@ const (
 	codecZstd = 1 // one Zstandard frame (RFC 8878) holding the bytes
 )
 
+// dictResultID is the result dictionary's id, written in the frames'
+// headers (RFC 8878 §3.1.1.1.3; ids below 32,768 are reserved for
+// registered dictionaries, this one is private to the store).
+const dictResultID = 0x656e7602
+
+//go:embed codecdict/result.json
+var dictResult []byte
+
+// zstdMagic starts every Zstandard frame (RFC 8878 §3.1.1); a stored
+// result that starts with it is compressed, one that starts with '{' is
+// JSON as written before results were compressed.
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
 // maxRawDecoded bounds what decoding one stored blob may produce: a
 // damaged row cannot make a read allocate without bound.
 const maxRawDecoded = 1 << 30
 
-// rawCodec compresses and decompresses raw bytes; its encoder and
-// decoder are safe for concurrent use (EncodeAll, DecodeAll) and hold no
-// state between calls.
+// rawCodec compresses and decompresses raw bytes and results; its
+// encoders and decoder are safe for concurrent use (EncodeAll,
+// DecodeAll) and hold no state between calls.
 type rawCodec struct {
-	enc *zstd.Encoder
-	dec *zstd.Decoder
+	enc     *zstd.Encoder // raw bytes
+	encJSON *zstd.Encoder // results, over the result dictionary
+	dec     *zstd.Decoder // every frame, with the dictionary or none
 }
 
-// raws is the store's raw codec: stateless between calls, shared by
-// every store of the process so that its buffers are allocated once.
-var raws = func() *rawCodec {
+// raws is the store's codec: stateless between calls, shared by every
+// store of the process so that its buffers are allocated once.
+var raws = newRawCodec()
+
+func newRawCodec() *rawCodec {
 	// SpeedFastest: the levels and compress/flate are compared on mail
 	// by BenchmarkRawCodecs (figures in docs/performance.md).
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
-		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true))
+	opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true)}
+	enc, err := zstd.NewWriter(nil, opts...)
 	if err != nil {
 		panic(err) // constant options
 	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxRawDecoded))
+	encJSON, err := zstd.NewWriter(nil, append(opts, zstd.WithEncoderDictRaw(dictResultID, dictResult))...)
 	if err != nil {
 		panic(err)
 	}
-	return &rawCodec{enc: enc, dec: dec}
-}()
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxRawDecoded),
+		zstd.WithDecoderDictRaw(dictResultID, dictResult))
+	if err != nil {
+		panic(err)
+	}
+	return &rawCodec{enc: enc, encJSON: encJSON, dec: dec}
+}
 
 // encode returns what to store for raw and its codec: the compressed
 // frame when it is smaller, else raw itself.
@@ -77,4 +112,125 @@ func (c *rawCodec) decode(b []byte, codec int64) ([]byte, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("%w: codec %d", errRawCodec, codec)
+}
+
+// encodeResult returns what to store in messages.result for a parse
+// result (JSON): a Zstandard frame over the result dictionary when it is
+// smaller, else the JSON itself; nil stays nil (SQL NULL). Bytes that
+// start like a frame are always stored in one, so that decodeResult
+// cannot mistake them for it.
+func (c *rawCodec) encodeResult(j []byte) any {
+	if len(j) == 0 {
+		return nil
+	}
+	z := c.encJSON.EncodeAll(j, make([]byte, 0, len(j)/2))
+	if len(z) >= len(j) && !bytes.HasPrefix(j, zstdMagic) {
+		return j
+	}
+	return z
+}
+
+// decodeResult returns the JSON of a stored messages.result.
+func (c *rawCodec) decodeResult(b []byte) ([]byte, error) {
+	if !bytes.HasPrefix(b, zstdMagic) {
+		return b, nil
+	}
+	out, err := c.dec.DecodeAll(b, nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: result: cannot decode: %v", err)
+	}
+	return out, nil
+}
+
+// resultNote returns the top-level "note" of a parse result (JSON) for
+// messages.note, or nil when it has none, it is empty or the result is
+// not a JSON object. parse.Result writes "type" then "note" first, which
+// is read without a decoder; any other shape is read token by token up
+// to the note, so the rest of a large result is not scanned.
+func resultNote(j []byte) any {
+	if len(j) == 0 || j[0] != '{' {
+		return nil
+	}
+	if note, ok := resultNoteFast(j); ok {
+		if note == "" {
+			return nil
+		}
+		return note
+	}
+	return resultNoteDecoded(j)
+}
+
+// resultNoteDecoded is resultNote for a result of any shape.
+func resultNoteDecoded(j []byte) any {
+	d := json.NewDecoder(bytes.NewReader(j))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			return nil
+		}
+		if k != "note" {
+			var skip json.RawMessage
+			if d.Decode(&skip) != nil {
+				return nil
+			}
+			continue
+		}
+		var note string
+		if d.Decode(&note) != nil || note == "" {
+			return nil
+		}
+		return note
+	}
+	return nil
+}
+
+// resultNoteFast reads the note of a result that starts as parse.Result
+// writes it: {"type":null or a string,"note":a string. ok is false for
+// any other start.
+func resultNoteFast(j []byte) (note string, ok bool) {
+	rest, found := bytes.CutPrefix(j, []byte(`{"type":`))
+	if !found {
+		return "", false
+	}
+	if r, isNull := bytes.CutPrefix(rest, []byte("null")); isNull {
+		rest = r
+	} else if _, r, ok := jsonString(rest); ok {
+		rest = r
+	} else {
+		return "", false
+	}
+	if rest, found = bytes.CutPrefix(rest, []byte(`,"note":`)); !found {
+		return "", false
+	}
+	s, _, ok := jsonString(rest)
+	if !ok {
+		return "", false
+	}
+	if bytes.IndexByte(s, '\\') < 0 {
+		return string(s[1 : len(s)-1]), true
+	}
+	var v string
+	if json.Unmarshal(s, &v) != nil {
+		return "", false
+	}
+	return v, true
+}
+
+// jsonString splits a JSON string (quotes included) off the front of b.
+func jsonString(b []byte) (s, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return nil, nil, false
+	}
+	for i := 1; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return b[:i+1], b[i+1:], true
+		}
+	}
+	return nil, nil, false
 }

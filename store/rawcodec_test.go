@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,6 +104,7 @@ func TestRawBytesExact(t *testing.T) {
 func FuzzRawCodec(f *testing.F) {
 	f.Add([]byte("Subject: x\r\n\r\nbody\r\n"))
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0})
+	f.Add([]byte(`{"type":null,"note":"caf\u00e9 \"x\"","valid":true}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		z, codec := raws.encode(b)
 		got, err := raws.decode(z, int64(codec))
@@ -108,5 +112,133 @@ func FuzzRawCodec(f *testing.F) {
 			t.Fatalf("round trip: %v", err)
 		}
 		raws.decode(b, codecZstd)
+		stored := raws.encodeResult(b)
+		if len(b) == 0 {
+			if stored != nil {
+				t.Fatalf("empty result stored as %v, want NULL", stored)
+			}
+			return
+		}
+		got, err = raws.decodeResult(stored.([]byte))
+		if err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("result round trip: %v", err)
+		}
+		raws.decodeResult(b)
+		// The fast path reads what the decoder reads.
+		if note, ok := resultNoteFast(b); ok {
+			var want any
+			if note != "" {
+				want = note
+			}
+			if got := resultNoteDecoded(b); got != want && json.Valid(b) {
+				t.Fatalf("resultNote of %q: fast %v, decoder %v", b, want, got)
+			}
+		}
 	})
+}
+
+// TestStoredResult: the parse result is stored compressed and read back
+// exactly; a result stored before compression (JSON) reads as before; a
+// damaged one is an error; the note goes to its own column, and search
+// finds a message by the note of its compressed result.
+func TestStoredResult(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	golden, err := os.ReadFile(filepath.Join("..", "testdata", "eml", "accept.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, golden); err != nil {
+		t.Fatal(err)
+	}
+	result := compact.Bytes()
+	in := &Incoming{Direction: DirIn, MessageID: "r@x.test", Sender: "a@x.test", Recipients: []string{"b@x.test"},
+		Raw: []byte("Subject: ACCEPT | 30 USDC sent\r\n\r\n{}\r\n"), Status: StatusAccepted, ReceivedAt: time.Now(),
+		Subject: "ACCEPT | 30 USDC sent", Result: result}
+	out, err := s.Ingest(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []byte
+	var note *string
+	if err := s.rdb.QueryRowContext(ctx, `SELECT result, note FROM messages WHERE id = ?`, out.ID).Scan(&stored, &note); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(stored, zstdMagic) || len(stored) >= len(result) {
+		t.Errorf("stored result: %d bytes from %d, want a smaller Zstandard frame", len(stored), len(result))
+	}
+	if note == nil || *note != "30 USDC sent" {
+		t.Errorf("note column %v, want \"30 USDC sent\"", note)
+	}
+	m, err := s.Message(ctx, out.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(m.Result, result) {
+		t.Errorf("Message result:\n%s\nwant\n%s", m.Result, result)
+	}
+
+	// Written before compression: the JSON itself, no note column.
+	if err := s.write(ctx, func(tx *wtx) error {
+		_, err := tx.Exec(`UPDATE messages SET result = ?, note = NULL WHERE id = ?`, result, out.ID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Message(ctx, out.ID); err != nil || !bytes.Equal(m.Result, result) {
+		t.Errorf("old row: %v, result %s", err, m.Result)
+	}
+	// Damaged: an error, not wrong JSON.
+	if err := s.write(ctx, func(tx *wtx) error {
+		_, err := tx.Exec(`UPDATE messages SET result = x'28b52ffd0000ffff' WHERE id = ?`, out.ID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Message(ctx, out.ID); err == nil {
+		t.Error("damaged result read without an error")
+	}
+}
+
+// TestResultNote: the note column gets the result's top-level note only.
+func TestResultNote(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		want any
+	}{
+		{`{"type":"pay","note":"for order 7","body":{"note":"inner"}}`, "for order 7"},
+		{`{"type":null,"note":"caf\u00e9 \"x\"","valid":true}`, "café \"x\""},
+		{`{"type":"p\"ay","note":"q"}`, "q"},
+		{`{"type":"pay","note":"unterminated`, nil},
+		{`{"type":"pay","note":"a\u12"}`, nil},
+		{`{"body":{"note":"inner"},"type":"pay","note":"late"}`, "late"},
+		{`{"type":"pay","note":""}`, nil},
+		{`{"type":"pay","note":null}`, nil},
+		{`{"type":"pay"}`, nil},
+		{`{"type":"pay","note":7}`, nil},
+		{`{"type":`, nil},
+		{`["note","x"]`, nil},
+		{``, nil},
+	} {
+		if got := resultNote([]byte(c.in)); got != c.want {
+			t.Errorf("resultNote(%s) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+// TestResultDictionaryFixed: the result dictionary is part of the stored
+// format (codecdict/README.md); changing its bytes would make every
+// result stored with it unreadable.
+func TestResultDictionaryFixed(t *testing.T) {
+	t.Parallel()
+	const want = "3de412da95ee848674f73c3378d6b2f83a16e913894760ebb17cdc36da40dfbd"
+	if got := fmt.Sprintf("%x", sha256.Sum256(dictResult)); got != want {
+		t.Errorf("codecdict/result.json SHA-256 %s, want %s: add a new dictionary with a new id instead", got, want)
+	}
 }

@@ -54,7 +54,11 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 	m.Errors = decodeProblems(errs)
 	m.Warnings = decodeProblems(warns)
 	if len(result) > 0 {
-		m.Result = json.RawMessage(result)
+		j, err := raws.decodeResult(result)
+		if err != nil {
+			return Message{}, fmt.Errorf("store: message %d: %w", m.ID, err)
+		}
+		m.Result = json.RawMessage(j)
 	}
 	if len(dkim) > 0 {
 		m.DKIM = json.RawMessage(dkim)

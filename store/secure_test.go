@@ -12,7 +12,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// TestDatabaseFilesPrivate (issue 17 §5): the database holds relay DKIM
+// TestDatabaseFilesPrivate: the database holds relay DKIM
 // private keys and mailbox password hashes, so it and its WAL and SHM
 // files are created 0600 whatever the umask (it was 0644).
 func TestDatabaseFilesPrivate(t *testing.T) {
@@ -40,7 +40,7 @@ func TestDatabaseFilesPrivate(t *testing.T) {
 	}
 }
 
-// TestConcurrentMigrations (issue 17 §5): several processes opening a
+// TestConcurrentMigrations: several processes opening a
 // fresh database at once (two `serve`, or `serve` and `send`) all
 // succeed; before, the losers failed with "migration 1: table messages
 // already exists". Each goroutine opens its own store, with its own

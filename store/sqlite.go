@@ -98,8 +98,8 @@ var sqliteDialect = &dialect{
 	searchWalk: sqliteSearchWalk,
 	indexSearch: []string{
 		`INSERT INTO message_fts (rowid, subject, note)
-			SELECT id, subject, CASE WHEN result IS NOT NULL AND json_valid(CAST(result AS TEXT))
-				THEN json_extract(CAST(result AS TEXT), '$.note') END
+			SELECT id, subject, coalesce(note, CASE WHEN result IS NOT NULL AND json_valid(CAST(result AS TEXT))
+				THEN json_extract(CAST(result AS TEXT), '$.note') END)
 			FROM messages WHERE id > max(?, (SELECT id FROM search_floor)) AND id <= ?`,
 		`INSERT OR IGNORE INTO message_tags (tag, message_id)
 			SELECT t, id FROM (
@@ -259,7 +259,7 @@ func (s *SQLite) CheckWritable(ctx context.Context) error {
 }
 
 // DatabaseMode is the permission of a database file envelopd creates: it
-// holds relay DKIM private keys and mailbox password hashes (issue 17 §5).
+// holds relay DKIM private keys and mailbox password hashes.
 // SQLite gives the -wal and -shm files the mode of the database file
 // (SQLite's unix VFS, findCreateFileMode), so they are 0600 too.
 const DatabaseMode os.FileMode = 0o600

@@ -1,4 +1,4 @@
-// Package web serves envelopd's web inbox (issue 20): a single page at /
+// Package web serves envelopd's web inbox: a single page at /
 // for people watching mail flows — inboxes, message lists with the
 // verdicts (DKIM per signature, status, error codes, tunnelled
 // protocols), threads as Envelopay timelines, raw source and .eml

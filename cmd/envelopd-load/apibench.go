@@ -29,7 +29,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// api: the HTTP API speed figures of issue 19. It fills a store with N
+// api: the HTTP API speed figures. It fills a store with N
 // messages (or reuses one made by an earlier run with the same N), then
 // measures over real HTTP on loopback, one request at a time: list
 // messages and threads of an inbox (first page and a page ~90% deep,

@@ -67,7 +67,7 @@ type Budget struct {
 	// MaxRatioSameUse is the ratio bound if envelopd's run kept the CPUs as
 	// busy as the no-op run did: baseline pair CPU ÷ floor.
 	MaxRatioSameUse float64 `json:"max_ratio_at_baseline_cpu_use"`
-	Target          float64 `json:"target_ratio"` // issue 11: 0.5 and 0.7
+	Target          float64 `json:"target_ratio"` // 0.5 and 0.7
 }
 
 // bound fills the floor and the ratio bounds from the measured parts.

@@ -62,7 +62,7 @@ func integrityCheck(t *testing.T, db string) {
 
 func normID(id string) string { return strings.Trim(strings.TrimSpace(id), "<>") }
 
-// TestInteropCrashSafety (issue 11, "Crash safety"): envelopd serve under
+// TestInteropCrashSafety: envelopd serve under
 // load is killed with SIGKILL at a random moment, five times, and restarted
 // on the same database each time. Every Message-ID the client got a 250 for
 // must be stored exactly once, the database must pass integrity_check, and
@@ -93,7 +93,7 @@ func TestInteropCrashSafety(t *testing.T) {
 	// The outbound queue: one mail in 25 carries, besides its passing
 	// signature, one whose key is not published, so it has dkim_failed
 	// while its sender is verified (a passing signature aligned with
-	// From: issue 17 sends no OOPS to unverified senders), and envelopd
+	// From: no OOPS goes to unverified senders), and envelopd
 	// queues a courtesy OOPS (dkim_failed) for that sender — within the
 	// OOPS rate limits — signed for envelopd.load.test and delivered
 	// through a sink standing in for the smarthost.

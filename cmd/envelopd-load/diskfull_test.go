@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestInteropDiskFull (issue 11, "Crash safety": disk full): envelopd
+// TestInteropDiskFull (disk full): envelopd
 // serve runs with a file size limit (RLIMIT_FSIZE, set on the running
 // process) a little above its database's size, so the write-ahead log
 // soon cannot grow: the kernel answers EFBIG exactly where a full disk

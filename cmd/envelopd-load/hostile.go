@@ -22,8 +22,8 @@ import (
 	"github.com/envelopd/envelopd/internal/hostile"
 )
 
-// HostileCase is what `envelopd-load hostile` measured for one mail shape
-// (issue 17 §2): a fresh `envelopd serve` (own database) receives the
+// HostileCase is what `envelopd-load hostile` measured for one mail shape:
+// a fresh `envelopd serve` (own database) receives the
 // mail(s); then `envelopd inbox --json` lists them and `envelopd parse`
 // parses one. Ratios are against the normal 2 KB mail measured in the same
 // run.

@@ -3,7 +3,7 @@
 // carrying tunnelled VCP and PVP JSON attachments), drives a server with N
 // concurrent sessions and reports msg/s and latency percentiles. It also
 // runs the no-op baseline server (go-smtp reading DATA into io.Discard) and
-// compares envelopd against it in the same run (issue 11, "Targets").
+// compares envelopd against it in the same run.
 // budget measures, in the same run, the CPU per message of the no-op pair
 // and of envelopd's own stages (DKIM, analysis, store) each alone, and
 // prints the highest ratio those costs leave room for (see Budget).

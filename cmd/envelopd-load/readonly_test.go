@@ -15,7 +15,7 @@ import (
 // ignores file modes, so a read-only file needs another user).
 const nobodyID = 65534
 
-// TestInteropReadOnlyDB (issue 11, "Crash safety": read-only DB): envelopd
+// TestInteropReadOnlyDB (read-only DB): envelopd
 // serve, run as an unprivileged user, takes mail into its database; the
 // database file is then made read-only (mode 0444) and serve is started
 // on it again. SQLite opens it read-only, so every message must be
@@ -83,7 +83,7 @@ func TestInteropReadOnlyDB(t *testing.T) {
 		t.Fatalf("writable database: %d of 200 accepted: %s", r.Accepted, r.FirstError)
 	}
 	stop(srv)
-	// Issue 17 §5: created 0600 (it holds password hashes and keys), and
+	// Created 0600 (it holds password hashes and keys), and
 	// no warning about a database that is writable.
 	if fi, err := os.Stat(db); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("database created with mode %v (%v), want 0600", fi.Mode().Perm(), err)
@@ -107,7 +107,7 @@ func TestInteropReadOnlyDB(t *testing.T) {
 		t.Fatalf("envelopd serve exited on a read-only database: %v (log %s)", srv.err, srv.log)
 	}
 	stop(srv)
-	// Issue 17 §5: the read-only database is named at start, not found out
+	// The read-only database is named at start, not found out
 	// mail by mail.
 	if log, _ := os.ReadFile(filepath.Join(dir, "serve-1.log")); !strings.Contains(string(log), "database is not writable") {
 		t.Errorf("serve started on a read-only database without a warning: %s", log)

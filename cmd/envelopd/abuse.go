@@ -10,8 +10,8 @@ import (
 	"github.com/envelopd/envelopd/mailin"
 )
 
-// abuseFlags are serve's limits against hostile clients (issue 17 §3,
-// issue 22): connections per IP, idle sessions, and the authentication
+// abuseFlags are serve's limits against hostile clients:
+// connections per IP, idle sessions, and the authentication
 // throttle and hashing bound shared by SMTP, submission and the IMAP view.
 type abuseFlags struct {
 	hashConcurrency, hashQueue int

@@ -14,7 +14,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// runAPIKey manages the HTTP API's keys (issue 19, issue 22):
+// runAPIKey manages the HTTP API's keys:
 //
 //	envelopd apikey create [--inbox ADDR]... [--name N] [--json] [--db FILE]
 //	envelopd apikey list [--json] [--db FILE]

@@ -49,7 +49,7 @@ func newLogger(w io.Writer, debug bool) *slog.Logger {
 }
 
 // openStore opens the store --db names: a SQLite file path, or a
-// postgres:// URL (issue 21; store.Open).
+// postgres:// URL (store.Open).
 func openStore(ctx context.Context, e *env, path string) (store.DB, bool) {
 	st, err := store.Open(ctx, path)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 
 const handoffUsage = "usage: envelopd handoff [list] [--json] [--state pending|failed|done|dropped|all] [--target T] [--limit N] | handoff retry ID | handoff drop ID"
 
-// runHandoff is `envelopd handoff` (issue 18): the --exec/--webhook
+// runHandoff is `envelopd handoff`: the --exec/--webhook
 // delivery log, like `envelopd queue` for the outbound queue.
 //
 //	envelopd handoff [list] [--json] [--state S] [--target T] [--limit N]

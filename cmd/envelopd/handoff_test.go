@@ -13,7 +13,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// TestHandoffCommand (issue 18): failed --exec hand-offs are listed
+// TestHandoffCommand: failed --exec hand-offs are listed
 // (table and --json), dropped and retried; the next run delivers the
 // retried ones and not the dropped ones.
 func TestHandoffCommand(t *testing.T) {

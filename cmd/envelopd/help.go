@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Help (issue 18, "Install"): -h, -help and --help ask any command for its
+// Help: -h, -help and --help ask any command for its
 // usage, which goes to standard output with exit status 0 — never the
 // flag package's exit 2 for flag.ErrHelp. It is handled here, once, for
 // every command: run asks the command to parse just its verb and "-h" (so

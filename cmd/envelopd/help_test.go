@@ -11,7 +11,7 @@ import (
 
 // TestHelpExitsZero: -h, -help, --help and `help COMMAND` print the
 // command's usage on standard output and exit 0 for every command and every
-// verb (issue 18), without running it: serve would otherwise listen, and
+// verb, without running it: serve would otherwise listen, and
 // inbox open envelopd.db. The command list is commands(), so a new command
 // is covered by this test the day it is added.
 func TestHelpExitsZero(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 	"github.com/envelopd/envelopd/web"
 )
 
-// httpFlags are serve's HTTP API flags (issue 19).
+// httpFlags are serve's HTTP API flags.
 type httpFlags struct {
 	addr    string
 	maxBody int64
@@ -154,14 +154,14 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 	// front end it uses.
 	tenants := api.NewTenants(rt.store, h.tenant)
 	var hd http.Handler = api.NewHandler(svc, api.HandlerOptions{Throttle: h.throttle, Tenants: tenants, MaxBody: h.maxBody, Logger: rt.log})
-	// The MCP server's streamable HTTP transport at /mcp (issue 20), same keys.
+	// The MCP server's streamable HTTP transport at /mcp, same keys.
 	mcfg := mcp.Config{Service: svc, ChainTip: rt.store.ChainTip, Version: mcpVersion(), Logger: rt.log}
 	if err := h.mcpSign.load(&mcfg); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewHTTPHandler(mcfg, mcp.HTTPOptions{Keys: rt.store, Throttle: h.throttle, Tenants: tenants, MaxBody: h.maxBody}))
-	// The web inbox (issue 20) at /, over the same API; /v0 is the API.
+	// The web inbox at /, over the same API; /v0 is the API.
 	mux.Handle("/", web.Mount(hd))
 	hd = mux
 	var stops []func()

@@ -6,7 +6,7 @@ import (
 	"github.com/envelopd/envelopd/parse"
 )
 
-// registerLimits adds the analysis limits (issue 17 §2) to fs: serve, poll
+// registerLimits adds the analysis limits to fs: serve, poll
 // and parse share them. Past a limit the mail is still stored, quarantined
 // with the limit's error code.
 func registerLimits(fs *flag.FlagSet, l *parse.Limits) {

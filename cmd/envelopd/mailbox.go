@@ -11,7 +11,7 @@ import (
 	"github.com/envelopd/envelopd/mailin"
 )
 
-// runMailbox manages relay-mode mailboxes (issue 10):
+// runMailbox manages relay-mode mailboxes:
 //
 //	envelopd mailbox add ADDR --password-file F [--db FILE]
 //	envelopd mailbox list [--json] [--db FILE]

@@ -57,7 +57,7 @@ func (m *mcpSignFlags) load(cfg *mcp.Config) error {
 	return nil
 }
 
-// runMCP is `envelopd mcp`: the MCP server over stdio (issue 20). The
+// runMCP is `envelopd mcp`: the MCP server over stdio. The
 // client launches it and speaks JSON-RPC on its standard input and
 // output; logs go to standard error.
 //

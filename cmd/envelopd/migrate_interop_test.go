@@ -15,7 +15,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// TestInteropTwoServesFreshDatabase (issue 17 §5): two `envelopd serve`
+// TestInteropTwoServesFreshDatabase: two `envelopd serve`
 // processes started at once on a fresh database both come up; before,
 // the second died with "migration 1: table messages already exists".
 // Several rounds, each on a new file, to meet the race.

@@ -8,7 +8,7 @@ import (
 	"github.com/envelopd/envelopd/mailout"
 )
 
-// oauthFlags say where an OAuth2 access token comes from (issue 18): a
+// oauthFlags say where an OAuth2 access token comes from: a
 // command run on every connect, or a refresh token file with the client
 // and the token endpoint, given as flags or in an --oauth2-config file
 // (flags win). poll registers them bare for IMAP; the smarthost's have the

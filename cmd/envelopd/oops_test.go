@@ -13,8 +13,8 @@ import (
 
 // testDKIM is one Ed25519 key (selector "t") published for domains in a
 // --dkim-txt file and written as a --dkim-key PEM, so that serve tests can
-// send mail from verified senders (a courtesy OOPS goes only to those,
-// issue 17) and sign their OOPS.
+// send mail from verified senders (a courtesy OOPS goes only to
+// those) and sign their OOPS.
 type testDKIM struct {
 	key      crypto.Signer
 	txt, pem string

@@ -128,7 +128,7 @@ func parseCommand(ctx context.Context, e *env, hooks ...parseHook) int {
 		}
 	}
 	delete(extra, "limits") // passed to the tunnel step, not printed
-	// What is printed is O(the input) (issue 17 §2), as what serve stores.
+	// What is printed is O(the input), as what serve stores.
 	limit := limits.OutputLimit(len(raw))
 	extraSize := 0 // the steps' keys (dkim) are printed too
 	if b, err := json.Marshal(extra); err == nil {

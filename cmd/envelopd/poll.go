@@ -28,7 +28,7 @@ type pollSummary struct {
 }
 
 // runPoll is `envelopd poll`: read IMAP mailboxes into the same pipeline as
-// serve (issue 7). Exit status: 0 success; 2 bad flags, or (with --once) any
+// serve. Exit status: 0 success; 2 bad flags, or (with --once) any
 // mailbox failed; without --once, 2 when a poller stopped on a permanent
 // error (login rejected, mailbox missing, no TLS).
 func runPoll(ctx context.Context, e *env) int {

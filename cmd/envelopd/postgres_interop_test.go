@@ -159,7 +159,7 @@ func sendTo(addr string, msg []byte) error {
 	return c.SendMail("erin@payer.test", []string{"frank@worker.test"}, bytes.NewReader(msg))
 }
 
-// TestInteropPostgresNodes (issue 21): three `envelopd serve` processes on
+// TestInteropPostgresNodes: three `envelopd serve` processes on
 // one Postgres database. A load client (6 sessions) spreads 3,000
 // (ENVELOPD_PG_LOAD) DKIM-signed PAYs across
 // them while the same proofs are replayed to all three at once; one node
@@ -202,8 +202,8 @@ func TestInteropPostgresNodes(t *testing.T) {
 		msg  []byte
 		mid  string
 	}
-	// ENVELOPD_PG_LOAD sets the number of load mails (issue 21 asks
-	// 30,000; the default keeps .ci/run short).
+	// ENVELOPD_PG_LOAD sets the number of load mails (the target
+	// figure is 30,000; the default keeps .ci/run short).
 	loads := 3000
 	if n, err := strconv.Atoi(os.Getenv("ENVELOPD_PG_LOAD")); err == nil && n > 0 {
 		loads = n

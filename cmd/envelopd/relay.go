@@ -19,7 +19,7 @@ import (
 	"github.com/envelopd/envelopd/mailout"
 )
 
-// relayFlags are serve's relay-mode flags (issue 10).
+// relayFlags are serve's relay-mode flags.
 type relayFlags struct {
 	on                  bool
 	domains             multiFlag

@@ -117,7 +117,7 @@ func TestInteropRelaySwaksImaplib(t *testing.T) {
 		t.Errorf("wrong password accepted: %s", out)
 	}
 
-	// Issue 17 §4: the same mail From alice without AUTH on the MX port
+	// The same mail From alice without AUTH on the MX port
 	// (a stranger writing as a local user) is refused at DATA.
 	if out, err := swaks("--server", mh, "--port", mp, "--from", "alice@agents.test", "--to", "bob@agents.test", "--data", "@"+eml); err == nil ||
 		!strings.Contains(out, "<** 550 5.7.1 From is an address at a local domain") {

@@ -14,7 +14,7 @@ import (
 	"github.com/envelopd/envelopd/mailout"
 )
 
-// TestExecCleanEnvironment (issue 17 §5, issue 18): the --exec agent got
+// TestExecCleanEnvironment: the --exec agent got
 // envelopd's whole environment, smarthost and IMAP passwords included. It
 // now gets an allow-list (PATH, HOME, LANG, …), the variables named by
 // --exec-env, and ENVELOPD_DB, ENVELOPD_MESSAGE_ID (the "id" of the JSON
@@ -114,7 +114,7 @@ func TestExecEnvRefusesOwnSecrets(t *testing.T) {
 	}
 }
 
-// TestSecretFileModes (issue 17 §5): a password or key file the group or
+// TestSecretFileModes: a password or key file the group or
 // others can read is refused at start, naming the file and its mode, as
 // ssh does; the same file at 0600 is accepted. Before, a world-readable
 // --auth-file was used without complaint.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/smtp"
@@ -27,17 +26,9 @@ func TestInteropSenderAuthServe(t *testing.T) {
 		knottest.TXT("_dmarc.origin.test", "v=DMARC1; p=reject"),
 		knottest.TXT("list.test", "v=spf1 ip4:127.0.0.0/8 -all"),
 	}
-	f, err := os.Open("../../senderauth/testdata/arc/keys.txt")
-	if err != nil {
-		t.Fatal(err)
+	for _, r := range readRecords(t, "../../senderauth/testdata/arc/keys.txt") {
+		recs = append(recs, knottest.TXT(r[0], r[1]))
 	}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if n, v, ok := strings.Cut(sc.Text(), " "); ok {
-			recs = append(recs, knottest.TXT(n, v))
-		}
-	}
-	f.Close()
 	dns := knottest.Start(t, recs)
 	db := filepath.Join(t.TempDir(), "e.db")
 	addr := startServe(t, db, "--dns", dns, "--dmarc-enforce", "--arc-trust", "list.test", "--hostname", "mx.shop.test")

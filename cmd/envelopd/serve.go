@@ -55,11 +55,11 @@ type ingestFlags struct {
 	payments          payments.Config
 	metrics, hostname string
 	out               outboundFlags
-	// Secrets and the --exec environment (issue 17 §5).
+	// Secrets and the --exec environment.
 	execEnv           multiFlag
 	execEnviron       []string // built by prepareSecrets
 	webhookSecretFile string
-	// Courtesy OOPS limits and sender (issue 17).
+	// Courtesy OOPS limits and sender.
 	oopsPerHour, oopsPerThread int
 	oopsFrom                   string
 	limits                     parse.Limits
@@ -456,7 +456,7 @@ func runServe(ctx context.Context, e *env) int {
 	httpAPI.tls = cfg.TLS
 	cfg.Logger = rt.log
 	cfg.Auth = abuse.guard(rt)
-	// Failed API keys count toward the same per-IP throttle (issue 19).
+	// Failed API keys count toward the same per-IP throttle.
 	httpAPI.throttle = authguard.KeyThrottle{Guard: cfg.Auth, Service: "http", Mechanism: "bearer"}
 	stopRelay, err := relay.setup(ctx, rt, &f, &cfg)
 	if err != nil {
@@ -534,7 +534,7 @@ func (f *ingestFlags) openRails(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
-// checkDatabase warns at start (issue 17 §5) when the database cannot be
+// checkDatabase warns at start when the database cannot be
 // written — mail is then refused with 451 until it can, which a server
 // must survive (TestInteropReadOnlyDB), so it is a warning, not an exit —
 // and when the database file is readable by group or others (it holds
@@ -566,7 +566,7 @@ func noLimit(n int) int {
 }
 
 // checkOOPS refuses an --oops-from that is not at a signing domain (an
-// OOPS is sent only from a domain the operator signs for, issue 17) and
+// OOPS is sent only from a domain the operator signs for) and
 // warns when courtesy OOPS are on but no domain can send them.
 func checkOOPS(p *mailin.Pipeline, log *slog.Logger) error {
 	if p.OOPS != nil && len(p.OOPSDomains) == 0 {

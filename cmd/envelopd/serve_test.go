@@ -112,7 +112,7 @@ func TestServeInboxThreadWatch(t *testing.T) {
 }
 
 // TestPostgresServeInboxThreadWatch is TestServeInboxThreadWatch with
-// --db a postgres:// URL (issue 21; skipped without Postgres).
+// --db a postgres:// URL (skipped without Postgres).
 func TestPostgresServeInboxThreadWatch(t *testing.T) {
 	testServeInboxThreadWatch(t, pgtest.Schema(t))
 }
@@ -188,7 +188,7 @@ func testServeInboxThreadWatch(t *testing.T, db string) {
 // TestServeCourtesyOOPS checks the OOPS for an unknown type from a
 // verified (signed, aligned) sender is queued, threaded to the offending
 // mail and stored as an outbound message; that an OOPS is never answered
-// with an OOPS; and that a forged, unsigned sender gets none (issue 17:
+// with an OOPS; and that a forged, unsigned sender gets none (no
 // backscatter), its stored record saying why.
 func TestServeCourtesyOOPS(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "envelopd.db")

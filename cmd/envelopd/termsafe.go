@@ -9,7 +9,7 @@ import (
 
 // termSafe makes a stored string — a subject, an address, an SMTP error
 // text: all written by strangers — safe to print in a table on a
-// terminal (issue 17 §5): control characters (C0 including TAB and
+// terminal: control characters (C0 including TAB and
 // newlines, DEL, C1), the bidirectional-text controls that reorder what
 // is shown (Unicode TR #9: U+200E/F, U+202A–U+202E, U+2066–U+2069) and
 // bytes that are not UTF-8 are written as Go escapes (\x1b, \u202e), so

@@ -12,7 +12,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// TestTablesEscapeControls (issue 17 §5): terminal escape sequences in a
+// TestTablesEscapeControls: terminal escape sequences in a
 // stored subject, sender, recipient or SMTP error reached the terminal
 // through the inbox and queue tables. The tables now show them escaped;
 // the --json forms stay exact.

@@ -1,5 +1,5 @@
-// Package hostile generates the mail shapes of issue 17 §2 ("Memory and
-// time bounded by the input") for tests and for `envelopd-load hostile`:
+// Package hostile generates the mail shapes that check that memory
+// and time stay bounded by the input for tests and for `envelopd-load hostile`:
 // many small JSON parts, deeply nested JSON, large attachments. Every
 // generator is deterministic (the same arguments give the same bytes) and
 // writes CRLF line ends, so the mails pass SMTP's bare-line-end check.
@@ -24,7 +24,7 @@ func header(b *bytes.Buffer, id, subject, ctype string) {
 }
 
 // ManyParts is a multipart/mixed mail with a text part and n small
-// application/json parts (issue 17: 100,000 parts in 5.9 MB), each a VCP
+// application/json parts (100,000 parts in 5.9 MB), each a VCP
 // document without its required fields, so that every part inspected
 // adds problems to the analysis.
 func ManyParts(id string, n int) []byte {
@@ -65,7 +65,7 @@ func nestedLines(depth int) string {
 }
 
 // NestedBody is an Envelopay PAY whose body is about size bytes of nested
-// JSON (issue 17: a 30 KB mail of nested JSON printed 50 MB).
+// JSON (a 30 KB mail of nested JSON printed 50 MB).
 func NestedBody(id string, size int) []byte {
 	var b bytes.Buffer
 	header(&b, id, "PAY | nested", "text/plain; charset=utf-8")
@@ -84,7 +84,7 @@ func NestedAttachment(id string, size int) []byte {
 }
 
 // Large is a mail of about size bytes: a text part and a base64
-// application/octet-stream attachment (issue 17: 40 concurrent 24 MiB
+// application/octet-stream attachment (40 concurrent 24 MiB
 // mails).
 func Large(id string, size int) []byte {
 	var b bytes.Buffer

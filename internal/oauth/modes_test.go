@@ -10,7 +10,7 @@ import (
 )
 
 // TestFileModes: a client-secret or refresh-token file readable by the
-// group or others is refused (issue 17 §5, as ssh does), and so is a
+// group or others is refused (as ssh does), and so is a
 // config file that others may write (its token-command is run).
 func TestFileModes(t *testing.T) {
 	t.Parallel()

@@ -2,8 +2,7 @@
 // refuses a file that other users can read, as OpenSSH refuses a private
 // key file whose permissions are "too open" (sshd StrictModes, ssh(1)
 // "UNPROTECTED PRIVATE KEY FILE"): a secret readable by the group or by
-// everyone is already disclosed, and starting with it hides the problem
-// (issue 17 §5, "Secrets and files").
+// everyone is already disclosed, and starting with it hides the problem.
 //
 // Only regular files are checked: a pipe (--password-file <(pass show x))
 // or a device has no meaningful mode here. A file whose mode has any group

@@ -16,7 +16,7 @@ import (
 	"github.com/envelopd/envelopd/connlimit"
 )
 
-// Abuse limits of the view (issue 17 §3, issue 22): LOGIN and
+// Abuse limits of the view: LOGIN and
 // AUTHENTICATE PLAIN go through an authguard.Guard (throttled per IP and
 // account before any hash, bounded hashing, logged, counted); a session
 // is closed after Guard.MaxSessionFailures failures; connections are

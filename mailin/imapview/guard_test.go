@@ -136,7 +136,7 @@ func (c *rawIMAP) rest() string {
 	}
 }
 
-// TestIMAPLoginFailures reproduces issue 17's unthrottled IMAP LOGIN: the
+// TestIMAPLoginFailures reproduces an unthrottled IMAP LOGIN: the
 // third failure in a session ends it with BYE, delays grow, a locked-out
 // IP is refused without any password check, and another IP logs in.
 func TestIMAPLoginFailures(t *testing.T) {
@@ -195,7 +195,7 @@ func TestIMAPAuthenticatePlainMalformed(t *testing.T) {
 }
 
 // TestIMAPBusy: with the hashing slot taken and no queue, LOGIN gets
-// NO [UNAVAILABLE] at once (issue 22).
+// NO [UNAVAILABLE] at once.
 func TestIMAPBusy(t *testing.T) {
 	block, entered := make(chan struct{}), make(chan struct{}, 1)
 	opts := imapview.Options{Authenticate: func(string, string) error {
@@ -256,7 +256,7 @@ func TestIMAPPerIPConnections(t *testing.T) {
 	}
 }
 
-// TestIMAPBadMailboxNames reproduces issue 17's "[SERVERBUG]" for bad
+// TestIMAPBadMailboxNames reproduces a "[SERVERBUG]" for bad
 // mailbox names: a name that cannot be decoded gets NO [NONEXISTENT];
 // COPY/MOVE of nothing is OK.
 func TestIMAPBadMailboxNames(t *testing.T) {

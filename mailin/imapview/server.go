@@ -5,7 +5,7 @@
 // stored — there is no second copy of the mail. An agent under test can
 // point `envelopd poll` or any IMAP client at it.
 //
-// The view is honest about what envelopd found (issue 17 §4): INBOX holds
+// The view is honest about what envelopd found: INBOX holds
 // accepted mail only, received mail that is quarantined or a duplicate
 // is in Quarantine (store.SyncFolders files it), and every message is
 // served with an Authentication-Results field (RFC 8601, authserv-id

@@ -11,7 +11,7 @@ import (
 )
 
 // verdictHeader returns the header fields the view prepends to every
-// message it serves (issue 17 §4), so that an agent reading IMAP sees
+// message it serves, so that an agent reading IMAP sees
 // what envelopd found without a second API:
 //
 //	Authentication-Results: <authserv-id>; spf=pass smtp.mailfrom=…; dkim=pass header.a=… header.d=… header.s=…;

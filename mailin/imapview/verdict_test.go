@@ -44,7 +44,7 @@ func fetchAll(t *testing.T, c *imapclient.Client, folder string) (*imap.SelectDa
 	return sel, out
 }
 
-// TestIMAPViewVerdicts (issue 17 §4): an agent reading the view over IMAP
+// TestIMAPViewVerdicts: an agent reading the view over IMAP
 // sees only accepted mail in INBOX; a PAY replaying an ORDER's payment
 // proof (duplicate_proof) and a mail failing DKIM are in Quarantine, which
 // LIST shows. Every message served starts with an Authentication-Results

@@ -4,7 +4,7 @@
 // It is a package of its own so that mailin, and mailin/relaytest which an
 // agent's tests import, do not pull the Prometheus client (and its
 // protobuf, procfs, ... dependencies) into a user's module graph; only
-// cmd/envelopd imports it (issue 18, "Install").
+// cmd/envelopd imports it.
 package metrics
 
 import (
@@ -27,7 +27,7 @@ type Metrics struct {
 	Latency   prometheus.Histogram   // ingest latency, seconds
 	Redeliver prometheus.Counter
 	// OOPSSuppressed counts courtesy OOPS owed but not sent, by reason
-	// (store.OOPSSenderUnverified, …; issue 17).
+	// (store.OOPSSenderUnverified, …).
 	OOPSSuppressed *prometheus.CounterVec
 	// InFlightBusy counts DATA refused 451 4.3.2 by the in-flight budget.
 	InFlightBusy prometheus.Counter

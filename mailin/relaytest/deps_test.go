@@ -9,7 +9,7 @@ import (
 
 // relaytest is imported by an agent's tests: what it imports ends up in the
 // agent's build and go.mod. It needs the relay (mailin, store, imapview)
-// but not the server's metrics stack (issue 18, "Install"), which lives in
+// but not the server's metrics stack, which lives in
 // mailin/metrics and is imported by cmd/envelopd only.
 var serverOnly = []string{
 	"github.com/prometheus/",

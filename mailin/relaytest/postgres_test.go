@@ -11,7 +11,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-// TestPostgresRelayTwoNodes (issue 21): two relays — SMTP, submission,
+// TestPostgresRelayTwoNodes: two relays — SMTP, submission,
 // IMAP view, queue worker each — on one Postgres database share the
 // mailboxes, their folders and UIDs, and the relay DKIM keys: mail
 // submitted on one node reaches the recipient's mailbox read through the

@@ -11,7 +11,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// TestLocalAuthorNeedsProof (issue 17 §4): mail on the relay's MX port
+// TestLocalAuthorNeedsProof: mail on the relay's MX port
 // (no AUTH) whose From is a local address is refused with 550 5.7.1 at
 // DATA unless it carries a passing DKIM signature of that domain, so a
 // stranger cannot have alice's agent act on mail "from bob". Before the

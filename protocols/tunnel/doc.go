@@ -1,5 +1,5 @@
 // Package tunnel recognises the agent protocols that ride in Envelopay mails
-// as JSON parts (issue 9, "Recognition") and hands each to its validator:
+// as JSON parts and hands each to its validator:
 // VCP (protocols/vcp), Vacant P6 (protocols/vacant), A2A (protocols/a2a),
 // AICP (protocols/aicp) and PVP (protocols/pvp).
 //
@@ -20,7 +20,7 @@
 // detection, so that a message that gets them wrong is reported with its
 // protocol's errors (an unsigned AICP message gets missing_field
 // signature, a PVP message with v 2 unsupported_version) rather than being
-// passed over as a plain JSON file. (Issue 9 lists a signature among the
+// passed over as a plain JSON file. (A signature is one of the
 // AICP markers; requiring it would let an unsigned message slip through
 // unreported.) For the same reason the media type is a
 // hint: when the content matches none of the rules but the part is labelled

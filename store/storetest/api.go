@@ -26,7 +26,7 @@ func apiNodes(t *testing.T, open func(t *testing.T) store.Store) []store.APIStor
 	return out
 }
 
-// testNodesAPI (issues 19 and 21): the HTTP API's state over several
+// testNodesAPI: the HTTP API's state over several
 // store instances at once. Uniqueness comes from the database's keys:
 // one inbox per client_id, one webhook per client_id, one claim per
 // Idempotency-Key. The event log (websocket, webhooks) is a cursor that

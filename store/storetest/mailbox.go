@@ -196,8 +196,8 @@ func testMailboxes(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Errorf("ListMailboxes %+v", mbs)
 	}
 
-	// Received mail that is not accepted goes to Quarantine, not INBOX
-	// (issue 17 §4): a quarantined message and a duplicate (e1 again from
+	// Received mail that is not accepted goes to Quarantine, not INBOX:
+	// a quarantined message and a duplicate (e1 again from
 	// alice), each with its verdict for the view.
 	for _, m := range []*store.Incoming{
 		msg("q1@x", "alice@agents.test", "e6", func(in *store.Incoming) {

@@ -16,7 +16,7 @@ import (
 // processes (SQLite: on one file; Postgres: on one database) are.
 const nodes = 3
 
-// testNodes (issue 21): several store instances over one data set, each
+// testNodes: several store instances over one data set, each
 // used by several goroutines at once, keep every guarantee that one
 // instance keeps: one proof accepted once, one Message-ID stored once,
 // each queued recipient and each hand-off claimed by one worker within a

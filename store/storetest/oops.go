@@ -12,7 +12,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// testOOPSLimits: the courtesy OOPS rules of issue 17 — at most
+// testOOPSLimits: the courtesy OOPS rules — at most
 // PerThreadCode OOPS per thread and error code, PerRecipientHour to one
 // address in any hour, counted in the store so that a reopen does not
 // reset them; a suppressed OOPS (by the caller or by a limit) is recorded
@@ -101,7 +101,7 @@ func testOOPSLimits(t *testing.T, open func(t *testing.T) store.Store) {
 
 // testProblemTexts: a duplicate's problem text (which a courtesy OOPS
 // carries to the peer) names the earlier message by its Envelopay id and
-// Message-ID, never by the store's internal row id (issue 18).
+// Message-ID, never by the store's internal row id.
 func testProblemTexts(t *testing.T, open func(t *testing.T) store.Store) {
 	ctx := context.Background()
 	s := open(t)
@@ -135,7 +135,7 @@ type owedStore interface {
 	ResolveOOPS(ctx context.Context, owed store.OwedOOPS, msg *store.Outgoing, body json.RawMessage, reason string) (*store.OOPSRecord, error)
 }
 
-// testOwedOOPS (issue 21): the ingest records an allowed OOPS as owed in
+// testOwedOOPS: the ingest records an allowed OOPS as owed in
 // its transaction and composes it after the commit. When the process dies
 // in between (here: the store is closed under the composer), the mail is
 // stored, the OOPS stays owed (its rate slot taken, its record pending),

@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite every store.Store backend
 // must pass (in the manner of inbucket's storage tests): the ingest rules
-// of issue 6 (exact redelivery, duplicate_id, duplicate_proof, ACCEPT
+// (exact redelivery, duplicate_id, duplicate_proof, ACCEPT
 // against OFFER, tunnelled-protocol claims and chain links, status,
 // threading, hand-off, courtesy OOPS) as scenario files under testdata/,
 // the courtesy OOPS limits and decision record (oops.go),

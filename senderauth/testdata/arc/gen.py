@@ -31,13 +31,14 @@ def dnsfunc(name, timeout=5):
 
 msg = (b"From: Alice <alice@origin.test>\r\n"
        b"To: agent@shop.test\r\n"
-       b"Subject: PAY\r\n"
+       b"Subject: PAY | 30 USDC\r\n"
        b"Message-ID: <pay-1@origin.test>\r\n"
        b"Date: Fri, 27 Nov 2026 12:00:00 +0000\r\n"
        b"MIME-Version: 1.0\r\n"
        b"Content-Type: text/plain; charset=utf-8\r\n"
        b"\r\n"
-       b'{"type":"pay","id":"p-1","amount":"1.00","token":"USDC","chain":"base","proof":{"tx":"0xabc"}}\r\n')
+       b'{"v":"0.2.0","type":"pay","id":"pay_p1","amount":"30000000","token":"USDC","chain":"base",'
+       b'"proof":{"tx":"0x2e8fb1fc86185752427960708abce56e55c7511c82adcf4dd9dbfe30ccffdd34"}}\r\n')
 signed = dkim.sign(msg, b"s1", b"origin.test", origin_pem, canonicalize=(b"relaxed", b"simple"),
                    include_headers=[b"from", b"to", b"subject", b"message-id", b"date", b"content-type", b"mime-version"]) + msg
 
