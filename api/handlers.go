@@ -110,6 +110,7 @@ func (h *Handler) routes() {
 	h.apiKeyRoutes(a)                    // apikeys.go
 	h.metricsRoutes(a)                   // metrics.go
 	h.searchRoutes(a)                    // search.go
+	h.batchRoutes(a)                     // batch.go
 	// Everything else the SDK has (billing, organizations, pods, domains,
 	// drafts, lists, metrics, api-keys over HTTP, agent sign-up, x402/MPP
 	// payments, …): docs/api.md lists them.

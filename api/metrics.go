@@ -155,7 +155,11 @@ func (h *Handler) metricsRoutes(a func(string, authed)) {
 		v, err := h.svc.QueryMetrics(r.Context(), p, r.PathValue("inbox_id"), m)
 		return v, 0, err
 	}
-	a("GET /v0/metrics", f)
-	a("GET /v0/inboxes/{inbox_id}/metrics", f)
-	a("GET /v0/pods/{pod_id}/metrics", h.inPod(f))
+	// …/metrics/events is the TypeScript SDK's metrics.queryEvents: the
+	// same query and answer.
+	for _, suffix := range []string{"", "/events"} {
+		a("GET /v0/metrics"+suffix, f)
+		a("GET /v0/inboxes/{inbox_id}/metrics"+suffix, f)
+		a("GET /v0/pods/{pod_id}/metrics"+suffix, h.inPod(f))
+	}
 }

@@ -45,6 +45,9 @@ var pgTests = []struct {
 	{"Domains", TestDomainsAPI},
 	{"WebsocketVariantEvents", TestWebsocketVariantEvents},
 	{"InboxEvents", TestInboxEvents},
+	{"DraftAttachments", TestDraftAttachments},
+	{"BatchMessages", TestBatchMessages},
+	{"PodWebhooks", TestPodWebhooks},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens

@@ -478,6 +478,9 @@ func (s *Service) Download(ctx context.Context, tok string) ([]byte, string, str
 			return nil, "", "", err
 		}
 	}
+	if d.Kind == "drf" {
+		return s.draftDownload(ctx, d)
+	}
 	m, err := s.cfg.Store.Message(ctx, d.Row)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -876,19 +879,29 @@ func (s *Service) compose(b store.Inbox, req *SendRequest) (mailout.Mail, error)
 		}
 	}
 	for i, a := range req.Attachments {
-		if a.URL != "" {
-			return m, badField(fmt.Sprintf("attachments[%d].url", i), "attachments by URL are not fetched; give content (base64)")
-		}
-		data, err := base64.StdEncoding.DecodeString(a.Content)
+		data, err := a.decode(i)
 		if err != nil {
-			return m, badField(fmt.Sprintf("attachments[%d].content", i), "not base64")
-		}
-		if strings.ContainsAny(a.Filename+a.ContentType, "\r\n") {
-			return m, badField(fmt.Sprintf("attachments[%d]", i), "bad filename or content_type")
+			return m, err
 		}
 		m.Attachments = append(m.Attachments, mailout.Attachment{Filename: a.Filename, ContentType: a.ContentType, Data: data})
 	}
 	return m, nil
+}
+
+// decode checks the i-th attachment of a send or a draft and returns its
+// content.
+func (a SendAttachment) decode(i int) ([]byte, error) {
+	if a.URL != "" {
+		return nil, badField(fmt.Sprintf("attachments[%d].url", i), "attachments by URL are not fetched; give content (base64)")
+	}
+	data, err := base64.StdEncoding.DecodeString(a.Content)
+	if err != nil {
+		return nil, badField(fmt.Sprintf("attachments[%d].content", i), "not base64")
+	}
+	if strings.ContainsAny(a.Filename+a.ContentType+a.ContentDisposition+a.ContentID, "\r\n") {
+		return nil, badField(fmt.Sprintf("attachments[%d]", i), "bad filename, content_type, content_disposition or content_id")
+	}
+	return data, nil
 }
 
 func validHeaderName(k string) bool {

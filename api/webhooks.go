@@ -391,6 +391,13 @@ func (h *Handler) webhookRoutes(a func(string, authed)) {
 		a("PATCH "+pre+"/webhooks/{webhook_id}", h.updateWebhook)
 		a("DELETE "+pre+"/webhooks/{webhook_id}", h.deleteWebhook)
 	}
+	// The one pod holds every inbox: its webhooks are the organisation's.
+	pre := "/v0/pods/{pod_id}"
+	a("GET "+pre+"/webhooks", h.inPod(h.listWebhooks))
+	a("POST "+pre+"/webhooks", h.inPod(h.createWebhook))
+	a("GET "+pre+"/webhooks/{webhook_id}", h.inPod(h.getWebhook))
+	a("PATCH "+pre+"/webhooks/{webhook_id}", h.inPod(h.updateWebhook))
+	a("DELETE "+pre+"/webhooks/{webhook_id}", h.inPod(h.deleteWebhook))
 }
 
 func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
