@@ -51,8 +51,8 @@ func Incoming(a *Analysis, raw []byte, dir string) *store.Incoming {
 		in.Status = store.StatusQuarantined
 	}
 	// MarshalJSON itself, not json.Marshal: that re-validates and
-	// compacts the method's output, which more than doubled the cost
-	// (≈ 5.5 vs 2.7 µs for a PAY in isolation, more under load).
+	// compacts the method's output, a second pass over the same bytes
+	// (docs/performance.md).
 	if a.resultJSON != nil {
 		in.Result = a.resultJSON // Analyze's marshal, when it kept the result whole
 	} else if b, err := r.MarshalJSON(); err == nil {

@@ -22,7 +22,7 @@ import (
 // (a message stored, a queued recipient sent or failed), so an event
 // exists exactly when its fact is durable — except SQLite's
 // message.received (migration 16): writing it in the ingest transaction
-// cost ingest ≈ 10 % more CPU, so it is written by the first event read
+// cost ingest CPU (docs/performance.md), so it is written by the first event read
 // after the message commits (syncEvents), or by the next other event's
 // write when what is owed fits a step; an other event behind a larger
 // backlog is staged and numbered by the catch-up at its place (migration

@@ -408,7 +408,7 @@ INSERT OR IGNORE INTO message_tags (tag, message_id)
 	// 15: the web inbox's search and filter index leaves the ingest
 	// transaction: an FTS5
 	// insert in every message's savepoint, and the tags' JSON walk, cost
-	// ingest ≈ 40 % more CPU per message. SyncInboxes (the API's index,
+	// ingest much CPU per message (docs/performance.md). SyncInboxes (the API's index,
 	// which every list reads behind) fills both for new messages
 	// (dialect indexSearch); messages stored before this step were
 	// indexed by the triggers, so search_floor keeps SyncInboxes from
@@ -422,7 +422,7 @@ INSERT INTO search_floor (id) SELECT coalesce(max(id), 0) FROM messages;
 `,
 	// 16: the message.received events leave the ingest transaction too:
 	// the trigger's insert into
-	// api_events and its index cost every received message ≈ 10 % of its
+	// api_events and its index cost every received message a share of its
 	// store CPU and two more B-trees in every commit. event_sync holds
 	// the highest message id whose received events are written; moving
 	// it forward writes those events (trigger event_sync_received), in

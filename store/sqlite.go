@@ -139,7 +139,7 @@ func dsn(path string, busy time.Duration, writer bool) string {
 		q.Add("_pragma", "temp_store(MEMORY)")
 		// A checkpoint writes each page once however many commits
 		// changed it since the last one: every 4,000 WAL pages (≈ 16 MB)
-		// rather than SQLite's 1,000, ingest spends ≈ 5 % less CPU per
+		// rather than SQLite's 1,000, ingest spends less CPU per
 		// message (BenchmarkIngestParallel; the index pages that every
 		// commit rewrites are copied back a quarter as often).
 		q.Add("_pragma", "wal_autocheckpoint(4000)")

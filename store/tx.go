@@ -105,7 +105,7 @@ type dialect struct {
 	// (?, ?], run by SyncInboxes with the API's index; nil when triggers
 	// keep it at insert (Postgres). SQLite moved it out of the ingest
 	// transaction (migration 15): an FTS5 insert in every message's
-	// savepoint cost ingest ≈ 40 % of its CPU.
+	// savepoint was a large share of ingest's CPU (docs/performance.md).
 	indexSearch []string
 	// eventsLag (a query yielding a boolean), eventsBehind (the message
 	// ids not caught up yet) and syncEvents (a write taking the log ?
