@@ -48,6 +48,9 @@ import (
 	"time"
 
 	"golang.org/x/crypto/acme"
+
+	"github.com/envelopd/envelopd/internal/defaults"
+	"github.com/envelopd/envelopd/runner"
 )
 
 // LetsEncrypt is the default directory.
@@ -105,24 +108,14 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.DirectoryURL == "" {
 		cfg.DirectoryURL = LetsEncrypt
 	}
-	if cfg.RenewBefore <= 0 {
-		cfg.RenewBefore = 30 * 24 * time.Hour
-	}
-	if cfg.Check <= 0 {
-		cfg.Check = time.Minute
-	}
-	if cfg.Backoff <= 0 {
-		cfg.Backoff = time.Minute
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = time.Hour
-	}
+	defaults.Positive(&cfg.RenewBefore, 30*24*time.Hour)
+	defaults.Positive(&cfg.Check, time.Minute)
+	defaults.Positive(&cfg.Backoff, time.Minute)
+	defaults.Positive(&cfg.MaxBackoff, time.Hour)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.ClaimWindow <= 0 {
-		cfg.ClaimWindow = 10 * time.Minute
-	}
+	defaults.Positive(&cfg.ClaimWindow, 10*time.Minute)
 	id := make([]byte, 8)
 	rand.Read(id)
 	return &Manager{id: fmt.Sprintf("%x", id), cfg: cfg, alpn: map[string]*tls.Certificate{}, tokens: map[string]string{}, wake: make(chan struct{}, 1)}, nil
@@ -191,7 +184,8 @@ func (m *Manager) HTTPHandler(next http.Handler) http.Handler {
 
 // Run loads, obtains and renews the certificate until ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
-	backoff := m.cfg.Backoff
+	retry := runner.Backoff{Initial: m.cfg.Backoff, Max: m.cfg.MaxBackoff}
+	fails := 0 // failed orders in a row
 	wait := time.Duration(0)
 	for {
 		t := time.NewTimer(wait)
@@ -205,7 +199,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		m.load(ctx)
 		if !m.due(time.Now()) {
-			wait, backoff = m.cfg.Check, m.cfg.Backoff
+			wait, fails = m.cfg.Check, 0
 			continue
 		}
 		leaf := m.Leaf()
@@ -223,7 +217,8 @@ func (m *Manager) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			wait = backoff
+			fails++
+			wait = retry.Delay(fails)
 			if d, ok := acme.RateLimit(err); ok && d > wait {
 				wait = d
 			}
@@ -232,13 +227,12 @@ func (m *Manager) Run(ctx context.Context) error {
 				attrs = append(attrs, "serving_until", leaf.NotAfter.UTC().Format(time.RFC3339))
 			}
 			m.cfg.Logger.Error("acme: certificate order failed", attrs...)
-			backoff = min(2*backoff, m.cfg.MaxBackoff)
 			continue
 		}
 		m.cert.Store(c)
 		m.cfg.Logger.Info("acme: certificate obtained", "names", strings.Join(m.cfg.Domains, ","), "serial", c.Leaf.SerialNumber.Text(16),
 			"not_after", c.Leaf.NotAfter.UTC().Format(time.RFC3339), "issuer", c.Leaf.Issuer.String())
-		wait, backoff = m.cfg.Check, m.cfg.Backoff
+		wait, fails = m.cfg.Check, 0
 	}
 }
 

@@ -21,7 +21,6 @@ import (
 	"github.com/envelopd/envelopd/api"
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/internal/pgtest"
-	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
@@ -56,13 +55,6 @@ type env struct {
 	svc      *api.Service
 }
 
-func record(raw []byte) *store.Incoming {
-	a := mailin.Analyze(context.Background(), raw, mailin.AnalyzeOptions{})
-	in := mailin.Incoming(a, raw, store.DirOut)
-	in.ReceivedAt = time.Now().UTC()
-	return in
-}
-
 // openStore opens a fresh store for one test: SQLite, or Postgres when
 // the test runs on it (onPostgres); closed when the test ends.
 func openStore(t testing.TB) store.DB {
@@ -88,7 +80,7 @@ func newEnv(t testing.TB, relay bool) *env {
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	signer := dkim.Signer{Domain: "shop.test", Selector: "s1", Key: priv}
 	svc, err := api.NewService(api.Config{Store: st, Relay: relay, Domains: []string{"shop.test", "buyer.test"},
-		Mailer: func(string) *mailout.Mailer { return &mailout.Mailer{Signers: []dkim.Signer{signer}, Record: record} }})
+		Mailer: func(string) *mailout.Mailer { return &mailout.Mailer{Signers: []dkim.Signer{signer}} }})
 	if err != nil {
 		t.Fatal(err)
 	}

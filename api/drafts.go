@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/envelopd/envelopd/runner"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -91,13 +93,9 @@ type draftDoc struct {
 	Force       bool             `json:"force,omitempty"`
 }
 
-// DraftAttachment is the SDK's Attachment of a draft.
-type DraftAttachment struct {
-	AttachmentID string `json:"attachment_id"`
-	Filename     string `json:"filename,omitempty"`
-	Size         int    `json:"size"`
-	ContentType  string `json:"content_type,omitempty"`
-}
+// DraftAttachment is the SDK's Attachment of a draft: an Attachment
+// without the download fields (drafts.get_attachment gives those).
+type DraftAttachment = Attachment
 
 // DraftObject is the SDK's Draft (and, in lists, DraftItem).
 type DraftObject struct {
@@ -145,10 +143,19 @@ func draftObject(d store.Draft) (DraftObject, error) {
 		o.SendAt = &t
 	}
 	for i, a := range doc.Attachments {
-		o.Attachments = append(o.Attachments, DraftAttachment{AttachmentID: "att_" + strconv.Itoa(i+1), Filename: a.Filename,
-			Size: len(a.Content) / 4 * 3, ContentType: a.ContentType})
+		o.Attachments = append(o.Attachments, DraftAttachment{AttachmentID: draftAttachmentID(i), Filename: a.Filename,
+			Size: decodedLen(a.Content), ContentType: a.ContentType, ContentDisposition: a.ContentDisposition, ContentID: a.ContentID})
 	}
 	return o, nil
+}
+
+// draftAttachmentID is the id of a draft's i-th attachment (from 0).
+func draftAttachmentID(i int) string { return "att_" + strconv.Itoa(i+1) }
+
+// decodedLen is the length of the bytes canonical (padded, unbroken)
+// base64 encodes.
+func decodedLen(b64 string) int {
+	return len(b64)/4*3 - (len(b64) - len(strings.TrimRight(b64, "=")))
 }
 
 func (s *Service) drafts() (store.DraftStore, error) {
@@ -201,7 +208,18 @@ func (s *Service) applyDraft(doc *draftDoc, req DraftRequest) error {
 		doc.HTML = *req.HTML
 	}
 	if req.Attachments != nil {
-		doc.Attachments = req.Attachments
+		// Checked now, kept in canonical base64 (the size listed is
+		// then exact): a draft holds only attachments a send takes.
+		atts := make([]SendAttachment, len(req.Attachments))
+		for i, a := range req.Attachments {
+			data, err := a.decode(i)
+			if err != nil {
+				return err
+			}
+			a.Content = base64.StdEncoding.EncodeToString(data)
+			atts[i] = a
+		}
+		doc.Attachments = atts
 	}
 	if req.InReplyTo != nil {
 		doc.InReplyTo = *req.InReplyTo
@@ -428,42 +446,119 @@ func (s *Service) sendDraft(ctx context.Context, p *Principal, d store.Draft, u 
 	return s.Send(ctx, p, d.Inbox, req)
 }
 
+// GetDraftAttachment returns an attachment of a draft (drafts.
+// get_attachment) with a download URL made for p's key, like a
+// message's; the URL stops working when the draft is sent or deleted.
+func (s *Service) GetDraftAttachment(ctx context.Context, p *Principal, inbox, id, attID string) (Attachment, error) {
+	_, d, err := s.draft(ctx, p, inbox, id)
+	if err != nil {
+		return Attachment{}, err
+	}
+	a, n, err := draftAttachment(d, attID)
+	if err != nil {
+		return Attachment{}, err
+	}
+	exp := s.cfg.Now().Add(downloadTTL).Truncate(time.Second).UTC()
+	tok := signDownload(s.dlKey, download{Kind: "drf", Draft: strings.TrimPrefix(d.ID, "drf_"), Part: n, Expires: exp, Key: p.KeyID})
+	return Attachment{AttachmentID: attID, Filename: a.Filename, Size: decodedLen(a.Content), ContentType: a.ContentType,
+		ContentDisposition: a.ContentDisposition, ContentID: a.ContentID, DownloadURL: "/v0/download/" + tok, ExpiresAt: &exp}, nil
+}
+
+// draftAttachment returns the attachment attID of d and its index.
+func draftAttachment(d store.Draft, attID string) (SendAttachment, int, error) {
+	var doc draftDoc
+	if err := json.Unmarshal(d.Request, &doc); err != nil {
+		return SendAttachment{}, 0, err
+	}
+	for i, a := range doc.Attachments {
+		if draftAttachmentID(i) == attID {
+			return a, i, nil
+		}
+	}
+	return SendAttachment{}, 0, notFound("attachment %s of draft %s not found", attID, d.ID)
+}
+
+// draftDownload is the content of a draft's attachment for a download
+// token.
+func (s *Service) draftDownload(ctx context.Context, d download) ([]byte, string, string, error) {
+	ds, err := s.drafts()
+	if err != nil {
+		return nil, "", "", err
+	}
+	dr, err := ds.DraftByID(ctx, "drf_"+d.Draft)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "", "", notFound("download link not found or expired")
+	}
+	if err != nil {
+		return nil, "", "", err
+	}
+	a, n, err := draftAttachment(dr, draftAttachmentID(d.Part))
+	if err != nil {
+		return nil, "", "", notFound("download link not found or expired")
+	}
+	data, err := a.decode(n) // checked when given, unless kept from before the check
+	if err != nil {
+		return nil, "", "", err
+	}
+	ct := a.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	return data, ct, a.Filename, nil
+}
+
 // SendDueDrafts sends the scheduled drafts due now that this node
-// claims; a send the rules refuse marks the draft failed, any other
-// error leaves it to be claimed again after its lease. It returns how
-// many were sent.
+// claims (one runner.Loop pass); a send the rules refuse marks the draft
+// failed, any other error leaves it to be claimed again after its lease.
+// It returns how many were sent.
 func (s *Service) SendDueDrafts(ctx context.Context) (int, error) {
 	ds, ok := s.cfg.Store.(store.DraftStore)
 	if !ok {
 		return 0, nil
 	}
-	due, err := ds.ClaimDueDrafts(ctx, s.cfg.Now(), draftLease, 16)
-	if err != nil {
-		return 0, err
-	}
-	sent := 0
+	j := &draftJobs{s: s, ds: ds}
+	l := &runner.Loop[store.Draft]{Name: "drafts", Worker: j, Batch: 16, Parallel: 1, Now: s.cfg.Now, Logger: s.cfg.Logger}
+	_, _, err := l.Once(ctx)
+	return j.sent, err
+}
+
+// draftJobs is the scheduled drafts as a runner.Worker.
+type draftJobs struct {
+	s    *Service
+	ds   store.DraftStore
+	sent int // one attempt at a time (Parallel 1)
+}
+
+func (j *draftJobs) Claim(ctx context.Context, now time.Time, limit int) ([]store.Draft, error) {
+	return j.ds.ClaimDueDrafts(ctx, now, draftLease, limit)
+}
+
+// Attempt sends one claimed draft: Succeeded (the draft deleted),
+// Dropped (refused: marked failed) or Retried (after its lease).
+func (j *draftJobs) Attempt(ctx context.Context, d store.Draft) (runner.Outcome, error) {
+	s, ds := j.s, j.ds
 	system := &Principal{} // every inbox: the draft was checked against its creator's scope when made
-	for _, d := range due {
-		res, err := s.sendDraft(ctx, system, d, UpdateLabels{}, false)
-		var ae *Error
-		switch {
-		case err == nil:
-			if err := ds.DeleteDraft(ctx, d.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-				s.cfg.Logger.Warn("api: scheduled draft sent, delete failed", "draft", d.ID, "err", err)
-			}
-			sent++
-			s.cfg.Logger.Info("api: scheduled draft sent", "draft", d.ID, "inbox", d.Inbox, "message_id", res.MessageID)
-		case errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500:
-			d.Status, d.LastError, d.SendAt, d.UpdatedAt = store.DraftFailed, ae.Message, time.Time{}, s.cfg.Now().UTC()
-			if err := ds.UpdateDraft(ctx, d); err != nil && !errors.Is(err, store.ErrNotFound) {
-				s.cfg.Logger.Warn("api: scheduled draft failed, update failed", "draft", d.ID, "err", err)
-			}
-			s.cfg.Logger.Warn("api: scheduled draft refused", "draft", d.ID, "err", ae.Message)
-		default:
-			s.cfg.Logger.Warn("api: scheduled draft not sent; retried after its lease", "draft", d.ID, "err", err)
+	res, err := s.sendDraft(ctx, system, d, UpdateLabels{}, false)
+	var ae *Error
+	switch {
+	case err == nil:
+		if err := ds.DeleteDraft(ctx, d.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.cfg.Logger.Warn("api: scheduled draft sent, delete failed", "draft", d.ID, "err", err)
 		}
+		j.sent++
+		s.cfg.Logger.Info("api: scheduled draft sent", "draft", d.ID, "inbox", d.Inbox, "message_id", res.MessageID)
+		return runner.Succeeded, nil
+	case errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500:
+		d.Status, d.LastError, d.SendAt, d.UpdatedAt = store.DraftFailed, ae.Message, time.Time{}, s.cfg.Now().UTC()
+		if err := ds.UpdateDraft(ctx, d); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.cfg.Logger.Warn("api: scheduled draft failed, update failed", "draft", d.ID, "err", err)
+		}
+		s.cfg.Logger.Warn("api: scheduled draft refused", "draft", d.ID, "err", ae.Message)
+		return runner.Dropped, nil
+	default:
+		s.cfg.Logger.Warn("api: scheduled draft not sent; retried after its lease", "draft", d.ID, "err", err)
+		return runner.Retried, nil
 	}
-	return sent, nil
 }
 
 // Handlers.
@@ -480,6 +575,9 @@ func (h *Handler) draftRoutes(a func(string, authed)) {
 	a("GET /v0/drafts/{draft_id}", h.getDraft)
 	a("GET /v0/pods/{pod_id}/drafts", h.inPod(h.listDrafts))
 	a("GET /v0/pods/{pod_id}/drafts/{draft_id}", h.inPod(h.getDraft))
+	a("GET "+in+"/{draft_id}/attachments/{attachment_id}", h.getDraftAttachment)
+	a("GET /v0/drafts/{draft_id}/attachments/{attachment_id}", h.getDraftAttachment)
+	a("GET /v0/pods/{pod_id}/drafts/{draft_id}/attachments/{attachment_id}", h.inPod(h.getDraftAttachment))
 }
 
 func (h *Handler) listDrafts(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
@@ -518,6 +616,15 @@ func (h *Handler) createDraft(w http.ResponseWriter, r *http.Request, p *Princip
 func (h *Handler) getDraft(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
 	v, err := h.svc.GetDraft(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("draft_id"))
 	return v, 0, err
+}
+
+func (h *Handler) getDraftAttachment(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	v, err := h.svc.GetDraftAttachment(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("draft_id"), r.PathValue("attachment_id"))
+	if err != nil {
+		return nil, 0, err
+	}
+	v.DownloadURL = absURL(r, v.DownloadURL)
+	return v, 0, nil
 }
 
 func (h *Handler) updateDraft(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {

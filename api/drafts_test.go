@@ -2,6 +2,10 @@ package api_test
 
 import (
 	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +182,110 @@ func TestScheduledDrafts(t *testing.T) {
 	// Sent by hand with force it goes.
 	if c := e.do(e.key, "POST", "/v0/inboxes/shop@shop.test/drafts/"+bad.DraftID+"/send?force=true", nil, nil); c != 200 {
 		t.Errorf("forced send: %d", c)
+	}
+}
+
+// TestDraftAttachments: a draft's attachments are checked when given,
+// kept with the draft, served by drafts.get_attachment (inbox,
+// organisation and pod routes, with a download URL) and sent with it;
+// bad ones are a 400 that writes nothing.
+func TestDraftAttachments(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("shop", "shop.test")
+	e.createInbox("other", "shop.test")
+	content := "hello attachment"
+	att := `{"filename":"a.txt","content_type":"text/plain","content":"` + base64.StdEncoding.EncodeToString([]byte(content)) + `"}`
+	type attObj struct {
+		AttachmentID string `json:"attachment_id"`
+		Filename     string `json:"filename"`
+		Size         int    `json:"size"`
+		ContentType  string `json:"content_type"`
+		DownloadURL  string `json:"download_url"`
+		Name         string `json:"name"`
+	}
+	var d struct {
+		DraftID     string   `json:"draft_id"`
+		Attachments []attObj `json:"attachments"`
+	}
+	if c := e.do(e.key, "POST", "/v0/inboxes/shop@shop.test/drafts", `{"to":"buyer@buyer.test","subject":"with file","text":"see","attachments":[`+att+`]}`, &d); c != 200 ||
+		len(d.Attachments) != 1 || d.Attachments[0] != (attObj{AttachmentID: "att_1", Filename: "a.txt", Size: len(content), ContentType: "text/plain"}) {
+		t.Fatalf("create: %d %+v", c, d)
+	}
+	var first attObj
+	for _, path := range []string{"/v0/inboxes/shop@shop.test/drafts/", "/v0/drafts/", "/v0/pods/envelopd/drafts/"} {
+		var a attObj
+		if c := e.do(e.key, "GET", path+d.DraftID+"/attachments/att_1", nil, &a); c != 200 || a.AttachmentID != "att_1" ||
+			a.Size != len(content) || a.Filename != "a.txt" || !strings.HasPrefix(a.DownloadURL, e.srv.URL+"/v0/download/") {
+			t.Errorf("get attachment %s: %d %+v", path, c, a)
+		}
+		first = a
+	}
+	resp, err := http.Get(first.DownloadURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(got) != content || resp.Header.Get("Content-Type") != "text/plain" {
+		t.Errorf("download: %d %q %q", resp.StatusCode, got, resp.Header.Get("Content-Type"))
+	}
+	scoped := e.newKey([]string{"other@shop.test"})
+	for _, tc := range []struct {
+		name, key, path string
+	}{
+		{"no such attachment", e.key, "/v0/drafts/" + d.DraftID + "/attachments/att_2"},
+		{"no such draft", e.key, "/v0/drafts/drf_0000000000000000/attachments/att_1"},
+		{"another inbox's route", e.key, "/v0/inboxes/other@shop.test/drafts/" + d.DraftID + "/attachments/att_1"},
+		{"a key of another inbox", scoped, "/v0/drafts/" + d.DraftID + "/attachments/att_1"},
+	} {
+		var er attObj
+		if c := e.do(tc.key, "GET", tc.path, nil, &er); c != 404 || er.Name != "NotFoundError" {
+			t.Errorf("%s: %d %+v", tc.name, c, er)
+		}
+	}
+	// Bad attachments: 400, nothing written or changed.
+	for _, tc := range []struct{ name, method, path, a string }{
+		{"not base64", "POST", "/v0/inboxes/shop@shop.test/drafts", `{"filename":"x","content":"!!!"}`},
+		{"by URL", "POST", "/v0/inboxes/shop@shop.test/drafts", `{"filename":"x","url":"https://example.com/x"}`},
+		{"CR LF in a filename", "POST", "/v0/inboxes/shop@shop.test/drafts", `{"filename":"x\r\nBcc: a@b.test","content":""}`},
+		{"update, not base64", "PATCH", "/v0/inboxes/shop@shop.test/drafts/" + d.DraftID, `{"filename":"x","content":"%%"}`},
+	} {
+		var er attObj
+		if c := e.do(e.key, tc.method, tc.path, `{"to":"buyer@buyer.test","text":"changed","attachments":[`+tc.a+`]}`, &er); c != 400 || er.Name != "ValidationError" {
+			t.Errorf("%s: %d %+v", tc.name, c, er)
+		}
+	}
+	var list struct {
+		Count int `json:"count"`
+	}
+	if e.do(e.key, "GET", "/v0/drafts", nil, &list); list.Count != 1 {
+		t.Errorf("bad attachments wrote a draft: %+v", list)
+	}
+	var again struct {
+		Text        string   `json:"text"`
+		Attachments []attObj `json:"attachments"`
+	}
+	if e.do(e.key, "GET", "/v0/drafts/"+d.DraftID, nil, &again); again.Text != "see" || len(again.Attachments) != 1 {
+		t.Errorf("a refused update changed the draft: %+v", again)
+	}
+	// Sent with the draft; the draft's download URL then ends.
+	var sent struct {
+		MessageID string `json:"message_id"`
+	}
+	if c := e.do(e.key, "POST", "/v0/inboxes/shop@shop.test/drafts/"+d.DraftID+"/send", nil, &sent); c != 200 {
+		t.Fatalf("send: %d", c)
+	}
+	var m struct {
+		Attachments []attObj `json:"attachments"`
+	}
+	if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/messages/"+url.PathEscape(sent.MessageID), nil, &m); c != 200 ||
+		len(m.Attachments) != 1 || m.Attachments[0].Filename != "a.txt" || m.Attachments[0].Size != len(content) {
+		t.Errorf("sent copy: %d %+v", c, m)
+	}
+	if resp, err := http.Get(first.DownloadURL); err != nil || resp.StatusCode != 404 {
+		t.Errorf("download after send: %v %v", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
 	}
 }

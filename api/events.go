@@ -2,8 +2,10 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +49,7 @@ type EventObject struct {
 	Send      *EventDetail  `json:"send,omitempty"`
 	Delivery  *EventDetail  `json:"delivery,omitempty"`
 	Bounce    *BounceDetail `json:"bounce,omitempty"`
+	Reject    *RejectDetail `json:"reject,omitempty"` // message.rejected
 	Domain    *DomainObject `json:"domain,omitempty"` // domain.verified (domains.go)
 	// Payment: payment.verified and payment.rejected — the settled
 	// payment (docs/payments.md); Message carries it too, in its
@@ -74,6 +77,16 @@ type BounceDetail struct {
 	Recipients []BounceRecipient `json:"recipients"`
 }
 
+// RejectDetail is the SDK's Reject: a send refused before anything was
+// stored; thread_id and message_id are the ones the send would have had.
+type RejectDetail struct {
+	InboxID   string    `json:"inbox_id"`
+	ThreadID  string    `json:"thread_id"`
+	MessageID string    `json:"message_id"`
+	Timestamp time.Time `json:"timestamp"`
+	Reason    string    `json:"reason"`
+}
+
 // BounceRecipient is the SDK's Recipient.
 type BounceRecipient struct {
 	Address string `json:"address"`
@@ -94,8 +107,16 @@ func (s *Service) eventLog() (EventLog, error) {
 // as they are now; a message no longer stored is ErrNotFound.
 func (s *Service) EventObject(ctx context.Context, e store.Event) (EventObject, error) {
 	o := EventObject{Type: "event", EventType: e.Type, EventID: EventID(e.ID)}
-	if e.Type == store.EventDomainVerified {
+	switch e.Type {
+	case store.EventDomainVerified:
 		return s.domainEvent(ctx, o, e)
+	case store.EventRejected:
+		var d store.RejectDetail
+		if err := json.Unmarshal([]byte(e.Detail), &d); err != nil {
+			return o, fmt.Errorf("api: message.rejected event %d: %w", e.ID, err)
+		}
+		o.Reject = &RejectDetail{InboxID: e.Inbox, ThreadID: d.ThreadID, MessageID: d.MessageID, Timestamp: e.CreatedAt, Reason: d.Reason}
+		return o, nil
 	}
 	m, err := s.cfg.Store.Message(ctx, e.MessageID)
 	if err != nil {
@@ -103,7 +124,7 @@ func (s *Service) EventObject(ctx context.Context, e store.Event) (EventObject, 
 	}
 	im := &store.InboxMessage{Inbox: e.Inbox, Message: *m}
 	switch e.Type {
-	case store.EventReceived:
+	case store.EventReceived, store.EventReceivedBlocked, store.EventReceivedUnauthenticated:
 		s.sync(ctx)
 		if x, err := s.cfg.Store.InboxMessageByRef(ctx, e.Inbox, strconv.FormatInt(m.ID, 10)); err == nil {
 			im.Labels = x.Labels
@@ -261,4 +282,70 @@ func (s *Service) Follow(ctx context.Context, p *Principal, after int64, sub fun
 			return after, err
 		}
 	}
+}
+
+// Inbox events: the SDK's inboxes.events.list (InboxEvent,
+// ListInboxEventsResponse): the labels added to and removed from an
+// inbox's messages, newest first unless ascending, keyset-paged.
+
+// InboxEventObject is the SDK's InboxEvent.
+type InboxEventObject struct {
+	OrganizationID string    `json:"organization_id"`
+	PodID          string    `json:"pod_id"`
+	InboxID        string    `json:"inbox_id"`
+	EventID        string    `json:"event_id"`
+	EventType      string    `json:"event_type"`
+	MessageID      string    `json:"message_id"`
+	Label          string    `json:"label"`
+	EventAt        time.Time `json:"event_at"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// InboxEventsObject is the SDK's ListInboxEventsResponse.
+type InboxEventsObject struct {
+	Count         int                `json:"count"`
+	Limit         int                `json:"limit"`
+	NextPageToken string             `json:"next_page_token,omitempty"`
+	Events        []InboxEventObject `json:"events"`
+}
+
+// ListInboxEvents lists an inbox's label events.
+func (s *Service) ListInboxEvents(ctx context.Context, p *Principal, inbox string, lp ListParams) (InboxEventsObject, error) {
+	b, err := s.inbox(ctx, p, inbox)
+	if err != nil {
+		return InboxEventsObject{}, err
+	}
+	l, ok := s.cfg.Store.(store.InboxEventLog)
+	if !ok {
+		return InboxEventsObject{}, &Error{Status: 501, Name: "NotImplementedError", Message: "this store keeps no inbox events"}
+	}
+	es, err := l.InboxEvents(ctx, store.InboxEventFilter{Inbox: b.Address, Cursor: lp.Cursor.ID, Ascending: lp.Ascending, Limit: lp.Limit + 1})
+	if err != nil {
+		return InboxEventsObject{}, err
+	}
+	out := InboxEventsObject{Limit: lp.Limit, Events: []InboxEventObject{}}
+	for i, e := range es {
+		if i == lp.Limit {
+			out.NextPageToken = EncodeCursor(Cursor{ID: es[i-1].ID, Asc: lp.Ascending})
+			break
+		}
+		mid := strconv.FormatInt(e.MessageID, 10)
+		if e.RFCMessageID != "" {
+			mid = "<" + e.RFCMessageID + ">"
+		}
+		out.Events = append(out.Events, InboxEventObject{OrganizationID: podID, PodID: podID, InboxID: e.Inbox,
+			EventID: "ievt_" + strconv.FormatInt(e.ID, 10), EventType: e.Type, MessageID: mid, Label: e.Label,
+			EventAt: e.CreatedAt, CreatedAt: e.CreatedAt})
+	}
+	out.Count = len(out.Events)
+	return out, nil
+}
+
+func (h *Handler) listInboxEvents(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+	lp, err := h.listParams(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := h.svc.ListInboxEvents(r.Context(), p, r.PathValue("inbox_id"), lp)
+	return v, 0, err
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/envelopd/envelopd/api"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -45,6 +47,13 @@ type wsEvent struct {
 		MessageID  string   `json:"message_id"`
 		Recipients []string `json:"recipients"`
 	} `json:"delivery"`
+	Reject *struct {
+		InboxID   string    `json:"inbox_id"`
+		ThreadID  string    `json:"thread_id"`
+		MessageID string    `json:"message_id"`
+		Timestamp time.Time `json:"timestamp"`
+		Reason    string    `json:"reason"`
+	} `json:"reject"`
 	Bounce *struct {
 		MessageID  string `json:"message_id"`
 		Recipients []struct {
@@ -243,5 +252,115 @@ func TestWebsocketSendEvents(t *testing.T) {
 	if ev.EventType != "message.bounced" || ev.Bounce == nil || ev.Bounce.Recipients[0].Address != "y@buyer.test" ||
 		ev.Bounce.Recipients[0].Status != "550 5.1.1 no such user" {
 		t.Errorf("bounced: %+v", ev)
+	}
+}
+
+// TestWebsocketVariantEvents: mail from a sender the receive lists
+// block is message.received.blocked, mail whose sender verdict
+// authenticates no domain message.received.unauthenticated (each the
+// received payload: message and thread), a send the send lists refuse
+// message.rejected with its Reject — and a subscriber to
+// message.received gets none of them.
+func TestWebsocketVariantEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("shop", "shop.test")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	all := e.subscribe(t, ctx, e.key, "", map[string]any{"inbox_ids": []string{"shop@shop.test"}})
+	plain := e.subscribe(t, ctx, e.key, "", map[string]any{"event_types": []string{"message.received"}})
+	for _, p := range []string{`/v0/lists/receive/block`, `/v0/lists/send/block`} {
+		if c := e.do(e.key, "POST", p, `{"entry":"evil.test"}`, nil); c != 200 {
+			t.Fatal(c)
+		}
+	}
+	in := func(subject, from string, result string) {
+		t.Helper()
+		mid := strings.ReplaceAll(subject, " ", "-") + "@x.test"
+		raw := fmt.Sprintf("From: %s\r\nTo: shop@shop.test\r\nSubject: %s\r\nMessage-ID: <%s>\r\n\r\nbody\r\n", from, subject, mid)
+		var r json.RawMessage
+		if result != "" {
+			r = json.RawMessage(result)
+		}
+		if _, err := e.st.Ingest(ctx, &store.Incoming{Direction: store.DirIn, Raw: []byte(raw), MessageID: mid, Sender: from,
+			Recipients: []string{"shop@shop.test"}, Subject: subject, Status: store.StatusAccepted, ReceivedAt: time.Now(), Result: r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in("spam one", "x@evil.test", "")
+	in("who knows", "y@good.test", `{"sender":{"spf":{"result":"none"},"dmarc":null,"arc":null,"authenticated_as":null}}`)
+	var er struct{ Name string }
+	if c := e.do(e.key, "POST", "/v0/inboxes/shop@shop.test/messages/send", map[string]any{"to": "z@evil.test", "subject": "no", "text": "x"}, &er); c != 403 || er.Name != "MessageRejectedError" {
+		t.Fatalf("send to a blocked recipient: %d %+v", c, er)
+	}
+	in("hello", "y@good.test", `{"sender":{"spf":{"result":"pass"},"dmarc":null,"arc":null,"authenticated_as":"good.test","authenticated_by":"spf"}}`)
+
+	ev := wsRead(t, ctx, all)
+	if ev.EventType != "message.received.blocked" || ev.Message == nil || ev.Message.Subject != "spam one" || ev.Thread == nil ||
+		!slices.Contains(ev.Message.Labels, "blocked") {
+		t.Errorf("blocked: %+v %+v", ev, ev.Message)
+	}
+	ev = wsRead(t, ctx, all)
+	if ev.EventType != "message.received.unauthenticated" || ev.Message == nil || ev.Message.Subject != "who knows" || ev.Thread == nil {
+		t.Errorf("unauthenticated: %+v", ev)
+	}
+	ev = wsRead(t, ctx, all)
+	if ev.EventType != "message.rejected" || ev.Reject == nil || ev.Reject.InboxID != "shop@shop.test" || ev.Reject.ThreadID == "" ||
+		!strings.HasSuffix(ev.Reject.MessageID, "@shop.test>") || !strings.Contains(ev.Reject.Reason, "evil.test") || ev.Reject.Timestamp.IsZero() {
+		t.Errorf("rejected: %+v %+v", ev, ev.Reject)
+	}
+	ev = wsRead(t, ctx, all)
+	if ev.EventType != "message.received" || ev.Message == nil || ev.Message.Subject != "hello" {
+		t.Errorf("received: %+v", ev)
+	}
+	if ev := wsRead(t, ctx, plain); ev.EventType != "message.received" || ev.Message == nil || ev.Message.Subject != "hello" {
+		t.Errorf("message.received subscriber: %+v", ev)
+	}
+}
+
+// TestInboxEvents: the labels an API call adds and removes are the
+// inbox's events (the SDK's inboxes.events.list), newest first, paged.
+func TestInboxEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("shop", "shop.test")
+	e.createInbox("other", "shop.test")
+	e.receive("hi there", "shop@shop.test")
+	for _, body := range []string{`{"add_labels":["todo","vip"]}`, `{"add_labels":["vip"],"remove_labels":["todo"]}`} {
+		if c := e.do(e.key, "PATCH", "/v0/inboxes/shop@shop.test/messages/hi-there@buyer.test", body, nil); c != 200 {
+			t.Fatalf("label: %d", c)
+		}
+	}
+	var l api.InboxEventsObject
+	if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/events?limit=2", nil, &l); c != 200 {
+		t.Fatalf("list: %d", c)
+	}
+	got := []string{}
+	for _, ev := range l.Events {
+		got = append(got, ev.EventType+" "+ev.Label)
+		if ev.InboxID != "shop@shop.test" || ev.MessageID != "<hi-there@buyer.test>" || ev.EventID == "" || ev.PodID == "" ||
+			ev.OrganizationID == "" || ev.EventAt.IsZero() || ev.CreatedAt.IsZero() {
+			t.Errorf("event %+v", ev)
+		}
+	}
+	if l.Count != 2 || l.NextPageToken == "" || strings.Join(got, ",") != "label.removed todo,label.added vip" {
+		t.Fatalf("first page: %+v (%v)", l, got)
+	}
+	tok := l.NextPageToken
+	l.NextPageToken = ""
+	if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/events?limit=2&page_token="+url.QueryEscape(tok), nil, &l); c != 200 ||
+		l.Count != 1 || l.Events[0].EventType != "label.added" || l.Events[0].Label != "todo" || l.NextPageToken != "" {
+		t.Errorf("second page: %d %+v", c, l)
+	}
+	if c := e.do(e.key, "GET", "/v0/inboxes/shop@shop.test/events?ascending=true", nil, &l); c != 200 || l.Count != 3 || l.Events[0].Label != "todo" ||
+		l.Events[0].EventType != "label.added" {
+		t.Errorf("ascending: %d %+v", c, l)
+	}
+	if c := e.do(e.key, "GET", "/v0/inboxes/other@shop.test/events", nil, &l); c != 200 || l.Count != 0 || l.Events == nil {
+		t.Errorf("other inbox: %d %+v", c, l)
+	}
+	scoped := e.newKey([]string{"other@shop.test"})
+	if c := e.do(scoped, "GET", "/v0/inboxes/shop@shop.test/events", nil, nil); c != 404 {
+		t.Errorf("another inbox's events with a scoped key: %d", c)
 	}
 }

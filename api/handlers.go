@@ -84,6 +84,7 @@ func (h *Handler) routes() {
 	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/reply", h.idempotent(h.reply(false)))
 	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/reply-all", h.idempotent(h.reply(true)))
 	a("POST /v0/inboxes/{inbox_id}/messages/{message_id}/forward", h.idempotent(h.forward))
+	a("GET /v0/inboxes/{inbox_id}/events", h.listInboxEvents)
 	a("GET /v0/inboxes/{inbox_id}/threads", h.listThreads)
 	a("GET /v0/inboxes/{inbox_id}/threads/{thread_id}", h.getThread)
 	a("PATCH /v0/inboxes/{inbox_id}/threads/{thread_id}", h.updateThread)
@@ -109,6 +110,7 @@ func (h *Handler) routes() {
 	h.apiKeyRoutes(a)                    // apikeys.go
 	h.metricsRoutes(a)                   // metrics.go
 	h.searchRoutes(a)                    // search.go
+	h.batchRoutes(a)                     // batch.go
 	// Everything else the SDK has (billing, organizations, pods, domains,
 	// drafts, lists, metrics, api-keys over HTTP, agent sign-up, x402/MPP
 	// payments, …): docs/api.md lists them.
@@ -221,6 +223,32 @@ func writeError(w http.ResponseWriter, e *Error) {
 	w.Write(append(b, '\n'))
 }
 
+// answer reads what a route needs of the request (read: the body, the
+// list parameters), calls the service with it and answers what that
+// returns, status 0 (200).
+func answer[In any](r *http.Request, read func(*http.Request) (In, error), call func(In) (any, error)) (any, int, error) {
+	in, err := read(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := call(in)
+	return v, 0, err
+}
+
+// decodeSendAs reads a send body (decodeSend).
+func decodeSendAs(r *http.Request) (SendRequest, error) {
+	var req SendRequest
+	err := decodeSend(r, &req)
+	return req, err
+}
+
+// decodeAs reads the body as a T (decode).
+func decodeAs[T any](r *http.Request) (T, error) {
+	var v T
+	err := decode(r, &v)
+	return v, err
+}
+
 // decodeSend reads a send/reply/forward body; ?force=true (which the
 // SDK can pass as requestOptions.queryParams, while it strips unknown
 // body fields) is the body's force.
@@ -228,13 +256,11 @@ func decodeSend(r *http.Request, req *SendRequest) error {
 	if err := decode(r, req); err != nil {
 		return err
 	}
-	if v := r.URL.Query().Get("force"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return badField("force", "want true or false")
-		}
-		req.Force = req.Force || b
+	var force bool
+	if err := boolParam(r.URL.Query(), "force", &force); err != nil {
+		return err
 	}
+	req.Force = req.Force || force
 	return nil
 }
 
@@ -285,12 +311,7 @@ func (h *Handler) listParams(r *http.Request) (ListParams, error) {
 }
 
 func (h *Handler) listInboxes(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	lp, err := h.listParams(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.ListInboxes(r.Context(), p, lp)
-	return v, 0, err
+	return answer(r, h.listParams, func(lp ListParams) (any, error) { return h.svc.ListInboxes(r.Context(), p, lp) })
 }
 
 func (h *Handler) createInbox(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
@@ -335,12 +356,9 @@ func (h *Handler) deleteInbox(w http.ResponseWriter, r *http.Request, p *Princip
 }
 
 func (h *Handler) listMessages(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	lp, err := h.listParams(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.ListMessages(r.Context(), p, r.PathValue("inbox_id"), lp)
-	return v, 0, err
+	return answer(r, h.listParams, func(lp ListParams) (any, error) {
+		return h.svc.ListMessages(r.Context(), p, r.PathValue("inbox_id"), lp)
+	})
 }
 
 func (h *Handler) getMessage(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
@@ -349,12 +367,9 @@ func (h *Handler) getMessage(w http.ResponseWriter, r *http.Request, p *Principa
 }
 
 func (h *Handler) updateMessage(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	var req UpdateLabels
-	if err := decode(r, &req); err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.UpdateMessage(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), req)
-	return v, 0, err
+	return answer(r, decodeAs[UpdateLabels], func(req UpdateLabels) (any, error) {
+		return h.svc.UpdateMessage(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), req)
+	})
 }
 
 func (h *Handler) deleteMessage(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
@@ -427,70 +442,47 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) send(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	var req SendRequest
-	if err := decodeSend(r, &req); err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.Send(r.Context(), p, r.PathValue("inbox_id"), req)
-	return v, 0, err
+	return answer(r, decodeSendAs, func(req SendRequest) (any, error) { return h.svc.Send(r.Context(), p, r.PathValue("inbox_id"), req) })
 }
 
 func (h *Handler) reply(all bool) authed {
 	return func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-		var req SendRequest
-		if err := decodeSend(r, &req); err != nil {
-			return nil, 0, err
-		}
-		v, err := h.svc.Reply(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), req, all)
-		return v, 0, err
+		return answer(r, decodeSendAs, func(req SendRequest) (any, error) {
+			return h.svc.Reply(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), req, all)
+		})
 	}
 }
 
 // replyThread answers the last message of a thread (the Envelopay
 // reference's POST /v0/inboxes/{inbox}/threads/{thread_id}/reply).
 func (h *Handler) replyThread(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	var req SendRequest
-	if err := decodeSend(r, &req); err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.ReplyThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), req)
-	return v, 0, err
+	return answer(r, decodeSendAs, func(req SendRequest) (any, error) {
+		return h.svc.ReplyThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), req)
+	})
 }
 
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	var req SendRequest
-	if err := decodeSend(r, &req); err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.Forward(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), req)
-	return v, 0, err
+	return answer(r, decodeSendAs, func(req SendRequest) (any, error) {
+		return h.svc.Forward(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), req)
+	})
 }
 
 func (h *Handler) listThreads(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	lp, err := h.listParams(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.ListThreads(r.Context(), p, r.PathValue("inbox_id"), lp)
-	return v, 0, err
+	return answer(r, h.listParams, func(lp ListParams) (any, error) {
+		return h.svc.ListThreads(r.Context(), p, r.PathValue("inbox_id"), lp)
+	})
 }
 
 func (h *Handler) getThread(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	lp, err := h.listParams(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.GetThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), lp)
-	return v, 0, err
+	return answer(r, h.listParams, func(lp ListParams) (any, error) {
+		return h.svc.GetThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), lp)
+	})
 }
 
 func (h *Handler) updateThread(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	var req UpdateLabels
-	if err := decode(r, &req); err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.UpdateThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), req)
-	return v, 0, err
+	return answer(r, decodeAs[UpdateLabels], func(req UpdateLabels) (any, error) {
+		return h.svc.UpdateThread(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("thread_id"), req)
+	})
 }
 
 func (h *Handler) deleteThread(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -185,6 +186,31 @@ func (s *Service) checkSendLists(ctx context.Context, inbox string, rcpts []stri
 		}
 	}
 	return nil
+}
+
+// logRejected logs the message.rejected event of a send refused with
+// refusal: its thread and Message-ID are the ones it would have had. A
+// failure to log is logged; the refusal stands.
+func (s *Service) logRejected(ctx context.Context, inbox string, out *store.Outgoing, refusal error) {
+	el, ok := s.cfg.Store.(store.EventLogger)
+	if !ok {
+		return
+	}
+	d := store.RejectDetail{MessageID: "<" + out.MessageID + ">", Reason: refusal.Error()}
+	var e *Error
+	if errors.As(refusal, &e) {
+		d.Reason = e.Message
+	}
+	// The thread it would have joined: the ingest rules' answer for its
+	// stored copy, when the store can tell without writing (Check).
+	if ck, ok := s.cfg.Store.(store.Ingester); ok && out.Copy != nil {
+		if oc, err := ck.Check(ctx, out.Copy); err == nil {
+			d.ThreadID = oc.ThreadID
+		}
+	}
+	if err := el.LogRejected(ctx, inbox, d, time.Now()); err != nil {
+		s.cfg.Logger.Warn("api: message.rejected not logged", "inbox", inbox, "error", err)
+	}
 }
 
 // Handlers.

@@ -16,10 +16,10 @@ import (
 
 // Metrics (the SDK's metrics, inboxes.metrics and pods.metrics query):
 // counts of the event log's events per type in periods, {event_type:
-// [{timestamp, count}]}: message.received, .sent, .delivered, .bounced
-// from the log; the SDK's other metric types (message.delayed,
-// .rejected, .complained) are accepted and always empty, as envelopd
-// records no such events.
+// [{timestamp, count}]}: message.received (with its blocked and
+// unauthenticated variants), .sent, .delivered, .bounced, .rejected from
+// the log; the SDK's other metric types (message.delayed, .complained)
+// are accepted and always empty, as envelopd records no such events.
 
 // MetricsStore is what metrics need of the store: the event log's
 // counts.
@@ -66,21 +66,10 @@ func ParseMetricsQuery(q url.Values, now time.Time) (MetricsQuery, error) {
 			m.EventTypes = append(m.EventTypes, t)
 		}
 	}
-	for _, k := range []string{"start", "end"} {
-		v := q.Get(k)
-		if v == "" {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return m, badField(k, "want an RFC 3339 timestamp")
-		}
-		if k == "start" {
-			m.Start = t.UTC()
-		} else {
-			m.End = t.UTC()
-		}
+	if err := timeParams(q, []string{"start", "end"}, &m.Start, &m.End); err != nil {
+		return m, err
 	}
+	m.Start, m.End = m.Start.UTC(), m.End.UTC()
 	if m.Start.IsZero() {
 		m.Start = m.End.Add(-24 * time.Hour)
 	}
@@ -108,12 +97,8 @@ func ParseMetricsQuery(q url.Values, now time.Time) (MetricsQuery, error) {
 		}
 		m.Limit = n
 	}
-	if v := q.Get("descending"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return m, badField("descending", "want true or false")
-		}
-		m.Descending = b
+	if err := boolParam(q, "descending", &m.Descending); err != nil {
+		return m, err
 	}
 	return m, nil
 }
@@ -170,7 +155,11 @@ func (h *Handler) metricsRoutes(a func(string, authed)) {
 		v, err := h.svc.QueryMetrics(r.Context(), p, r.PathValue("inbox_id"), m)
 		return v, 0, err
 	}
-	a("GET /v0/metrics", f)
-	a("GET /v0/inboxes/{inbox_id}/metrics", f)
-	a("GET /v0/pods/{pod_id}/metrics", h.inPod(f))
+	// …/metrics/events is the TypeScript SDK's metrics.queryEvents: the
+	// same query and answer.
+	for _, suffix := range []string{"", "/events"} {
+		a("GET /v0/metrics"+suffix, f)
+		a("GET /v0/inboxes/{inbox_id}/metrics"+suffix, f)
+		a("GET /v0/pods/{pod_id}/metrics"+suffix, h.inPod(f))
+	}
 }

@@ -45,6 +45,13 @@ func TestMetrics(t *testing.T) {
 	if m, c := total(e.newKey([]string{"b@shop.test"}), "/v0/pods/envelopd/metrics"); c != 200 || sum(m["message.sent"]) != 1 {
 		t.Errorf("scoped to b: %d %+v", c, m)
 	}
+	// The TypeScript SDK's metrics.queryEvents path.
+	if m, c := total(e.key, "/v0/inboxes/a@shop.test/metrics/events"); c != 200 || sum(m["message.sent"]) != 2 {
+		t.Errorf("inbox a, metrics/events: %d %+v", c, m)
+	}
+	if m, c := total(e.key, "/v0/pods/envelopd/metrics/events"); c != 200 || sum(m["message.sent"]) != 3 {
+		t.Errorf("pod, metrics/events: %d %+v", c, m)
+	}
 	var arr map[string][]bucket
 	if c := e.do(e.key, "GET", "/v0/metrics?event_types="+url.QueryEscape(`["message.sent"]`), nil, &arr); c != 200 || sum(arr["message.sent"]) != 3 || len(arr) != 1 {
 		t.Errorf("event_types as a JSON array (the Python SDK's form): %d %+v", c, arr)

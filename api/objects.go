@@ -14,8 +14,8 @@ import (
 	_ "github.com/emersion/go-message/charset" // decode non-UTF-8 text parts
 	"github.com/emersion/go-message/mail"
 
-	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/store"
 )
@@ -57,7 +57,7 @@ type Attachment struct {
 
 // Message is an AgentMail Message (MessageItem in lists: no text, html,
 // reply_to), plus the envelopay extension: the `envelopd inbox --json`
-// object of the message (mailin.View).
+// object of the message (message.View).
 type Message struct {
 	InboxID       string            `json:"inbox_id"`
 	ThreadID      string            `json:"thread_id"`
@@ -260,7 +260,7 @@ func buildMessage(im *store.InboxMessage, full, view bool) (Message, error) {
 	var v json.RawMessage
 	if view {
 		var err error
-		if v, err = mailin.View(m); err != nil {
+		if v, err = message.View(m); err != nil {
 			return Message{}, err
 		}
 	}

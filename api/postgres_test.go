@@ -43,6 +43,11 @@ var pgTests = []struct {
 	{"RevokedKeyDownloadURL", TestRevokedKeyDownloadURL},
 	{"RevokedKeyClosesWebsocket", TestRevokedKeyClosesWebsocket},
 	{"Domains", TestDomainsAPI},
+	{"WebsocketVariantEvents", TestWebsocketVariantEvents},
+	{"InboxEvents", TestInboxEvents},
+	{"DraftAttachments", TestDraftAttachments},
+	{"BatchMessages", TestBatchMessages},
+	{"PodWebhooks", TestPodWebhooks},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -76,6 +77,38 @@ func DecodeCursor(tok string) (Cursor, error) {
 	return c, nil
 }
 
+// timeParams reads the query parameters names, in order, as RFC 3339
+// times into dsts; an absent one leaves its destination as it was.
+func timeParams(q url.Values, names []string, dsts ...*time.Time) error {
+	for i, k := range names {
+		v := q.Get(k)
+		if v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return badField(k, "want an RFC 3339 timestamp")
+		}
+		*dsts[i] = t
+	}
+	return nil
+}
+
+// boolParam reads the query parameter k as a boolean into dst; an absent
+// one leaves dst as it was.
+func boolParam(q url.Values, k string, dst *bool) error {
+	v := q.Get(k)
+	if v == "" {
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return badField(k, "want true or false")
+	}
+	*dst = b
+	return nil
+}
+
 // ParseList reads list parameters from a query string. labels is a JSON
 // array (as the SDK sends it), or repeated/comma-separated values.
 func ParseList(q url.Values) (ListParams, error) {
@@ -87,12 +120,8 @@ func ParseList(q url.Values) (ListParams, error) {
 		}
 		p.Limit = n
 	}
-	if v := q.Get("ascending"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return p, badField("ascending", "want true or false")
-		}
-		p.Ascending = b
+	if err := boolParam(q, "ascending", &p.Ascending); err != nil {
+		return p, err
 	}
 	if v := q.Get("page_token"); v != "" {
 		c, err := DecodeCursor(v)
@@ -104,20 +133,8 @@ func ParseList(q url.Values) (ListParams, error) {
 		}
 		p.Cursor = c
 	}
-	for _, k := range []string{"before", "after"} {
-		v := q.Get(k)
-		if v == "" {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return p, badField(k, "want an RFC 3339 timestamp")
-		}
-		if k == "before" {
-			p.Before = t
-		} else {
-			p.After = t
-		}
+	if err := timeParams(q, []string{"before", "after"}, &p.Before, &p.After); err != nil {
+		return p, err
 	}
 	for _, v := range q["labels"] {
 		var ls []string
@@ -161,8 +178,11 @@ func ParseList(q url.Values) (ListParams, error) {
 // random per process: URLs expire at the given time or at restart.
 
 type download struct {
-	Kind    string // "raw" or "att"
+	Kind string // "raw", "att" or "drf" (a draft's attachment)
+	// Row is the message's row id ("raw", "att"), Draft the hex of the
+	// draft's id ("drf"; the payload holds it in Row's place).
 	Row     int64
+	Draft   string
 	Part    int
 	Expires time.Time
 	// Key is the id of the API key the URL was made for: the URL stops
@@ -171,7 +191,11 @@ type download struct {
 }
 
 func signDownload(key []byte, d download) string {
-	payload := fmt.Sprintf("%s:%d:%d:%d:%s", d.Kind, d.Row, d.Part, d.Expires.Unix(), d.Key)
+	ref := strconv.FormatInt(d.Row, 10)
+	if d.Kind == "drf" {
+		ref = d.Draft
+	}
+	payload := fmt.Sprintf("%s:%s:%d:%d:%s", d.Kind, ref, d.Part, d.Expires.Unix(), d.Key)
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(payload))
 	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
@@ -198,16 +222,26 @@ func parseDownload(key []byte, tok string, now time.Time) (download, bool) {
 		return d, false
 	}
 	parts := strings.Split(string(payload), ":")
-	if len(parts) != 5 || (parts[0] != "raw" && parts[0] != "att") {
+	if len(parts) != 5 || (parts[0] != "raw" && parts[0] != "att" && parts[0] != "drf") {
 		return d, false
 	}
-	row, err1 := strconv.ParseInt(parts[1], 10, 64)
+	var row int64
+	if parts[0] == "drf" {
+		if _, err1 = hex.DecodeString(parts[1]); parts[1] == "" {
+			err1 = strconv.ErrSyntax
+		}
+	} else if row, err1 = strconv.ParseInt(parts[1], 10, 64); err1 == nil && row <= 0 {
+		err1 = strconv.ErrRange
+	}
 	part, err2 := strconv.Atoi(parts[2])
 	exp, err3 := strconv.ParseInt(parts[3], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || row <= 0 || part < 0 {
+	if err1 != nil || err2 != nil || err3 != nil || part < 0 {
 		return d, false
 	}
 	d = download{Kind: parts[0], Row: row, Part: part, Expires: time.Unix(exp, 0), Key: parts[4]}
+	if d.Kind == "drf" {
+		d.Draft = parts[1]
+	}
 	if !now.Before(d.Expires) {
 		return d, false
 	}

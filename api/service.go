@@ -38,8 +38,7 @@ type Store interface {
 	InboxThreads(ctx context.Context, q store.InboxQuery) ([]store.ThreadRef, error)
 	ThreadInboxes(ctx context.Context, thread string) ([]string, error)
 	Message(ctx context.Context, id int64) (*store.Message, error)
-	Check(ctx context.Context, in *store.Incoming) (store.Outcome, error)
-	Enqueue(ctx context.Context, out *store.Outgoing) (int64, error)
+	store.CheckedEnqueuer
 	// Messages and WaitNew follow new commits (WaitMessage).
 	Messages(ctx context.Context, f store.Filter) ([]store.Message, error)
 	WaitNew(ctx context.Context, after int64) error
@@ -479,6 +478,9 @@ func (s *Service) Download(ctx context.Context, tok string) ([]byte, string, str
 			return nil, "", "", err
 		}
 	}
+	if d.Kind == "drf" {
+		return s.draftDownload(ctx, d)
+	}
 	m, err := s.cfg.Store.Message(ctx, d.Row)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -877,19 +879,29 @@ func (s *Service) compose(b store.Inbox, req *SendRequest) (mailout.Mail, error)
 		}
 	}
 	for i, a := range req.Attachments {
-		if a.URL != "" {
-			return m, badField(fmt.Sprintf("attachments[%d].url", i), "attachments by URL are not fetched; give content (base64)")
-		}
-		data, err := base64.StdEncoding.DecodeString(a.Content)
+		data, err := a.decode(i)
 		if err != nil {
-			return m, badField(fmt.Sprintf("attachments[%d].content", i), "not base64")
-		}
-		if strings.ContainsAny(a.Filename+a.ContentType, "\r\n") {
-			return m, badField(fmt.Sprintf("attachments[%d]", i), "bad filename or content_type")
+			return m, err
 		}
 		m.Attachments = append(m.Attachments, mailout.Attachment{Filename: a.Filename, ContentType: a.ContentType, Data: data})
 	}
 	return m, nil
+}
+
+// decode checks the i-th attachment of a send or a draft and returns its
+// content.
+func (a SendAttachment) decode(i int) ([]byte, error) {
+	if a.URL != "" {
+		return nil, badField(fmt.Sprintf("attachments[%d].url", i), "attachments by URL are not fetched; give content (base64)")
+	}
+	data, err := base64.StdEncoding.DecodeString(a.Content)
+	if err != nil {
+		return nil, badField(fmt.Sprintf("attachments[%d].content", i), "not base64")
+	}
+	if strings.ContainsAny(a.Filename+a.ContentType+a.ContentDisposition+a.ContentID, "\r\n") {
+		return nil, badField(fmt.Sprintf("attachments[%d]", i), "bad filename, content_type, content_disposition or content_id")
+	}
+	return data, nil
 }
 
 func validHeaderName(k string) bool {
@@ -1000,10 +1012,10 @@ func (s *Service) Forward(ctx context.Context, p *Principal, inbox, ref string, 
 	return s.queue(ctx, b, m, req, "send")
 }
 
-// queue signs m, checks its stored copy against the ingest rules with the
-// thread's stored state (store.Check), and queues it durably with the copy
-// in its thread. An Envelopay message with errors is refused (400 naming
-// the codes) unless req.Force.
+// queue signs m and queues it durably with its stored copy in its thread,
+// the copy checked against the ingest rules with the thread's stored state
+// in the same transaction (store.EnqueueChecked). An Envelopay message
+// with errors is refused (400 naming the codes) unless req.Force.
 func (s *Service) queue(ctx context.Context, b store.Inbox, m mailout.Mail, req SendRequest, kind string) (SendResult, error) {
 	_, dom, _ := strings.Cut(b.Address, "@")
 	if id := idemMessageIDFrom(ctx); id != "" {
@@ -1014,37 +1026,34 @@ func (s *Service) queue(ctx context.Context, b store.Inbox, m mailout.Mail, req 
 		return SendResult{}, err
 	}
 	if err := s.checkSendLists(ctx, b.Address, out.Recipients); err != nil {
+		s.logRejected(ctx, b.Address, out, err)
 		return SendResult{}, err
 	}
 	res := SendResult{MessageID: "<" + out.MessageID + ">"}
+	if out.Copy != nil && s.cfg.Relay {
+		out.Copy.Mailbox = b.Address
+	}
+	q, err := s.cfg.Store.EnqueueChecked(ctx, out, req.Force)
+	if refused, ok := errors.AsType[*store.RefusedError](err); ok {
+		oc := refused.Outcome
+		codes := []string{}
+		for _, p := range oc.Errors {
+			codes = append(codes, string(p.Code))
+		}
+		return SendResult{}, validation("invalid Envelopay message, not sent ("+strings.Join(codes, ", ")+
+			"); fix it, or set force: true to send it anyway", problems(oc.Errors))
+	}
+	if err != nil {
+		return SendResult{}, err
+	}
+	id := q.ID
 	if out.Copy != nil {
-		if s.cfg.Relay {
-			out.Copy.Mailbox = b.Address
-		}
-		oc, err := s.cfg.Store.Check(ctx, out.Copy)
-		if err != nil {
-			return SendResult{}, err
-		}
+		oc := q.Copy
 		res.ThreadID = oc.ThreadID
 		if out.Copy.Type != "" {
 			res.Envelopay = &SentEnvelopay{Type: out.Copy.Type, ID: out.Copy.EnvelopayID, Status: oc.Status,
-				Errors: problems(oc.Errors), Warnings: problems(oc.Warnings)}
-			if len(oc.Errors) > 0 {
-				if !req.Force {
-					codes := []string{}
-					for _, p := range oc.Errors {
-						codes = append(codes, string(p.Code))
-					}
-					return SendResult{}, validation("invalid Envelopay message, not sent ("+strings.Join(codes, ", ")+
-						"); fix it, or set force: true to send it anyway", problems(oc.Errors))
-				}
-				res.Envelopay.Forced = true
-			}
+				Errors: problems(oc.Errors), Warnings: problems(oc.Warnings), Forced: len(oc.Errors) > 0}
 		}
-	}
-	id, err := s.cfg.Store.Enqueue(ctx, out)
-	if err != nil {
-		return SendResult{}, err
 	}
 	res.QueueID = id
 	if s.cfg.Wake != nil {

@@ -16,10 +16,7 @@ var unserved = []struct {
 	{regexp.MustCompile(`^/v0/(pods/[^/]+/)?domains(/|$)`), "domains (verification against real DNS)", "Not implemented"},
 	{regexp.MustCompile(`^/v0/agent/`), "agent sign-up and verification", "Not implemented"},
 	{regexp.MustCompile(`^/v0/(auth/me|providers|accounts)(/|$)|^/v0/inboxes/[^/]+/authorize$`), "accounts, providers and x402/MPP payments", "Not implemented"},
-	{regexp.MustCompile(`/drafts/[^/]+/attachments/`), "draft attachments", "Drafts"},
-	{regexp.MustCompile(`^/v0/inboxes/[^/]+/events$`), "inbox events (label.added, label.removed)", "Not implemented"},
-	{regexp.MustCompile(`/messages/batch-(get|update)$`), "batch message calls", "Not implemented"},
-	{regexp.MustCompile(`/webhooks/[^/]+/headers$|^/v0/pods/[^/]+/webhooks`), "custom webhook headers and pod webhooks", "Webhooks"},
+	{regexp.MustCompile(`/webhooks/[^/]+/headers$`), "custom webhook headers", "Webhooks"},
 	{regexp.MustCompile(`^/v0/(organizations|pods)(/|$)`), "organisation and pod management beyond the one", "Pods and the organisation"},
 }
 

@@ -13,9 +13,7 @@ func TestNotServed(t *testing.T) {
 	e.createInbox("a", "shop.test")
 	for _, tc := range []struct{ method, path, want string }{
 		{"POST", "/v0/agent/sign-up", `agent sign-up and verification is not implemented by envelopd (docs/api.md, "Not implemented")`},
-		{"GET", "/v0/inboxes/a@shop.test/events", `inbox events (label.added, label.removed) is not implemented`},
-		{"GET", "/v0/inboxes/a@shop.test/drafts/drf_1/attachments/att_1", `draft attachments is not implemented by envelopd (docs/api.md, "Drafts")`},
-		{"POST", "/v0/inboxes/a@shop.test/messages/batch-get", `batch message calls`},
+		{"GET", "/v0/webhooks/wh_1/headers", `custom webhook headers is not implemented by envelopd (docs/api.md, "Webhooks")`},
 		{"GET", "/v0/nothing/here", `GET /v0/nothing/here is not implemented by envelopd (docs/api.md, "Not implemented")`},
 	} {
 		var er struct{ Name, Message string }

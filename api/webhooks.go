@@ -12,16 +12,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/envelopd/envelopd/runner"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -389,6 +391,13 @@ func (h *Handler) webhookRoutes(a func(string, authed)) {
 		a("PATCH "+pre+"/webhooks/{webhook_id}", h.updateWebhook)
 		a("DELETE "+pre+"/webhooks/{webhook_id}", h.deleteWebhook)
 	}
+	// The one pod holds every inbox: its webhooks are the organisation's.
+	pre := "/v0/pods/{pod_id}"
+	a("GET "+pre+"/webhooks", h.inPod(h.listWebhooks))
+	a("POST "+pre+"/webhooks", h.inPod(h.createWebhook))
+	a("GET "+pre+"/webhooks/{webhook_id}", h.inPod(h.getWebhook))
+	a("PATCH "+pre+"/webhooks/{webhook_id}", h.inPod(h.updateWebhook))
+	a("DELETE "+pre+"/webhooks/{webhook_id}", h.inPod(h.deleteWebhook))
 }
 
 func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
@@ -503,6 +512,8 @@ type WebhookSender struct {
 	// PerOwner those of the webhooks of one API key (one tenant; default
 	// 8), so that a tenant's many slow endpoints leave the others slots.
 	Slots, PerOwner int
+	// Metrics, when set, counts claims and outcomes as "webhooks".
+	Metrics *runner.Metrics
 }
 
 // webhookLease is how long a claimed delivery (and its webhook) stays
@@ -527,7 +538,6 @@ func (ws *WebhookSender) Run(ctx context.Context) error {
 	if slots <= 0 {
 		slots = 64
 	}
-	client := ws.client()
 	wake := make(chan struct{}, 1)
 	if log, _ := ws.Service.eventLog(); log != nil {
 		go func() {
@@ -557,48 +567,18 @@ func (ws *WebhookSender) Run(ctx context.Context) error {
 	if perOwner <= 0 {
 		perOwner = 8
 	}
-	done := make(chan string, slots) // the owner of each delivery ended
-	inflight := 0
-	busy := map[string]int{} // deliveries in flight per owner
-	t := time.NewTimer(poll)
-	defer t.Stop()
-	for {
-		if free := slots - inflight; free > 0 && ctx.Err() == nil {
-			ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), webhookLease, free, perOwner, busy)
-			if err != nil && ctx.Err() == nil {
-				ws.Service.cfg.Logger.Warn("api: webhook deliveries", "err", err)
-			}
-			for _, d := range ds {
-				inflight++
-				busy[d.Webhook.KeyID]++
-				go func() {
-					ws.deliverOne(ctx, st, client, d)
-					done <- d.Webhook.KeyID
-				}()
-			}
-		}
-		if !t.Stop() {
-			select {
-			case <-t.C:
-			default:
-			}
-		}
-		t.Reset(poll)
-		select {
-		case <-ctx.Done():
-			for ; inflight > 0; inflight-- {
-				<-done
-			}
-			return ctx.Err()
-		case owner := <-done:
-			inflight--
-			if busy[owner]--; busy[owner] <= 0 {
-				delete(busy, owner)
-			}
-		case <-wake:
-		case <-t.C:
-		}
-	}
+	// Every slot free is claimed (Batch = Parallel = slots), and a
+	// delivery ending claims again at once.
+	l := ws.loop(st, slots, perOwner)
+	l.Interval, l.Wake = poll, func() <-chan struct{} { return wake }
+	return l.Run(ctx)
+}
+
+// loop is the runner over st's webhook deliveries, slots at once, at
+// most perOwner of one owner's (0: no bound).
+func (ws *WebhookSender) loop(st WebhookStore, slots, perOwner int) *runner.Loop[store.WebhookDelivery] {
+	return &runner.Loop[store.WebhookDelivery]{Name: "webhooks", Worker: &webhookJobs{ws: ws, st: st, client: ws.client(),
+		perOwner: perOwner, busy: map[string]int{}}, Batch: slots, Parallel: slots, Metrics: ws.Metrics, Logger: ws.Service.cfg.Logger}
 }
 
 func (ws *WebhookSender) client() *http.Client {
@@ -611,25 +591,52 @@ func (ws *WebhookSender) client() *http.Client {
 // RunOnce delivers the deliveries due now (one per webhook, all at
 // once) and returns how many it tried.
 func (ws *WebhookSender) RunOnce(ctx context.Context, st WebhookStore) (int, error) {
-	client := ws.client()
-	ds, err := st.ClaimWebhookDeliveries(ctx, time.Now(), webhookLease, 64, 0, nil)
-	if err != nil || len(ds) == 0 {
-		return 0, err
-	}
-	done := make(chan struct{}, len(ds))
-	for _, d := range ds {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			ws.deliverOne(ctx, st, client, d)
-		}()
-	}
-	for range ds {
-		<-done
-	}
-	return len(ds), nil
+	_, n, err := ws.loop(st, 64, 0).Once(ctx)
+	return n, err
 }
 
-func (ws *WebhookSender) deliverOne(ctx context.Context, st WebhookStore, client *http.Client, d store.WebhookDelivery) {
+// webhookJobs is the webhook deliveries as a runner.Worker. busy counts
+// the deliveries in flight per owner (API key), for the per-owner bound.
+type webhookJobs struct {
+	ws       *WebhookSender
+	st       WebhookStore
+	client   *http.Client
+	perOwner int
+	mu       sync.Mutex
+	busy     map[string]int
+}
+
+// Claim takes up to limit due deliveries, one per webhook, leaving each
+// owner at most perOwner in flight.
+func (j *webhookJobs) Claim(ctx context.Context, now time.Time, limit int) ([]store.WebhookDelivery, error) {
+	var busy map[string]int
+	j.mu.Lock()
+	if j.perOwner > 0 {
+		busy = maps.Clone(j.busy)
+	}
+	j.mu.Unlock()
+	ds, err := j.st.ClaimWebhookDeliveries(ctx, now, webhookLease, limit, j.perOwner, busy)
+	j.mu.Lock()
+	for _, d := range ds {
+		j.busy[d.Webhook.KeyID]++
+	}
+	j.mu.Unlock()
+	return ds, err
+}
+
+// Attempt posts one delivery and settles it.
+func (j *webhookJobs) Attempt(ctx context.Context, d store.WebhookDelivery) (runner.Outcome, error) {
+	defer func() {
+		j.mu.Lock()
+		if j.busy[d.Webhook.KeyID]--; j.busy[d.Webhook.KeyID] <= 0 {
+			delete(j.busy, d.Webhook.KeyID)
+		}
+		j.mu.Unlock()
+	}()
+	return j.ws.deliverOne(ctx, j.st, j.client, d), nil
+}
+
+func (ws *WebhookSender) deliverOne(ctx context.Context, st WebhookStore, client *http.Client, d store.WebhookDelivery) runner.Outcome {
 	lg := ws.Service.cfg.Logger
 	giveUp := ws.GiveUp
 	if giveUp <= 0 {
@@ -641,17 +648,19 @@ func (ws *WebhookSender) deliverOne(ctx context.Context, st WebhookStore, client
 	if time.Since(d.Event.CreatedAt) > giveUp {
 		lg.Warn("api: webhook delivery given up", "webhook", d.Webhook.ID, "event", d.Event.ID, "attempts", d.Attempts)
 		_ = st.WebhookDeliveryDrop(ctx, d.Webhook.ID, d.Event.ID, "given up: older than "+giveUp.String())
-		return
+		return runner.Dropped
 	}
 	err := ws.post(ctx, client, d)
 	if err == nil {
 		if err := st.WebhookDeliveryDone(ctx, d.Webhook.ID, d.Event.ID); err != nil {
 			lg.Warn("api: webhook delivered, not recorded (it will be sent again)", "webhook", d.Webhook.ID, "event", d.Event.ID, "err", err)
 		}
-		return
+		return runner.Succeeded
 	}
 	if ctx.Err() != nil {
-		return // shutting down: not the endpoint's failure (retried after the lease)
+		// Shutting down: not the endpoint's failure; the delivery is
+		// left to its lease (tried again when it ends).
+		return runner.Released
 	}
 	// The endpoint's consecutive failures set the backoff of all its
 	// deliveries (WebhookDeliveryRetry backs the webhook off).
@@ -661,8 +670,12 @@ func (ws *WebhookSender) deliverOne(ctx context.Context, st WebhookStore, client
 	if err := st.WebhookDeliveryRetry(ctx, d.Webhook.ID, d.Event.ID, next, err.Error()); err != nil {
 		lg.Warn("api: webhook retry not recorded (retried after the lease)", "err", err)
 	}
+	return runner.Retried
 }
 
+// backoff is an endpoint's wait after its attempts-th failure in a row:
+// MinBackoff (default 1 s) doubled per failure up to MaxBackoff (default
+// 1 h), the upper half drawn at random.
 func (ws *WebhookSender) backoff(attempts int) time.Duration {
 	lo, hi := ws.MinBackoff, ws.MaxBackoff
 	if lo <= 0 {
@@ -671,15 +684,9 @@ func (ws *WebhookSender) backoff(attempts int) time.Duration {
 	if hi <= 0 {
 		hi = time.Hour
 	}
-	d := lo
-	for i := 1; i < attempts && d < hi; i++ {
-		d *= 2
-	}
-	d = min(d, hi)
-	return d/2 + mrand.N(d/2+1) // full jitter on the upper half
+	return runner.Backoff{Initial: lo, Max: hi, Jitter: 0.5}.Delay(attempts)
 }
 
-// post sends one event; any 2xx is success.
 func (ws *WebhookSender) post(ctx context.Context, client *http.Client, d store.WebhookDelivery) error {
 	o, err := ws.Service.EventObject(ctx, d.Event)
 	if err != nil {

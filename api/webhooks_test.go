@@ -305,3 +305,38 @@ func (e *env) runOnce(ctx context.Context, ws *api.WebhookSender) (int, error) {
 		}
 	}
 }
+
+// TestPodWebhooks: the one pod's webhook routes are the organisation's;
+// another pod is a 404.
+func TestPodWebhooks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.createInbox("a", "shop.test")
+	var w webhookObj
+	if c := e.do(e.key, "POST", "/v0/pods/envelopd/webhooks", `{"url":"https://agent.test/hook","event_types":["message.received"]}`, &w); c != 200 || w.WebhookID == "" {
+		t.Fatalf("create: %d %+v", c, w)
+	}
+	var got webhookObj
+	if c := e.do(e.key, "GET", "/v0/webhooks/"+w.WebhookID, nil, &got); c != 200 || got.Secret != w.Secret {
+		t.Errorf("the pod's webhook as the organisation's: %d %+v", c, got)
+	}
+	var list struct {
+		Count    int          `json:"count"`
+		Webhooks []webhookObj `json:"webhooks"`
+	}
+	if c := e.do(e.key, "GET", "/v0/pods/envelopd/webhooks", nil, &list); c != 200 || list.Count != 1 || list.Webhooks[0].WebhookID != w.WebhookID {
+		t.Errorf("list: %d %+v", c, list)
+	}
+	if c := e.do(e.key, "PATCH", "/v0/pods/envelopd/webhooks/"+w.WebhookID, `{"event_types":["message.received","message.sent"]}`, &got); c != 200 || len(got.EventTypes) != 2 {
+		t.Errorf("update: %d %+v", c, got)
+	}
+	if c := e.do(e.key, "GET", "/v0/pods/other/webhooks/"+w.WebhookID, nil, nil); c != 404 {
+		t.Errorf("another pod: %d", c)
+	}
+	if c := e.do(e.key, "DELETE", "/v0/pods/envelopd/webhooks/"+w.WebhookID, nil, nil); c != 204 {
+		t.Errorf("delete: %d", c)
+	}
+	if c := e.do(e.key, "GET", "/v0/webhooks/"+w.WebhookID, nil, nil); c != 404 {
+		t.Errorf("after delete: %d", c)
+	}
+}

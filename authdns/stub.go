@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/envelopd/envelopd/internal/defaults"
 )
 
 // Defaults of a Client.
@@ -80,18 +82,12 @@ type entry struct {
 func New(cfg Config) (*Client, error) {
 	c := &Client{server: cfg.Server, timeout: cfg.Timeout, maxEntries: cfg.MaxEntries,
 		maxRecords: cfg.MaxRecords, maxTTL: cfg.MaxTTL, now: time.Now, cache: map[cacheKey]entry{}}
-	if c.timeout <= 0 {
-		c.timeout = DefaultTimeout
-	}
+	defaults.Positive(&c.timeout, DefaultTimeout)
 	if c.maxEntries == 0 {
 		c.maxEntries = DefaultMaxEntries
 	}
-	if c.maxRecords <= 0 {
-		c.maxRecords = DefaultMaxRecords
-	}
-	if c.maxTTL <= 0 {
-		c.maxTTL = DefaultMaxTTL
-	}
+	defaults.Positive(&c.maxRecords, DefaultMaxRecords)
+	defaults.Positive(&c.maxTTL, DefaultMaxTTL)
 	if c.server == "" {
 		c.server = systemServer("/etc/resolv.conf")
 	}
@@ -484,25 +480,27 @@ func (c *Client) answer(p *dnsmessage.Parser, h dnsmessage.Header, question dnsm
 func resourceBody(p *dnsmessage.Parser, t dnsmessage.Type) (dnsmessage.ResourceBody, error) {
 	switch t {
 	case dnsmessage.TypeTXT:
-		r, err := p.TXTResource()
-		return &r, err
+		return parsedBody(p.TXTResource())
 	case dnsmessage.TypeMX:
-		r, err := p.MXResource()
-		return &r, err
+		return parsedBody(p.MXResource())
 	case dnsmessage.TypeA:
-		r, err := p.AResource()
-		return &r, err
+		return parsedBody(p.AResource())
 	case dnsmessage.TypeAAAA:
-		r, err := p.AAAAResource()
-		return &r, err
+		return parsedBody(p.AAAAResource())
 	case dnsmessage.TypePTR:
-		r, err := p.PTRResource()
-		return &r, err
+		return parsedBody(p.PTRResource())
 	case dnsmessage.TypeCNAME:
-		r, err := p.CNAMEResource()
-		return &r, err
+		return parsedBody(p.CNAMEResource())
 	}
 	return nil, fmt.Errorf("unexpected record type %v", t)
+}
+
+// parsedBody is a parsed record body as the ResourceBody its pointer is.
+func parsedBody[T any, P interface {
+	*T
+	dnsmessage.ResourceBody
+}](r T, err error) (dnsmessage.ResourceBody, error) {
+	return P(&r), err
 }
 
 func (c *Client) udp(ctx context.Context, msg []byte, id uint16) ([]byte, error) {

@@ -33,6 +33,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/envelopd/envelopd/internal/defaults"
 )
 
 // Errors of Check, with stable string codes.
@@ -196,33 +198,15 @@ type Policy struct {
 }
 
 func (p *Policy) defaults() {
-	if p.BaseDelay <= 0 {
-		p.BaseDelay = 250 * time.Millisecond
-	}
-	if p.MaxDelay <= 0 {
-		p.MaxDelay = 8 * time.Second
-	}
-	if p.LockoutAfter <= 0 {
-		p.LockoutAfter = 10
-	}
-	if p.Lockout <= 0 {
-		p.Lockout = 15 * time.Minute
-	}
-	if p.Window <= 0 {
-		p.Window = 15 * time.Minute
-	}
-	if p.AccountFree <= 0 {
-		p.AccountFree = 5
-	}
-	if p.AccountMaxDelay <= 0 {
-		p.AccountMaxDelay = 2 * time.Second
-	}
-	if p.MaxTracked <= 0 {
-		p.MaxTracked = 100_000
-	}
-	if p.GlobalFailures <= 0 {
-		p.GlobalFailures = 600
-	}
+	defaults.Positive(&p.BaseDelay, 250*time.Millisecond)
+	defaults.Positive(&p.MaxDelay, 8*time.Second)
+	defaults.Positive(&p.LockoutAfter, 10)
+	defaults.Positive(&p.Lockout, 15*time.Minute)
+	defaults.Positive(&p.Window, 15*time.Minute)
+	defaults.Positive(&p.AccountFree, 5)
+	defaults.Positive(&p.AccountMaxDelay, 2*time.Second)
+	defaults.Positive(&p.MaxTracked, 100_000)
+	defaults.Positive(&p.GlobalFailures, 600)
 }
 
 // Throttle counts authentication failures per client IP and per account.

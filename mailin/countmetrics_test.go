@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -16,7 +17,7 @@ type countMetrics struct {
 	suppressed map[string]int
 }
 
-func (m *countMetrics) Observe(_ *store.Incoming, _ *Analysis, out store.Outcome, _ time.Duration) {
+func (m *countMetrics) Observe(_ *store.Incoming, _ *message.Analysis, out store.Outcome, _ time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if out.OOPS != nil && !out.OOPS.Sent {

@@ -3,6 +3,7 @@ package mailin
 import (
 	"github.com/emersion/go-smtp"
 
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
@@ -25,7 +26,7 @@ const CodeDMARCFailed protocols.Code = "dmarc_failed"
 // for SMTP to answer (the message is not stored), or nil, with in
 // quarantined when the policy asks for it. A message a trusted ARC sealer
 // vouches for passes (its authenticated_as is set).
-func (p *Pipeline) enforceDMARC(a *Analysis, in *store.Incoming, meta Meta) error {
+func (p *Pipeline) enforceDMARC(a *message.Analysis, in *store.Incoming, meta Meta) error {
 	v := a.Sender
 	if !p.DMARCEnforce || v == nil || v.AuthenticatedAs != "" {
 		return nil

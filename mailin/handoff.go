@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -17,17 +16,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/envelopd/envelopd/message"
+	"github.com/envelopd/envelopd/runner"
 	"github.com/envelopd/envelopd/store"
 )
 
-// DeliverFunc hands one message (View JSON) to the agent. ev.ID is stable
+// DeliverFunc hands one message (message.View JSON) to the agent. ev.ID is stable
 // across retries so the receiver can deduplicate (delivery is at least once).
 type DeliverFunc func(ctx context.Context, ev Event, payload []byte) error
 
 // Event names one hand-off attempt of a stored message.
 type Event struct {
 	ID        string // "evt_DELIVERY_TARGET", stable across retries
-	MessageID int64  // the stored message's row id ("id" in its View JSON)
+	MessageID int64  // the stored message's row id ("id" in its message.View JSON)
 	Target    string // "exec", "webhook"
 	Attempt   int    // 1 for the first attempt
 }
@@ -63,37 +64,26 @@ type Handoff struct {
 	// have been stored (store MessagesChanged: on any node, for
 	// Postgres), so that Run wakes at once instead of at the next Poll.
 	Changed func() <-chan struct{}
+	// Metrics, when set, counts claims and outcomes as "handoff_TARGET".
+	Metrics *runner.Metrics
 	Logger  *slog.Logger
 }
 
 // Run delivers until ctx ends, looking for due deliveries every Poll
 // (default 250 ms) when idle.
 func (h *Handoff) Run(ctx context.Context) error {
+	return h.loop().Run(ctx)
+}
+
+// loop is the runner over h's deliveries: one at a time, in order of
+// arrival.
+func (h *Handoff) loop() *runner.Loop[store.Delivery] {
 	poll := h.Poll
 	if poll <= 0 {
 		poll = 250 * time.Millisecond
 	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		var changed <-chan struct{} // taken before looking, so no commit is missed
-		if h.Changed != nil {
-			changed = h.Changed()
-		}
-		n, err := h.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			h.log().Error("hand-off", "target", h.Target, "err", err)
-		}
-		if n > 0 && err == nil {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		case <-changed:
-		}
-	}
+	return &runner.Loop[store.Delivery]{Name: "handoff_" + h.Target, Worker: handoffJobs{h}, Batch: 32, Parallel: 1,
+		Interval: poll, Wake: h.Changed, Metrics: h.Metrics, Logger: h.Logger}
 }
 
 // claimLease is how long a claimed delivery is hidden from other workers;
@@ -129,42 +119,47 @@ const DefaultDeliverTimeout = 2 * time.Minute
 // agent mid-message. Deliveries claimed but not yet started when ctx ends
 // are released, pending and due at once, for the next run.
 func (h *Handoff) RunOnce(ctx context.Context) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	// The claim and the recording of outcomes must not be cut short by
-	// cancellation: a claim committed but reported as cancelled would hide
-	// its deliveries for the whole lease.
-	bg := context.WithoutCancel(ctx)
-	ds, err := h.Store.ClaimDeliveries(bg, h.Target, time.Now(), h.lease(), 32)
-	if err != nil {
-		return 0, err
-	}
-	tried := 0
-	for i, d := range ds {
-		if ctx.Err() != nil {
-			h.release(bg, ds[i:])
-			return tried, ctx.Err()
+	tried, _, err := h.loop().Once(ctx)
+	return tried, err
+}
+
+// handoffJobs is the hand-off as a runner.Worker.
+type handoffJobs struct{ h *Handoff }
+
+// Claim leases the due deliveries; the claim is not cut short by
+// cancellation (a claim committed but reported as cancelled would hide
+// its deliveries for the whole lease).
+func (j handoffJobs) Claim(ctx context.Context, now time.Time, limit int) ([]store.Delivery, error) {
+	return j.h.Store.ClaimDeliveries(context.WithoutCancel(ctx), j.h.Target, now, j.h.lease(), limit)
+}
+
+// Attempt hands one claimed delivery to the agent and records the
+// outcome: done, or pending with backoff (at least once). A started
+// delivery outlives ctx.
+func (j handoffJobs) Attempt(ctx context.Context, d store.Delivery) (runner.Outcome, error) {
+	return j.h.deliverOne(context.WithoutCancel(ctx), d)
+}
+
+// Release puts claimed but unattempted deliveries back, due now, so the
+// next run need not wait out the claim lease.
+func (j handoffJobs) Release(ctx context.Context, ds []store.Delivery) {
+	for _, d := range ds {
+		if err := j.h.Store.DeliveryRelease(ctx, d.ID, time.Now()); err != nil {
+			j.h.log().Warn("hand-off release", "target", j.h.Target, "message", d.MessageID, "err", err)
 		}
-		tried++
-		if err := h.deliverOne(bg, d); err != nil {
-			h.release(bg, ds[i+1:])
-			return tried, err
-		}
 	}
-	return tried, nil
 }
 
 // deliverOne hands one claimed delivery to the agent and records the
 // outcome: done, or pending with backoff (at least once).
-func (h *Handoff) deliverOne(ctx context.Context, d store.Delivery) error {
-	m, err := h.Store.Message(ctx, d.MessageID)
+func (h *Handoff) deliverOne(ctx context.Context, d store.Delivery) (runner.Outcome, error) {
+	m, err := h.Store.MessageInfo(ctx, d.MessageID)
 	if err != nil {
-		return err
+		return runner.Retried, err
 	}
-	payload, err := View(m)
+	payload, err := message.View(m)
 	if err != nil {
-		return err
+		return runner.Retried, err
 	}
 	ev := Event{ID: fmt.Sprintf("evt_%d_%s", d.ID, h.Target), MessageID: d.MessageID, Target: h.Target, Attempt: d.Attempts}
 	dctx, cancel := context.WithTimeout(ctx, h.deliverTimeout())
@@ -173,21 +168,14 @@ func (h *Handoff) deliverOne(ctx context.Context, d store.Delivery) error {
 	if err != nil {
 		next := time.Now().Add(h.backoff(d.Attempts))
 		h.log().Warn("hand-off failed; will retry", "target", h.Target, "message", d.MessageID, "attempt", d.Attempts, "next", next, "err", err)
-		return h.Store.DeliveryRetry(ctx, d.ID, next, err.Error())
+		return runner.Retried, h.Store.DeliveryRetry(ctx, d.ID, next, err.Error())
 	}
-	return h.Store.DeliveryDone(ctx, d.ID)
+	return runner.Succeeded, h.Store.DeliveryDone(ctx, d.ID)
 }
 
-// release puts claimed but unattempted deliveries back, due now, so the
-// next run need not wait out the claim lease.
-func (h *Handoff) release(ctx context.Context, ds []store.Delivery) {
-	for _, d := range ds {
-		if err := h.Store.DeliveryRelease(ctx, d.ID, time.Now()); err != nil {
-			h.log().Warn("hand-off release", "target", h.Target, "message", d.MessageID, "err", err)
-		}
-	}
-}
-
+// backoff is the wait after the attempts-th failed hand-off: MinBackoff
+// (default 1 s) doubled per attempt up to MaxBackoff (default 1 h), the
+// upper half drawn at random ([d/2, d)).
 func (h *Handoff) backoff(attempts int) time.Duration {
 	lo, hi := h.MinBackoff, h.MaxBackoff
 	if lo <= 0 {
@@ -196,13 +184,7 @@ func (h *Handoff) backoff(attempts int) time.Duration {
 	if hi <= 0 {
 		hi = time.Hour
 	}
-	d := lo
-	for i := 1; i < attempts && d < hi; i++ {
-		d *= 2
-	}
-	d = min(d, hi)
-	// Full jitter on the upper half: [d/2, d).
-	return d/2 + rand.N(d/2+1)
+	return runner.Backoff{Initial: lo, Max: hi, Jitter: 0.5}.Delay(attempts)
 }
 
 func (h *Handoff) log() *slog.Logger {
@@ -212,7 +194,7 @@ func (h *Handoff) log() *slog.Logger {
 	return h.Logger
 }
 
-// ExecDeliver runs command with sh -c per message, the View JSON on stdin,
+// ExecDeliver runs command with sh -c per message, the message.View JSON on stdin,
 // in the environment env (see ExecEnv: never envelopd's own, which holds
 // its secrets; nil is an empty one, sh then uses its default PATH) plus ENVELOPD_EVENT_ID (stable across retries),
 // ENVELOPD_MESSAGE_ID (the stored message's row id, "id" in the JSON, which
@@ -282,7 +264,7 @@ func ExecEnv(environ, pass, set []string) ([]string, error) {
 	return append(out, set...), nil
 }
 
-// WebhookDeliver POSTs the View JSON to url. Headers: Envelopd-Event-Id
+// WebhookDeliver POSTs the message.View JSON to url. Headers: Envelopd-Event-Id
 // (stable across retries), Envelopd-Timestamp (Unix seconds) and, when
 // secret is set, Envelopd-Signature: "t=TIMESTAMP,v1=HEX" where HEX is
 // HMAC-SHA256(secret, TIMESTAMP + "." + body). Any 2xx is success.

@@ -3,6 +3,7 @@ package mailin
 import (
 	"context"
 	"encoding/json"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 	"io"
 	"net/http"
@@ -93,7 +94,7 @@ func TestPipelineHandlerCalledAfterCommit(t *testing.T) {
 	var calls []call
 	var ts *testServer
 	ts = startServer(t, SMTPConfig{}, func(p *Pipeline) {
-		p.Handler = HandlerFunc(func(ctx context.Context, a *Analysis, out store.Outcome) error {
+		p.Handler = HandlerFunc(func(ctx context.Context, a *message.Analysis, out store.Outcome) error {
 			// Already durable: the store can read it back.
 			if _, err := ts.store.Message(ctx, out.ID); err != nil {
 				t.Errorf("handler ran before message %d was readable: %v", out.ID, err)

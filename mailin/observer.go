@@ -3,6 +3,7 @@ package mailin
 import (
 	"time"
 
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -13,7 +14,7 @@ import (
 type Metrics interface {
 	// Observe is called once per Ingest that stored (or found already
 	// stored) a message, with the time from raw bytes to durable commit.
-	Observe(in *store.Incoming, a *Analysis, out store.Outcome, d time.Duration)
+	Observe(in *store.Incoming, a *message.Analysis, out store.Outcome, d time.Duration)
 }
 
 // BusyObserver is implemented by Metrics that also count DATA refused

@@ -9,61 +9,51 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
+	"github.com/envelopd/envelopd/runner"
 	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
 )
 
-// oopsFunc returns the store callback that decides, inside the ingest
-// transaction and with the final outcome, whether a courtesy OOPS is owed
-// and to whom, and composes it when the store's limits allow. The OOPS is
-// queued atomically with the message: a crash cannot store the one without
-// the other.
+// oopsTerms returns what the store needs, as data, to decide with the
+// final outcome whether the message is owed a courtesy OOPS and to record
+// it (store.OOPSTerms): the codes answered (OOPSCodes), to whom and from
+// where, or why none is sent whatever the outcome. The store records an
+// allowed OOPS as owed, a row in the message's own transaction; the
+// owed-OOPS worker (OOPSWorker) composes, signs and queues it after the
+// commit, so a crash between the two loses nothing.
 //
-// Courtesy OOPS without backscatter: an OOPS goes only to a
-// verified sender (senderVerified) and only from an address at a domain
-// the operator signs for (oopsFrom); otherwise the plan is recorded as
-// suppressed, with its reason, on the stored message. automated is the
-// RFC 3834 loop check of Prepare.
-func (p *Pipeline) oopsFunc(a *Analysis, meta Meta, now time.Time, automated bool) func(store.Outcome) *store.OOPSPlan {
+// No backscatter: an OOPS goes only to a verified sender (senderVerified)
+// and only from an address at a domain the operator signs for (oopsFrom);
+// otherwise the terms say suppressed, with the reason recorded on the
+// stored message. automated is the RFC 3834 loop check of Prepare.
+func (p *Pipeline) oopsTerms(a *message.Analysis, meta Meta, automated bool) *store.OOPSTerms {
 	r := a.Result
-	return func(out store.Outcome) *store.OOPSPlan {
-		if out.Redelivery {
-			return nil
-		}
-		prob, ok := parse.OOPSOwed(r.Type, out.Errors)
-		if !ok {
-			return nil
-		}
-		to := ""
-		if len(r.From) > 0 {
-			to = strings.ToLower(r.From[0])
-		}
-		plan := &store.OOPSPlan{Code: prob.Code, To: to}
-		from := p.oopsFrom(meta, r)
-		switch how := senderVerified(a.Sender, a.DKIM, to, meta.User); {
-		case automated:
-			plan.Suppressed, plan.Detail = store.OOPSAutomated, "the message is automated (RFC 3834: Auto-Submitted, List-*, Precedence, multipart/report or an empty MAIL FROM)"
-		case meta.NoOOPS != "":
-			plan.Suppressed, plan.Detail = meta.NoOOPS, "another copy of this mail was answered"
-		case how == "":
-			plan.Suppressed = store.OOPSSenderUnverified
-			plan.Detail = "the sender is not authenticated: no DMARC pass, no passing DKIM signature aligned with the From domain, no trusted ARC chain, no authenticated submission"
-			if to == "" {
-				plan.Detail = "the message has no From address to answer"
-			}
-		case from == "":
-			plan.Suppressed, plan.Detail = store.OOPSNoSigningDomain, "no domain to send it from: configure a DKIM signing domain (--dkim-domain, --dkim-config) or relay --domain"
-		}
-		if plan.Suppressed != "" {
-			return plan
-		}
-		plan.Compose = func() (*store.Outgoing, json.RawMessage, error) {
-			return p.composeOOPS(r, prob, from, to, meta.Mailbox, now)
-		}
-		return plan
+	to := ""
+	if len(r.From) > 0 {
+		to = strings.ToLower(r.From[0])
 	}
+	t := &store.OOPSTerms{Codes: OOPSCodes, To: to}
+	from := p.oopsFrom(meta, r)
+	switch how := senderVerified(a.Sender, a.DKIM, to, meta.User); {
+	case automated:
+		t.Suppressed, t.Detail = store.OOPSAutomated, "the message is automated (RFC 3834: Auto-Submitted, List-*, Precedence, multipart/report or an empty MAIL FROM)"
+	case meta.NoOOPS != "":
+		t.Suppressed, t.Detail = meta.NoOOPS, "another copy of this mail was answered"
+	case how == "":
+		t.Suppressed = store.OOPSSenderUnverified
+		t.Detail = "the sender is not authenticated: no DMARC pass, no passing DKIM signature aligned with the From domain, no trusted ARC chain, no authenticated submission"
+		if to == "" {
+			t.Detail = "the message has no From address to answer"
+		}
+	case from == "":
+		t.Suppressed, t.Detail = store.OOPSNoSigningDomain, "no domain to send it from: configure a DKIM signing domain (--dkim-domain, --dkim-config) or relay --domain"
+	default:
+		t.From = from
+	}
+	return t
 }
 
 // composeOOPS builds and signs the courtesy OOPS answering r's problem
@@ -74,8 +64,8 @@ func (p *Pipeline) composeOOPS(r *parse.Result, prob protocols.Problem, from, to
 		p.log().Warn("courtesy OOPS not composed", "err", err, "message_id", r.MessageID)
 		return nil, nil, err
 	}
-	oa := Analyze(context.Background(), raw, AnalyzeOptions{Now: now})
-	cp := Incoming(oa, raw, store.DirOut)
+	oa := message.Analyze(context.Background(), raw, message.AnalyzeOptions{Now: now})
+	cp := message.Incoming(oa, raw, store.DirOut)
 	cp.Mailbox = mailbox
 	cp.ReceivedAt = now.UTC()
 	return &store.Outgoing{
@@ -92,38 +82,116 @@ func (p *Pipeline) composeOOPS(r *parse.Result, prob protocols.Problem, from, to
 // OwedOOPSStore is what the owed-OOPS worker needs of the store.
 type OwedOOPSStore interface {
 	Message(ctx context.Context, id int64) (*store.Message, error)
-	OwedOOPSList(ctx context.Context, olderThan time.Time, limit int) ([]store.OwedOOPS, error)
-	ResolveOOPS(ctx context.Context, owed store.OwedOOPS, msg *store.Outgoing, body json.RawMessage, reason string) (*store.OOPSRecord, error)
+	// MessagesChanged wakes the worker at each commit that may have
+	// recorded an owed OOPS.
+	MessagesChanged() <-chan struct{}
+	store.OOPSLog
 }
 
-// owedGrace is how old an owed OOPS must be before the worker takes it
-// over: the ingest that decided it composes it right after its commit.
-const owedGrace = time.Minute
+// OOPSWorker composes, signs and queues the courtesy OOPS the store
+// recorded as owed (store.OwedOOPS: rows written in the transaction that
+// decided them, the message's ingest or its payment's rejection). It runs
+// on runner.Loop: it claims owed rows with a lease (ClaimOwedOOPS), at
+// start, when woken by a commit (the store's MessagesChanged, when it has
+// one) and every Interval; rebuilds each OOPS from the stored message
+// (its parse result and errors) with the Pipeline's composer; and settles
+// it with ResolveOOPS, which queues it and marks the row in one
+// transaction, so each OOPS is queued exactly once, even with several
+// nodes running this worker. A worker stopped between the claim and the
+// compose gives the row back (due at once); one killed leaves it to be
+// claimed again when its lease ends.
+type OOPSWorker struct {
+	Pipeline *Pipeline
+	Store    OwedOOPSStore
+	// Interval is how long an idle worker waits before it looks again
+	// (default 1 min; a commit wakes it at once). Lease is how long a
+	// claimed row is hidden from other workers, the wait before a retry
+	// when settling failed (default 2 min).
+	Interval, Lease time.Duration
+	// Metrics, when set, counts claims and outcomes as "oops".
+	Metrics *runner.Metrics
+	// Now is the clock of claims (default time.Now).
+	Now func() time.Time
+}
 
-// RunOwedOOPS composes and queues the courtesy OOPS whose ingest died
-// between committing the mail and queueing its OOPS (store.OwedOOPS),
-// every interval until ctx ends. The OOPS is rebuilt from the stored
-// message (its parse result and errors); ResolveOOPS settles each once,
-// even with several nodes running this worker.
-func (p *Pipeline) RunOwedOOPS(ctx context.Context, st OwedOOPSStore, interval time.Duration) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+func (w *OOPSWorker) loop() *runner.Loop[store.OwedOOPS] {
+	l := &runner.Loop[store.OwedOOPS]{Name: "oops", Worker: oopsJobs{w}, Batch: 32, Parallel: 4,
+		Interval: w.Interval, Now: w.Now, Metrics: w.Metrics, Logger: w.Pipeline.log()}
+	if l.Interval <= 0 {
+		l.Interval = time.Minute
+	}
+	l.Wake = w.Store.MessagesChanged
+	return l
+}
+
+// Run composes owed OOPS until ctx ends.
+func (w *OOPSWorker) Run(ctx context.Context) error {
+	return w.loop().Run(ctx)
+}
+
+// RunOnce settles every OOPS owed now and returns how many it settled
+// (or tried to).
+func (w *OOPSWorker) RunOnce(ctx context.Context) (int, error) {
+	l := w.loop()
+	total := 0
 	for {
-		if n, err := p.ComposeOwedOOPS(ctx, st, time.Now().Add(-owedGrace)); err != nil && ctx.Err() == nil {
-			p.log().Error("owed courtesy OOPS", "err", err)
-		} else if n > 0 {
-			p.log().Info("owed courtesy OOPS composed", "count", n)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+		tried, claimed, err := l.Once(ctx)
+		total += tried
+		if err != nil || claimed < l.Batch {
+			return total, err
 		}
 	}
 }
 
-// ComposeOwedOOPS settles the OOPS owed since before olderThan and
-// returns how many it settled.
+// oopsJobs is the owed OOPS as a runner.Worker.
+type oopsJobs struct{ w *OOPSWorker }
+
+func (j oopsJobs) Claim(ctx context.Context, now time.Time, limit int) ([]store.OwedOOPS, error) {
+	lease := j.w.Lease
+	if lease <= 0 {
+		lease = 2 * time.Minute
+	}
+	return j.w.Store.ClaimOwedOOPS(ctx, now, lease, limit)
+}
+
+// Release gives back claimed OOPS not yet composed when the worker stops,
+// due at once for the next start (or another node).
+func (j oopsJobs) Release(ctx context.Context, owed []store.OwedOOPS) {
+	for _, o := range owed {
+		if err := j.w.Store.ReleaseOwedOOPS(ctx, o.ID, time.Time{}); err != nil {
+			j.w.Pipeline.log().Warn("owed OOPS release (composed after the lease)", "message", o.MessageID, "err", err)
+		}
+	}
+}
+
+// Attempt composes and queues one owed OOPS: Succeeded when queued (or
+// settled already by another worker), Dropped when it cannot be composed
+// (recorded as compose_failed), Retried after the lease when the store
+// failed.
+func (j oopsJobs) Attempt(ctx context.Context, o store.OwedOOPS) (runner.Outcome, error) {
+	// The mail is stored: finish its OOPS even when the worker stops.
+	return j.w.Pipeline.settleOwed(context.WithoutCancel(ctx), j.w.Store, o)
+}
+
+// settleOwed composes the owed OOPS o and settles it (ResolveOOPS).
+func (p *Pipeline) settleOwed(ctx context.Context, st OwedOOPSStore, o store.OwedOOPS) (runner.Outcome, error) {
+	m, err := st.Message(ctx, o.MessageID)
+	if err != nil {
+		return runner.Retried, err
+	}
+	msg, body, why := p.recompose(m, o)
+	if _, err := st.ResolveOOPS(ctx, o, msg, body, why); err != nil {
+		return runner.Retried, err
+	}
+	if msg == nil {
+		p.log().Warn("courtesy OOPS not composed", "message", o.MessageID, "code", o.Code, "reason", why)
+		return runner.Dropped, nil
+	}
+	return runner.Succeeded, nil
+}
+
+// ComposeOwedOOPS settles the OOPS owed since before olderThan, without a
+// claim (a command's one pass, tests), and returns how many it settled.
 func (p *Pipeline) ComposeOwedOOPS(ctx context.Context, st OwedOOPSStore, olderThan time.Time) (int, error) {
 	owed, err := st.OwedOOPSList(ctx, olderThan, 100)
 	if err != nil {
@@ -131,12 +199,7 @@ func (p *Pipeline) ComposeOwedOOPS(ctx context.Context, st OwedOOPSStore, olderT
 	}
 	n := 0
 	for _, o := range owed {
-		m, err := st.Message(ctx, o.MessageID)
-		if err != nil {
-			return n, err
-		}
-		msg, body, why := p.recompose(m, o)
-		if _, err := st.ResolveOOPS(ctx, o, msg, body, why); err != nil {
+		if _, err := p.settleOwed(ctx, st, o); err != nil {
 			return n, err
 		}
 		n++
@@ -144,8 +207,9 @@ func (p *Pipeline) ComposeOwedOOPS(ctx context.Context, st OwedOOPSStore, olderT
 	return n, nil
 }
 
-// recompose rebuilds the OOPS owed to stored message m, or says why it
-// cannot.
+// recompose builds the OOPS owed to stored message m from what the store
+// kept (its parse result, the error answered, the sender decided), or
+// says why it cannot.
 func (p *Pipeline) recompose(m *store.Message, o store.OwedOOPS) (*store.Outgoing, json.RawMessage, string) {
 	r := &parse.Result{}
 	if len(m.Result) == 0 || json.Unmarshal(m.Result, r) != nil {
@@ -172,7 +236,10 @@ func (p *Pipeline) recompose(m *store.Message, o store.OwedOOPS) (*store.Outgoin
 	if !found {
 		return nil, nil, "the stored message no longer carries " + string(o.Code)
 	}
-	from := p.oopsFrom(Meta{Mailbox: m.Mailbox}, r)
+	from := o.From // decided with the OOPS; rows from before say none
+	if from == "" {
+		from = p.oopsFrom(Meta{Mailbox: m.Mailbox}, r)
+	}
 	if from == "" {
 		return nil, nil, "no domain to send it from"
 	}

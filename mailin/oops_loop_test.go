@@ -11,6 +11,7 @@ import (
 
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
@@ -243,7 +244,7 @@ func wantOOPS(t *testing.T, ts *testServer, rec *oopsRecorder, code protocols.Co
 	if err := json.Unmarshal(last.Result, &sent); err != nil {
 		t.Fatal(err)
 	}
-	v, err := View(&orig)
+	v, err := message.View(&orig)
 	if err != nil {
 		t.Fatal(err)
 	}

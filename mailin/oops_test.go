@@ -220,6 +220,7 @@ func relayServer(t *testing.T) (*testServer, *Relay, *oopsRecorder, *dkimKit) {
 	kit := newDKIMKit(t)
 	rec := &oopsRecorder{}
 	p := &Pipeline{Store: st, Verifier: kit.v, OOPS: rec.compose, OOPSDomains: []string{"agents.test"}}
+	p.Store = settlingStore{st, p}
 	r := &Relay{Domains: []string{"agents.test"}, Pipeline: p, Store: st}
 	srv := startRelaySMTP(t, r)
 	return &testServer{addr: srv.Addr().String(), store: st, srv: srv, p: p}, r, rec, kit

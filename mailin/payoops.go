@@ -34,7 +34,7 @@ func paymentProblem(pay *store.Payment) (protocols.Problem, bool) {
 	return protocols.New(code, "proof", "payment %s on %s: %s", pay.State, pay.Chain, pay.Reason), true
 }
 
-// PaymentOOPS sends the courtesy OOPS a payment rejected after the mail
+// PaymentOOPS decides the courtesy OOPS a payment rejected after the mail
 // was stored (mismatch, failed, not_found) is owed, by the rules of the
 // ingest's OOPS: only to an authenticated sender (the payment's
 // authenticated, decided at ingest), never for automated mail, only from
@@ -76,9 +76,8 @@ func (p *Pipeline) PaymentOOPS(ctx context.Context, st PaymentOOPSStore, pay sto
 	case from == "":
 		plan.Suppressed, plan.Detail = store.OOPSNoSigningDomain, "no domain to send it from: configure a DKIM signing domain (--dkim-domain, --dkim-config) or relay --domain"
 	default:
-		plan.Compose = func() (*store.Outgoing, json.RawMessage, error) {
-			return p.composeOOPS(r, prob, from, to, m.Mailbox, now)
-		}
+		// Owed: the owed-OOPS worker composes and queues it.
+		plan.From = from
 	}
 	return st.OwePaymentOOPS(ctx, pay.ID, plan, p.OOPSLimits, now)
 }

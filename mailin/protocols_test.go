@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 	"strings"
 	"testing"
@@ -206,7 +207,7 @@ func TestServeWithholdsSecretValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := msgs[0]
-	view, _ := View(&m)
+	view, _ := message.View(&m)
 	for what, b := range map[string][]byte{"raw": m.Raw, "result": m.Result, "view": view} {
 		if strings.Contains(string(b), "hunter2") {
 			t.Errorf("the secret value is in the stored %s", what)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/senderauth"
@@ -254,7 +255,7 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 		if err != nil {
 			return "", err
 		}
-		oopsDone = oopsDone || out.QueuedOOPS != 0 || out.OOPS != nil && out.OOPS.Pending // pending: owed, queued by the owed-OOPS worker
+		oopsDone = oopsDone || out.OOPS != nil && out.OOPS.Pending // pending: owed, queued by the owed-OOPS worker
 	}
 	if len(remote) > 0 {
 		// Rcpt let these through only for an authenticated user with a
@@ -265,7 +266,7 @@ func (r *Relay) Deliver(ctx context.Context, raw []byte, meta Meta, user string)
 				return "", &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Cannot ARC-seal: " + err.Error()}
 			}
 		}
-		a := Analyze(ctx, raw, AnalyzeOptions{})
+		a := message.Analyze(ctx, raw, message.AnalyzeOptions{})
 		_, err := r.Store.Enqueue(ctx, &store.Outgoing{
 			From: meta.MailFrom, Recipients: remote, Raw: raw,
 			MessageID: a.Result.MessageID, Kind: "relay",
@@ -388,11 +389,9 @@ func (r *Relay) deliverLocal(ctx context.Context, raw []byte, meta Meta, create 
 			return store.Outcome{}, errors.Join(ErrStore, err)
 		}
 	}
-	out, err := r.Pipeline.Ingest(ctx, raw, meta)
-	if err == nil && out.QueuedOOPS != 0 {
-		r.wake() // the courtesy OOPS is for a local sender, most likely
-	}
-	return out, err
+	// A courtesy OOPS the mail is owed is queued by the owed-OOPS
+	// worker; the queue's commit wakes the queue worker.
+	return r.Pipeline.Ingest(ctx, raw, meta)
 }
 
 // storeSent keeps the sender's copy (direction out) in its own mailbox,
@@ -402,8 +401,8 @@ func (r *Relay) storeSent(ctx context.Context, raw []byte, user string) error {
 	if r.Now != nil {
 		now = r.Now()
 	}
-	a := Analyze(ctx, raw, AnalyzeOptions{Now: now})
-	in := Incoming(a, raw, store.DirOut)
+	a := message.Analyze(ctx, raw, message.AnalyzeOptions{Now: now})
+	in := message.Incoming(a, raw, store.DirOut)
 	in.Mailbox = user
 	in.ReceivedAt = now.UTC()
 	if _, err := r.Store.Ingest(ctx, in); err != nil {

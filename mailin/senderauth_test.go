@@ -16,6 +16,7 @@ import (
 	"github.com/envelopd/envelopd/authdns/dnstest"
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/internal/knottest"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
@@ -91,7 +92,7 @@ func onlyMessage(t *testing.T, ts *testServer) store.Message {
 
 // TestSenderVerdictStoredAndShown: SPF runs on the SMTP transaction, DMARC
 // passes through the aligned SPF domain, and the verdict is stored, shown
-// in the message JSON (View) and in Authentication-Results.
+// in the message JSON (message.View) and in Authentication-Results.
 func TestSenderVerdictStoredAndShown(t *testing.T) {
 	t.Parallel()
 	ts := authServer(t, false)
@@ -112,7 +113,7 @@ func TestSenderVerdictStoredAndShown(t *testing.T) {
 	if m.AuthResults != want {
 		t.Fatalf("Authentication-Results\n got %s\nwant %s", m.AuthResults, want)
 	}
-	b, err := View(&m)
+	b, err := message.View(&m)
 	if err != nil {
 		t.Fatal(err)
 	}

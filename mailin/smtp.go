@@ -367,23 +367,29 @@ func (ss *session) checkAuth(mech, identity, user, pass string) error {
 	case errors.Is(err, authguard.ErrBusy):
 		// Counts toward the session's limit too: a client that retries
 		// at once on 454 is closed like one that guesses.
-		ss.fails++
-		if ss.fails >= ss.s.guard.MaxSessionFailures() {
-			ss.closeAfterReply()
-		}
+		ss.failed()
 		return ErrAuthBusy
 	case errors.Is(err, authguard.ErrLockedOut):
 		ss.closeAfterReply()
 		return ErrAuthLocked
 	case errors.Is(err, authguard.ErrFailed):
-		ss.fails++
-		if ss.fails >= ss.s.guard.MaxSessionFailures() {
-			ss.closeAfterReply()
+		if ss.failed() {
 			return ErrAuthTooMany
 		}
 		return smtp.ErrAuthFailed
 	}
 	return ErrAuthBusy // the server is shutting down
+}
+
+// failed counts a failed authentication toward the session's limit and,
+// at the limit, closes the session after this reply (true).
+func (ss *session) failed() bool {
+	ss.fails++
+	if ss.fails < ss.s.guard.MaxSessionFailures() {
+		return false
+	}
+	ss.closeAfterReply()
+	return true
 }
 
 // closeAfterReply ends the connection once the current reply is sent.

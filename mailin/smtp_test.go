@@ -40,6 +40,9 @@ func startServer(t *testing.T, cfg SMTPConfig, tweak func(p *Pipeline)) *testSer
 	if tweak != nil {
 		tweak(p)
 	}
+	if p.Store == store.Store(st) {
+		p.Store = settlingStore{st, p}
+	}
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
 	}
@@ -53,6 +56,24 @@ func startServer(t *testing.T, cfg SMTPConfig, tweak func(p *Pipeline)) *testSer
 		st.Close()
 	})
 	return &testServer{addr: srv.Addr().String(), store: st, srv: srv, p: p}
+}
+
+// settlingStore is the test server's store: each ingest that owes a
+// courtesy OOPS is followed by a pass of the owed-OOPS worker, as serve's
+// worker woken by the commit does, so that a test reads the OOPS queued.
+type settlingStore struct {
+	*store.SQLite
+	p *Pipeline
+}
+
+func (s settlingStore) Ingest(ctx context.Context, in *store.Incoming) (store.Outcome, error) {
+	out, err := s.SQLite.Ingest(ctx, in)
+	if err == nil && out.OOPS != nil && out.OOPS.Pending {
+		if _, err := (&OOPSWorker{Pipeline: s.p, Store: s.SQLite}).RunOnce(ctx); err != nil {
+			return out, err
+		}
+	}
+	return out, err
 }
 
 // send delivers one message over a fresh SMTP session and returns the

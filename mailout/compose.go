@@ -122,22 +122,14 @@ func ComposeMessage(d Draft) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.From == nil || !strings.Contains(d.From.Address, "@") {
-		return nil, refuse(protocols.CodeMissingField, "from", "a From address (user@domain) is required")
+	if err := checkFrom(d.From); err != nil {
+		return nil, err
 	}
 	rcpts, err := recipients(d)
 	if err != nil {
 		return nil, err
 	}
-	_, domain, _ := strings.Cut(d.From.Address, "@")
-	msgID := strings.Trim(strings.TrimSpace(d.MessageID), "<>")
-	if msgID == "" {
-		msgID = newMessageID(domain)
-	}
-	date := d.Date
-	if date.IsZero() {
-		date = time.Now()
-	}
+	msgID, date := identity(d.From, d.MessageID, d.Date)
 	note := subjectNote(d.Note, body)
 
 	text := textPart(d.Text, body)
@@ -145,31 +137,14 @@ func ComposeMessage(d Draft) (*Message, error) {
 
 	var h mail.Header
 	// go-message writes fields in reverse order of addition.
-	if single {
-		h.Set("Content-Transfer-Encoding", transferEncoding(text))
-		h.Set("Content-Type", "text/plain; charset=utf-8")
-	}
-	h.Set("MIME-Version", "1.0")
+	setMIME(&h, single, text)
 	h.Set("X-Envelopay-Type", strings.ToUpper(typ))
 	if d.AutoSubmitted != "" {
 		h.Set("Auto-Submitted", oneLine(d.AutoSubmitted))
 	}
-	if refs := msgIDs(d.References); len(refs) > 0 {
-		h.SetMsgIDList("References", refs)
-	}
-	if irt := msgIDs([]string{d.InReplyTo}); len(irt) > 0 {
-		h.SetMsgIDList("In-Reply-To", irt)
-	}
-	h.SetMessageID(msgID)
-	h.SetDate(date)
+	setThreading(&h, d.References, d.InReplyTo, msgID, date)
 	h.Set("Subject", subject(typ, note))
-	if len(d.Cc) > 0 {
-		h.SetAddressList("Cc", d.Cc)
-	}
-	if len(d.To) > 0 {
-		h.SetAddressList("To", d.To)
-	}
-	h.SetAddressList("From", []*mail.Address{d.From})
+	setAddresses(&h, d.From, d.To, d.Cc, nil)
 
 	var buf bytes.Buffer
 	if err := writeBody(&buf, h, d, text); err != nil {
@@ -326,6 +301,67 @@ func subject(typ, note string) string {
 		return kw
 	}
 	return kw + " | " + mime.QEncoding.Encode("utf-8", note)
+}
+
+// checkFrom refuses a message without a From address (user@domain).
+func checkFrom(from *mail.Address) error {
+	if from == nil || !strings.Contains(from.Address, "@") {
+		return refuse(protocols.CodeMissingField, "from", "a From address (user@domain) is required")
+	}
+	return nil
+}
+
+// identity is the Message-ID and Date a message is written with: the
+// given ones, or a new Message-ID in from's domain and now.
+func identity(from *mail.Address, messageID string, date time.Time) (string, time.Time) {
+	_, domain, _ := strings.Cut(from.Address, "@")
+	msgID := strings.Trim(strings.TrimSpace(messageID), "<>")
+	if msgID == "" {
+		msgID = newMessageID(domain)
+	}
+	if date.IsZero() {
+		date = time.Now()
+	}
+	return msgID, date
+}
+
+// setMIME adds MIME-Version and, for a single text part, its
+// Content-Type and Content-Transfer-Encoding (go-message writes fields
+// in reverse order of addition: these come last).
+func setMIME(h *mail.Header, single bool, text string) {
+	if single {
+		h.Set("Content-Transfer-Encoding", transferEncoding(text))
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	h.Set("MIME-Version", "1.0")
+}
+
+// setThreading adds References and In-Reply-To (RFC 5322 section 3.6.4)
+// when there are any, then Message-ID and Date.
+func setThreading(h *mail.Header, references []string, inReplyTo, msgID string, date time.Time) {
+	if refs := msgIDs(references); len(refs) > 0 {
+		h.SetMsgIDList("References", refs)
+	}
+	if irt := msgIDs([]string{inReplyTo}); len(irt) > 0 {
+		h.SetMsgIDList("In-Reply-To", irt)
+	}
+	h.SetMessageID(msgID)
+	h.SetDate(date)
+}
+
+// setAddresses adds Reply-To, Cc and To when there are any, then From:
+// written first, From leads the header.
+func setAddresses(h *mail.Header, from *mail.Address, to, cc, replyTo []*mail.Address) {
+	if len(replyTo) > 0 {
+		h.SetAddressList("Reply-To", replyTo)
+	}
+	if len(cc) > 0 {
+		h.SetAddressList("Cc", cc)
+	}
+	if len(to) > 0 {
+		h.SetAddressList("To", to)
+	}
+	h.SetAddressList("From", []*mail.Address{from})
 }
 
 // msgIDs strips angle brackets and drops empty ids.

@@ -67,8 +67,8 @@ func ReservedHeader(name string) bool {
 // and the body as Compose writes it (text/plain, with a text/html
 // alternative and attachments as multipart when asked for).
 func ComposeMail(m Mail) (*Message, error) {
-	if m.From == nil || !strings.Contains(m.From.Address, "@") {
-		return nil, refuse(protocols.CodeMissingField, "from", "a From address (user@domain) is required")
+	if err := checkFrom(m.From); err != nil {
+		return nil, err
 	}
 	d := Draft{To: m.To, Cc: m.Cc, Bcc: m.Bcc, HTML: m.HTML, Attachments: m.Attachments}
 	rcpts, err := recipients(d)
@@ -78,23 +78,11 @@ func ComposeMail(m Mail) (*Message, error) {
 	if strings.ContainsAny(m.Subject, "\r\n") {
 		return nil, refuse(protocols.CodeInvalidField, "subject", "the subject must be one line")
 	}
-	_, domain, _ := strings.Cut(m.From.Address, "@")
-	msgID := strings.Trim(strings.TrimSpace(m.MessageID), "<>")
-	if msgID == "" {
-		msgID = newMessageID(domain)
-	}
-	date := m.Date
-	if date.IsZero() {
-		date = time.Now()
-	}
+	msgID, date := identity(m.From, m.MessageID, m.Date)
 	var h mail.Header
 	// go-message writes fields in reverse order of addition.
 	text := crlf(m.Text)
-	if len(m.Attachments) == 0 && m.HTML == "" {
-		h.Set("Content-Transfer-Encoding", transferEncoding(text))
-		h.Set("Content-Type", "text/plain; charset=utf-8")
-	}
-	h.Set("MIME-Version", "1.0")
+	setMIME(&h, len(m.Attachments) == 0 && m.HTML == "", text)
 	for i := len(m.Headers) - 1; i >= 0; i-- {
 		k, v := m.Headers[i][0], m.Headers[i][1]
 		if ReservedHeader(k) || strings.ContainsAny(k+v, "\r\n") || k == "" {
@@ -102,25 +90,9 @@ func ComposeMail(m Mail) (*Message, error) {
 		}
 		h.Add(k, v)
 	}
-	if refs := msgIDs(m.References); len(refs) > 0 {
-		h.SetMsgIDList("References", refs)
-	}
-	if irt := msgIDs([]string{m.InReplyTo}); len(irt) > 0 {
-		h.SetMsgIDList("In-Reply-To", irt)
-	}
-	h.SetMessageID(msgID)
-	h.SetDate(date)
+	setThreading(&h, m.References, m.InReplyTo, msgID, date)
 	h.SetSubject(m.Subject)
-	if len(m.ReplyTo) > 0 {
-		h.SetAddressList("Reply-To", m.ReplyTo)
-	}
-	if len(m.Cc) > 0 {
-		h.SetAddressList("Cc", m.Cc)
-	}
-	if len(m.To) > 0 {
-		h.SetAddressList("To", m.To)
-	}
-	h.SetAddressList("From", []*mail.Address{m.From})
+	setAddresses(&h, m.From, m.To, m.Cc, m.ReplyTo)
 	var buf bytes.Buffer
 	if err := writeBody(&buf, h, d, text); err != nil {
 		return nil, fmt.Errorf("mailout: compose: %w", err)
@@ -129,7 +101,7 @@ func ComposeMail(m Mail) (*Message, error) {
 }
 
 // PrepareMail composes m, signs it and returns the queue entry of kind
-// with its stored copy (Record), as Prepare does for a Draft.
+// with its stored copy, as Prepare does for a Draft.
 func (mr *Mailer) PrepareMail(m Mail, kind string) (*store.Outgoing, error) {
 	msg, err := ComposeMail(m)
 	if err != nil {

@@ -1,12 +1,14 @@
 package mailout
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/internal/secretfile"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
@@ -43,11 +45,6 @@ func Sign(raw []byte, signers []dkim.Signer) ([]byte, error) {
 // Mailer turns drafts into signed queue entries.
 type Mailer struct {
 	Signers []dkim.Signer
-	// Record builds the copy of a sent message that the store keeps in
-	// its thread (store.Outgoing.Copy); nil stores no copy. cmd/envelopd
-	// uses the ingest pipeline's analysis so both directions are stored
-	// alike.
-	Record func(raw []byte) *store.Incoming
 	// Expiry is how long delivery is retried (default store.DefaultExpiry
 	// semantics: 24 h).
 	Expiry time.Duration
@@ -55,7 +52,8 @@ type Mailer struct {
 }
 
 // Prepare composes d, signs it and returns the queue entry of kind
-// ("send", "oops", …) for the store, with its copy when Record is set.
+// ("send", "oops", …) for the store, with the copy the store keeps in
+// its thread (message.Sent).
 func (m *Mailer) Prepare(d Draft, kind string) (*store.Outgoing, error) {
 	msg, err := ComposeMessage(d)
 	if err != nil {
@@ -65,7 +63,7 @@ func (m *Mailer) Prepare(d Draft, kind string) (*store.Outgoing, error) {
 }
 
 // queue signs a composed message and returns its queue entry of kind,
-// with its stored copy when Record is set (Prepare, PrepareMail).
+// with its stored copy (Prepare, PrepareMail).
 func (m *Mailer) queue(msg *Message, kind string) (*store.Outgoing, error) {
 	raw, err := Sign(msg.Raw, m.Signers)
 	if err != nil {
@@ -83,9 +81,9 @@ func (m *Mailer) queue(msg *Message, kind string) (*store.Outgoing, error) {
 		Kind:       kind,
 		Expires:    now.Add(orDefault(m.Expiry, 24*time.Hour)),
 	}
-	if m.Record != nil {
-		out.Copy = m.Record(raw)
-	}
+	// The copy is analysed as received mail is (package message), so a
+	// thread shows both directions alike.
+	out.Copy = message.Sent(context.Background(), raw, now)
 	return out, nil
 }
 

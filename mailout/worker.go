@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sort"
-	"sync"
 	"time"
 
+	"github.com/envelopd/envelopd/runner"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -52,7 +51,10 @@ type Worker struct {
 	// 15 s); a value on Wake makes it look at once.
 	Interval time.Duration
 	Wake     <-chan struct{}
-	Logger   *slog.Logger
+	// Metrics, when set, counts the worker's claims and outcomes as
+	// "queue".
+	Metrics *runner.Metrics
+	Logger  *slog.Logger
 }
 
 func (w *Worker) now() time.Time {
@@ -71,44 +73,36 @@ func (w *Worker) logger() *slog.Logger {
 
 // Backoff is the delay after the attempt-th failed attempt (1-based):
 // Initial·2^(attempt−1) capped at Max, then scaled by a jitter factor in
-// [0.5, 1) so that retries of many messages spread out.
+// [0.5, 1) so that retries of many messages spread out (runner.Backoff).
 func (w *Worker) Backoff(attempt int) time.Duration {
-	initial := orDefault(w.Initial, time.Minute)
-	max := orDefault(w.Max, time.Hour)
-	d := initial
-	for i := 1; i < attempt && d < max; i++ {
-		d *= 2
+	return runner.Backoff{Initial: orDefault(w.Initial, time.Minute), Max: orDefault(w.Max, time.Hour),
+		Jitter: 0.5, Rand: w.Jitter}.Delay(attempt)
+}
+
+// loop is the runner over w's queue entries; q counts the recipients its
+// claims took.
+func (w *Worker) loop(q *queueJobs) *runner.Loop[[]store.Due] {
+	batch := w.Batch
+	if batch <= 0 {
+		batch = 100
 	}
-	d = min(d, max)
-	j := rand.Float64
-	if w.Jitter != nil {
-		j = w.Jitter
+	par := w.Parallel
+	if par <= 0 {
+		par = 4
 	}
-	f := j()
-	if f < 0 || f >= 1 {
-		f = 0
-	}
-	return time.Duration(float64(d) * (0.5 + f/2))
+	wake := w.Wake
+	return &runner.Loop[[]store.Due]{Name: "queue", Worker: q, Batch: batch, Parallel: par,
+		Interval: orDefault(w.Interval, 15*time.Second), Wake: func() <-chan struct{} { return wake },
+		Now: w.Now, Metrics: w.Metrics, Logger: w.Logger}
 }
 
 // Run delivers until ctx ends; it returns nil on cancellation.
 func (w *Worker) Run(ctx context.Context) error {
-	log := w.logger()
-	interval := orDefault(w.Interval, 15*time.Second)
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		case <-w.Wake:
-		}
-		if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			log.Error("outbound queue", "err", err)
-		}
-		t.Reset(interval)
+	if w.Store == nil || w.Sender == nil {
+		return errors.New("mailout: worker needs a Store and a Sender")
 	}
+	w.loop(&queueJobs{w: w}).Run(ctx)
+	return nil
 }
 
 // RunOnce delivers everything due now and returns how many recipient
@@ -117,33 +111,64 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	if w.Store == nil || w.Sender == nil {
 		return 0, errors.New("mailout: worker needs a Store and a Sender")
 	}
-	batch := w.Batch
-	if batch <= 0 {
-		batch = 100
-	}
+	q := &queueJobs{w: w}
+	l := w.loop(q)
 	total := 0
 	for ctx.Err() == nil {
-		due, err := w.Store.ClaimDue(ctx, w.now(), orDefault(w.Lease, 15*time.Minute), batch)
+		q.rcpts = 0
+		_, _, err := l.Once(ctx)
+		total += q.rcpts
 		if err != nil {
-			return total, fmt.Errorf("mailout: claim due: %w", err)
-		}
-		if len(due) == 0 {
-			break
-		}
-		total += len(due)
-		if err := w.deliver(ctx, due); err != nil {
 			return total, err
 		}
-		if len(due) < batch {
+		if q.rcpts < l.Batch {
 			break
 		}
 	}
 	return total, nil
 }
 
-// deliver sends the claimed recipients, one transaction per queue entry,
-// up to Parallel entries at a time.
-func (w *Worker) deliver(ctx context.Context, due []store.Due) error {
+// QueueNotifier tells of commits that may have queued mail
+// (store.OutboundQueue has it).
+type QueueNotifier interface {
+	QueueChanged() <-chan struct{}
+}
+
+// WakeOnQueue returns a loop that sends on wake (a Worker's Wake)
+// whenever st commits queued mail (on Postgres: on any node, NOTIFY),
+// until ctx ends, so that the worker looks at once instead of at its next
+// Interval.
+func WakeOnQueue(c QueueNotifier, wake chan<- struct{}) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		for {
+			select {
+			case <-c.QueueChanged():
+			case <-ctx.Done():
+				return nil
+			}
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// queueJobs is the queue as a runner.Worker: a job is one queue entry's
+// claimed recipients, sent in one transaction.
+type queueJobs struct {
+	w     *Worker
+	rcpts int // recipients claimed by the last Claim
+}
+
+// Claim takes the due recipients (ClaimDue records the attempt before
+// the try) and groups them by queue entry, oldest entry first.
+func (q *queueJobs) Claim(ctx context.Context, now time.Time, limit int) ([][]store.Due, error) {
+	due, err := q.w.Store.ClaimDue(ctx, now, orDefault(q.w.Lease, 15*time.Minute), limit)
+	if err != nil {
+		return nil, fmt.Errorf("mailout: claim due: %w", err)
+	}
+	q.rcpts = len(due)
 	groups := map[int64][]store.Due{}
 	var ids []int64
 	for _, d := range due {
@@ -153,32 +178,21 @@ func (w *Worker) deliver(ctx context.Context, due []store.Due) error {
 		groups[d.QueueID] = append(groups[d.QueueID], d)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	par := w.Parallel
-	if par <= 0 {
-		par = 4
+	out := make([][]store.Due, len(ids))
+	for i, id := range ids {
+		out[i] = groups[id]
 	}
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for _, id := range ids {
-		g := groups[id]
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := w.deliverEntry(ctx, g); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return out, nil
 }
 
-func (w *Worker) deliverEntry(ctx context.Context, g []store.Due) error {
+// Attempt sends one entry to its claimed recipients and records each
+// recipient's outcome; the entry is Retried when one of them is pending
+// again, Dropped when one failed for good and none is pending.
+func (q *queueJobs) Attempt(ctx context.Context, g []store.Due) (runner.Outcome, error) {
+	return q.w.deliverEntry(ctx, g)
+}
+
+func (w *Worker) deliverEntry(ctx context.Context, g []store.Due) (runner.Outcome, error) {
 	rcpts := make([]string, len(g))
 	for i, d := range g {
 		rcpts[i] = d.Rcpt
@@ -195,6 +209,7 @@ func (w *Worker) deliverEntry(ctx context.Context, g []store.Due) error {
 	// attempt happened.
 	rctx := context.WithoutCancel(ctx)
 	var errs []error
+	o := runner.Succeeded
 	for i, d := range g {
 		var err error
 		if i < len(res) {
@@ -203,13 +218,19 @@ func (w *Worker) deliverEntry(ctx context.Context, g []store.Due) error {
 			err = &SendError{Stage: "submit", Err: errors.New("sender returned no result")}
 		}
 		state, lastErr, next := w.outcome(d, err, now)
+		switch {
+		case state == store.QueuePending:
+			o = runner.Retried
+		case state == store.QueueFailed && o == runner.Succeeded:
+			o = runner.Dropped
+		}
 		w.logger().Info("outbound delivery", "queue_id", d.QueueID, "rcpt", d.Rcpt,
 			"state", state, "attempts", d.Attempts, "next_attempt_at", next, "err", lastErr)
 		if err := w.Store.RecordDelivery(rctx, d.QueueID, d.Rcpt, state, lastErr, next); err != nil {
 			errs = append(errs, fmt.Errorf("mailout: record delivery %d <%s>: %w", d.QueueID, d.Rcpt, err))
 		}
 	}
-	return errors.Join(errs...)
+	return o, errors.Join(errs...)
 }
 
 // outcome decides a recipient's new state after an attempt.

@@ -104,6 +104,16 @@ func TestAgentMailTools(t *testing.T) {
 	if g := call[api.DraftObject](t, cs, "get_draft", map[string]any{"inboxId": shop, "draftId": d.DraftID}); *g.Subject != "later" {
 		t.Errorf("get_draft: %+v", g)
 	}
+	if u := call[api.DraftObject](t, cs, "update_draft", map[string]any{"inboxId": shop, "draftId": d.DraftID,
+		"attachments": []map[string]any{{"filename": "a.txt", "contentType": "text/plain", "content": "aGVsbG8="}}}); len(u.Attachments) != 1 || u.Attachments[0].Size != 5 {
+		t.Errorf("update_draft with an attachment: %+v", u)
+	}
+	if a := call[api.Attachment](t, cs, "get_draft_attachment", map[string]any{"inboxId": shop, "draftId": d.DraftID, "attachmentId": "att_1"}); a.Filename != "a.txt" || a.Size != 5 || !strings.HasPrefix(a.DownloadURL, "/v0/download/") {
+		t.Errorf("get_draft_attachment: %+v", a)
+	}
+	if n := toolErrName(t, cs, "get_draft_attachment", map[string]any{"inboxId": shop, "draftId": d.DraftID, "attachmentId": "att_2"}); n != "NotFoundError" {
+		t.Errorf("get_draft_attachment of a missing one: %s", n)
+	}
 	if r := call[api.SendResult](t, cs, "send_draft", map[string]any{"inboxId": shop, "draftId": d.DraftID}); !strings.HasPrefix(r.MessageID, "<draft.") {
 		t.Errorf("send_draft: %+v", r)
 	}

@@ -17,7 +17,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/envelopd/envelopd/api"
-	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/mailin/relaytest"
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/mcp"
@@ -30,13 +29,6 @@ const (
 	shop = "shop@shop.test"
 	bob  = "bob@buyer.test"
 )
-
-func record(raw []byte) *store.Incoming {
-	a := mailin.Analyze(context.Background(), raw, mailin.AnalyzeOptions{})
-	in := mailin.Incoming(a, raw, store.DirOut)
-	in.ReceivedAt = time.Now().UTC()
-	return in
-}
 
 type fixture struct {
 	relay *relaytest.Relay
@@ -55,7 +47,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 	}
 	svc, err := api.NewService(api.Config{Store: r.Store, Relay: true, Domains: []string{"shop.test", "buyer.test"}, Wake: wake,
-		Mailer: func(d string) *mailout.Mailer { return &mailout.Mailer{Signers: r.Relay.Signers[d], Record: record} }})
+		Mailer: func(d string) *mailout.Mailer { return &mailout.Mailer{Signers: r.Relay.Signers[d]} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +153,7 @@ func view(t *testing.T, m *api.Message) envelopayView {
 }
 
 var allTools = []string{"aicp_sign", "create_draft", "create_inbox", "create_list_entry", "delete_draft", "delete_inbox",
-	"delete_list_entry", "delete_thread", "forward_message", "get_attachment", "get_draft", "get_inbox", "get_list_entry",
+	"delete_list_entry", "delete_thread", "forward_message", "get_attachment", "get_draft", "get_draft_attachment", "get_inbox", "get_list_entry",
 	"get_message", "get_raw", "get_thread", "label_message", "list_drafts", "list_inboxes", "list_list_entries",
 	"list_messages", "list_threads", "reply", "reply_to_message", "search_inboxes", "search_messages", "search_threads",
 	"send_draft", "send_envelopay", "send_message", "update_draft", "update_inbox", "update_message", "update_thread",

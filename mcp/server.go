@@ -107,6 +107,19 @@ var schemaOpts = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschem
 	reflect.TypeFor[json.RawMessage](): {Type: "object"},
 }}
 
+// tool is add with the session's principal looked up first: every tool
+// but the health check acts for an authenticated caller.
+func tool[In, Out any](s *server, srv *sdk.Server, name, desc string, h func(ctx context.Context, p *api.Principal, in In) (Out, error)) {
+	add(srv, name, desc, func(ctx context.Context, req *sdk.CallToolRequest, in In) (Out, error) {
+		p, err := s.principal(req)
+		if err != nil {
+			var zero Out
+			return zero, err
+		}
+		return h(ctx, p, in)
+	})
+}
+
 // add registers a typed tool with schemas inferred by schemaOpts; h's
 // error becomes a tool error (ToolError).
 func add[In, Out any](srv *sdk.Server, name, desc string, h func(ctx context.Context, req *sdk.CallToolRequest, in In) (Out, error)) {

@@ -61,11 +61,8 @@ func parseNow(s string) (time.Time, error) {
 }
 
 func (s *server) registerSign(srv *sdk.Server) {
-	add(srv, "aicp_sign", "Sign an AICP v0.1 message (to tunnel in an Envelopay message) with the server's AICP key; fills v, id, timestamp and nonce, then validates the result.",
-		func(ctx context.Context, req *sdk.CallToolRequest, in aicpSignIn) (aicpSignOut, error) {
-			if _, err := s.principal(req); err != nil {
-				return aicpSignOut{}, err
-			}
+	tool(s, srv, "aicp_sign", "Sign an AICP v0.1 message (to tunnel in an Envelopay message) with the server's AICP key; fills v, id, timestamp and nonce, then validates the result.",
+		func(ctx context.Context, _ *api.Principal, in aicpSignIn) (aicpSignOut, error) {
 			if s.cfg.AICPKey == nil {
 				return aicpSignOut{}, &ToolError{API: &api.Error{Status: 501, Name: "NotImplementedError",
 					Message: "no AICP key is configured (envelopd mcp --aicp-key FILE, or serve --mcp-aicp-key FILE)"}}
@@ -80,11 +77,8 @@ func (s *server) registerSign(srv *sdk.Server) {
 			}
 			return aicpSignOut{Signed: signed, Valid: len(probs) == 0, Errors: api.Problems(probs)}, nil
 		})
-	add(srv, "vacant_sign", "Build and sign a Vacant P6 envelope (to tunnel in an Envelopay message) with the server's Vacant key; the chain position defaults to the stored tip + 1.",
-		func(ctx context.Context, req *sdk.CallToolRequest, in vacantSignIn) (vacantSignOut, error) {
-			if _, err := s.principal(req); err != nil {
-				return vacantSignOut{}, err
-			}
+	tool(s, srv, "vacant_sign", "Build and sign a Vacant P6 envelope (to tunnel in an Envelopay message) with the server's Vacant key; the chain position defaults to the stored tip + 1.",
+		func(ctx context.Context, _ *api.Principal, in vacantSignIn) (vacantSignOut, error) {
 			if s.cfg.VacantKey == nil {
 				return vacantSignOut{}, &ToolError{API: &api.Error{Status: 501, Name: "NotImplementedError",
 					Message: "no Vacant key is configured (envelopd mcp --vacant-key FILE, or serve --mcp-vacant-key FILE)"}}

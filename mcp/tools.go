@@ -189,34 +189,22 @@ const (
 )
 
 func (s *server) register(srv *sdk.Server) {
-	add(srv, "list_inboxes", "List the inboxes (email addresses) you may use, by address.",
-		func(ctx context.Context, req *sdk.CallToolRequest, in listInboxesIn) (api.ListInboxes, error) {
-			p, err := s.principal(req)
-			if err != nil {
-				return api.ListInboxes{}, err
-			}
+	tool(s, srv, "list_inboxes", "List the inboxes (email addresses) you may use, by address.",
+		func(ctx context.Context, p *api.Principal, in listInboxesIn) (api.ListInboxes, error) {
 			lp, err := Paging{Limit: in.Limit, PageToken: or(in.PageToken, in.PageTok)}.params()
 			if err != nil {
 				return api.ListInboxes{}, err
 			}
 			return s.cfg.Service.ListInboxes(ctx, p, lp)
 		})
-	add(srv, "create_inbox", "Create an inbox (an address at one of the server's domains). Idempotent per client_id.",
-		func(ctx context.Context, req *sdk.CallToolRequest, in createInboxIn) (createInboxOut, error) {
-			p, err := s.principal(req)
-			if err != nil {
-				return createInboxOut{}, err
-			}
+	tool(s, srv, "create_inbox", "Create an inbox (an address at one of the server's domains). Idempotent per client_id.",
+		func(ctx context.Context, p *api.Principal, in createInboxIn) (createInboxOut, error) {
 			b, created, err := s.cfg.Service.CreateInbox(ctx, p, api.CreateInboxRequest{Username: in.Username,
 				Domain: in.Domain, DisplayName: or(in.DisplayName, in.DisplayNameAM), ClientID: or(in.ClientID, in.ClientIDAM)})
 			return createInboxOut{Inbox: b, Created: created}, err
 		})
-	add(srv, "list_threads", "List threads (newest activity first) of an inbox, or of every inbox you may see.",
-		func(ctx context.Context, req *sdk.CallToolRequest, in listThreadsIn) (api.ListThreads, error) {
-			p, err := s.principal(req)
-			if err != nil {
-				return api.ListThreads{}, err
-			}
+	tool(s, srv, "list_threads", "List threads (newest activity first) of an inbox, or of every inbox you may see.",
+		func(ctx context.Context, p *api.Principal, in listThreadsIn) (api.ListThreads, error) {
 			in.PageToken = or(in.PageToken, in.PageTokenAM)
 			lp, err := in.Paging.params()
 			if err != nil {
@@ -224,12 +212,8 @@ func (s *server) register(srv *sdk.Server) {
 			}
 			return s.cfg.Service.ListThreads(ctx, p, or(in.InboxID, in.InboxIDAM), lp)
 		})
-	add(srv, "get_thread", "Get a thread with its messages, oldest first, each with its envelopay verdicts.",
-		func(ctx context.Context, req *sdk.CallToolRequest, in getThreadIn) (api.Thread, error) {
-			p, err := s.principal(req)
-			if err != nil {
-				return api.Thread{}, err
-			}
+	tool(s, srv, "get_thread", "Get a thread with its messages, oldest first, each with its envelopay verdicts.",
+		func(ctx context.Context, p *api.Principal, in getThreadIn) (api.Thread, error) {
 			lp, err := Paging{Limit: in.Limit, PageToken: or(in.PageToken, in.PageTokenAM)}.params()
 			if err != nil {
 				return api.Thread{}, err
@@ -239,12 +223,8 @@ func (s *server) register(srv *sdk.Server) {
 			}
 			return s.cfg.Service.GetThread(ctx, p, or(in.InboxID, in.InboxIDAM), or(in.ThreadID, in.ThreadIDAM), lp)
 		})
-	add(srv, "list_messages", "List an inbox's messages (newest first), each with its envelopay verdicts.",
-		func(ctx context.Context, req *sdk.CallToolRequest, in listMessagesIn) (api.ListMessages, error) {
-			p, err := s.principal(req)
-			if err != nil {
-				return api.ListMessages{}, err
-			}
+	tool(s, srv, "list_messages", "List an inbox's messages (newest first), each with its envelopay verdicts.",
+		func(ctx context.Context, p *api.Principal, in listMessagesIn) (api.ListMessages, error) {
 			in.PageToken = or(in.PageToken, in.PageTokenAM)
 			lp, err := in.Paging.params()
 			if err != nil {
@@ -252,23 +232,15 @@ func (s *server) register(srv *sdk.Server) {
 			}
 			return s.cfg.Service.ListMessages(ctx, p, or(in.InboxID, in.InboxIDAM), lp)
 		})
-	add(srv, "get_message", "Get one message: text, headers, attachments and its envelopay verdicts (type, body, status, error codes, DKIM per signature, tunnelled-protocol verdicts).",
-		func(ctx context.Context, req *sdk.CallToolRequest, in messageIn) (api.Message, error) {
-			p, err := s.principal(req)
-			if err != nil {
-				return api.Message{}, err
-			}
+	tool(s, srv, "get_message", "Get one message: text, headers, attachments and its envelopay verdicts (type, body, status, error codes, DKIM per signature, tunnelled-protocol verdicts).",
+		func(ctx context.Context, p *api.Principal, in messageIn) (api.Message, error) {
 			if err := in.check(); err != nil {
 				return api.Message{}, err
 			}
 			return s.cfg.Service.GetMessage(ctx, p, or(in.InboxID, in.InboxIDAM), or(in.MessageID, in.MessageIDAM))
 		})
-	add(srv, "get_raw", "Get the exact stored bytes of a message (RFC 5322 source, DKIM signatures included).",
-		func(ctx context.Context, req *sdk.CallToolRequest, in messageIn) (rawOut, error) {
-			p, err := s.principal(req)
-			if err != nil {
-				return rawOut{}, err
-			}
+	tool(s, srv, "get_raw", "Get the exact stored bytes of a message (RFC 5322 source, DKIM signatures included).",
+		func(ctx context.Context, p *api.Principal, in messageIn) (rawOut, error) {
 			if err := in.check(); err != nil {
 				return rawOut{}, err
 			}
@@ -282,12 +254,8 @@ func (s *server) register(srv *sdk.Server) {
 			}
 			return out, nil
 		})
-	add(srv, "send_envelopay", "Send a new Envelopay message of any of the nine types. It is validated before anything is sent (fields, typed refs that must exist, duplicate ids and proofs, OFFER/ACCEPT amounts): an invalid one is not sent and the error names the codes.",
-		func(ctx context.Context, req *sdk.CallToolRequest, in sendIn) (api.SendResult, error) {
-			p, err := s.principal(req)
-			if err != nil {
-				return api.SendResult{}, err
-			}
+	tool(s, srv, "send_envelopay", "Send a new Envelopay message of any of the nine types. It is validated before anything is sent (fields, typed refs that must exist, duplicate ids and proofs, OFFER/ACCEPT amounts): an invalid one is not sent and the error names the codes.",
+		func(ctx context.Context, p *api.Principal, in sendIn) (api.SendResult, error) {
 			sr, err := envelopayRequest(in.envelopayIn, in.Subject)
 			if err != nil {
 				return api.SendResult{}, err
@@ -298,17 +266,14 @@ func (s *server) register(srv *sdk.Server) {
 			}
 			return s.cfg.Service.Send(ctx, p, in.InboxID, sr)
 		})
-	add(srv, "reply", "Reply in a thread: to a message (message_id) or to a thread's last message (thread_id), with an Envelopay message (type, body) or plain text. Validated like send_envelopay.",
-		func(ctx context.Context, req *sdk.CallToolRequest, in replyIn) (api.SendResult, error) {
-			p, err := s.principal(req)
-			if err != nil {
-				return api.SendResult{}, err
-			}
+	tool(s, srv, "reply", "Reply in a thread: to a message (message_id) or to a thread's last message (thread_id), with an Envelopay message (type, body) or plain text. Validated like send_envelopay.",
+		func(ctx context.Context, p *api.Principal, in replyIn) (api.SendResult, error) {
 			if (in.MessageID == "") == (in.ThreadID == "") {
 				return api.SendResult{}, invalid("message_id", "give message_id or thread_id (one of them)")
 			}
 			var sr api.SendRequest
 			if in.Type != "" || len(in.Body) > 0 {
+				var err error
 				if sr, err = envelopayRequest(envelopayIn{Type: in.Type, Body: in.Body, Note: in.Note, Text: in.Text}, in.Subject); err != nil {
 					return api.SendResult{}, err
 				}
@@ -324,12 +289,8 @@ func (s *server) register(srv *sdk.Server) {
 			}
 			return s.cfg.Service.Reply(ctx, p, in.InboxID, in.MessageID, sr, in.ReplyAll)
 		})
-	add(srv, "wait_for_message", "Wait for the next message of an inbox matching a filter (type, sender, thread, labels), up to timeout_seconds (default 30, at most 300). Returns the message, or timed_out with a cursor to wait again from.",
-		func(ctx context.Context, req *sdk.CallToolRequest, in waitIn) (api.WaitResult, error) {
-			p, err := s.principal(req)
-			if err != nil {
-				return api.WaitResult{}, err
-			}
+	tool(s, srv, "wait_for_message", "Wait for the next message of an inbox matching a filter (type, sender, thread, labels), up to timeout_seconds (default 30, at most 300). Returns the message, or timed_out with a cursor to wait again from.",
+		func(ctx context.Context, p *api.Principal, in waitIn) (api.WaitResult, error) {
 			d := DefaultWait
 			if in.TimeoutSeconds != 0 {
 				if in.TimeoutSeconds < 1 || in.TimeoutSeconds > int(MaxWait/time.Second) {
@@ -347,12 +308,8 @@ func (s *server) register(srv *sdk.Server) {
 			return s.cfg.Service.WaitMessage(ctx, p, api.WaitFilter{Inbox: in.InboxID, Type: in.Type, From: in.From,
 				ThreadID: in.ThreadID, Labels: labels, After: in.AfterMessageID, AfterID: in.Cursor}, d)
 		})
-	add(srv, "label_message", "Add or remove your own labels on a message (received, sent, accepted, quarantined and duplicate are envelopd's and cannot be changed).",
-		func(ctx context.Context, req *sdk.CallToolRequest, in labelIn) (api.UpdateMessageResult, error) {
-			p, err := s.principal(req)
-			if err != nil {
-				return api.UpdateMessageResult{}, err
-			}
+	tool(s, srv, "label_message", "Add or remove your own labels on a message (received, sent, accepted, quarantined and duplicate are envelopd's and cannot be changed).",
+		func(ctx context.Context, p *api.Principal, in labelIn) (api.UpdateMessageResult, error) {
 			return s.cfg.Service.UpdateMessage(ctx, p, in.InboxID, in.MessageID, api.UpdateLabels{AddLabels: in.AddLabels, RemoveLabels: in.RemoveLabels})
 		})
 	s.registerSign(srv)

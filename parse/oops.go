@@ -33,22 +33,7 @@ const maxOOPSRef = 128
 // Envelopay unless its type is unknown, or when the From header is in
 // doubt (no one to answer safely).
 func OOPSOwed(typ string, errs protocols.Problems) (protocols.Problem, bool) {
-	for _, p := range errs {
-		if p.Field == "from" {
-			return protocols.Problem{}, false
-		}
-	}
-	if typ == "oops" {
-		return protocols.Problem{}, false
-	}
-	for _, p := range errs {
-		for _, c := range OOPSCodes {
-			if p.Code == c && (typ != "" || c == protocols.CodeUnknownType) {
-				return p, true
-			}
-		}
-	}
-	return protocols.Problem{}, false
+	return protocols.OOPSOwed(typ, errs, OOPSCodes)
 }
 
 // OOPSBody is the Envelopay JSON of the courtesy OOPS answering p for the

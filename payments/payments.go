@@ -26,11 +26,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/envelopd/envelopd/payments/proof"
 	"github.com/envelopd/envelopd/payments/rail"
+	"github.com/envelopd/envelopd/runner"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -73,8 +73,10 @@ type Config struct {
 	// failed or not_found (serve: the courtesy OOPS,
 	// mailin.Pipeline.PaymentOOPS).
 	OnRejected func(ctx context.Context, p store.Payment)
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// Metrics, when set, counts claims and outcomes as "payments".
+	Metrics *runner.Metrics
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -161,73 +163,64 @@ func (r *Runner) Serves(chain string) bool {
 }
 
 // Run checks due payments until ctx ends.
+//
+// It claims again at once while claimed checks are settled; a batch
+// given back whole (budgets, the negative cache) waits for the next
+// Interval, so that a flood costs one batch per interval, not a claim of
+// every waiting row (runner.Loop).
 func (r *Runner) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.Interval)
-	defer t.Stop()
-	for {
-		// Claim again at once while a full batch was claimed and some of
-		// it checked; a batch given back whole (budgets, the negative
-		// cache) waits for the next tick, so that a flood costs one
-		// batch per interval, not a claim of every waiting row.
-		for {
-			claimed, given, limit, err := r.runOnce(ctx)
-			if err != nil && ctx.Err() == nil {
-				r.cfg.Logger.Warn("payments: claim failed", "err", err)
-			}
-			if err != nil || claimed < limit || given == claimed {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+	return r.loop().Run(ctx)
 }
 
 // RunOnce claims the payments due now and checks them; it returns how
 // many it claimed.
 func (r *Runner) RunOnce(ctx context.Context) (int, error) {
-	claimed, _, _, err := r.runOnce(ctx)
+	_, claimed, err := r.loop().Once(ctx)
 	return claimed, err
 }
 
-// runOnce is RunOnce, also saying how many claims were given back
-// unchecked and how many it could claim at most.
-func (r *Runner) runOnce(ctx context.Context) (claimed, given, limit int, err error) {
-	now := r.cfg.Now()
-	// No more than the global budget has room for: a flood waits in the
-	// store, not in claims given back again and again.
-	limit = min(r.cfg.Batch, r.room(now))
-	if limit == 0 {
-		return 0, 0, 0, nil
+// loop is the runner over the payment rows: a batch claimed, all checked
+// at once.
+func (r *Runner) loop() *runner.Loop[store.Payment] {
+	return &runner.Loop[store.Payment]{Name: "payments", Worker: paymentJobs{r}, Batch: r.cfg.Batch, Parallel: r.cfg.Batch,
+		Interval: r.cfg.Interval, Now: r.cfg.Now, Metrics: r.cfg.Metrics, Logger: r.cfg.Logger}
+}
+
+// paymentJobs is the payment checks as a runner.Worker.
+type paymentJobs struct{ r *Runner }
+
+// Claim takes no more than the global budget has room for (a flood waits
+// in the store, not in claims given back again and again), and only
+// payments on chains whose rail is not backed off.
+func (j paymentJobs) Claim(ctx context.Context, now time.Time, limit int) ([]store.Payment, error) {
+	r := j.r
+	limit = min(limit, r.room(now))
+	if limit <= 0 {
+		return nil, nil
 	}
 	chains := r.upChains(now)
 	if len(chains) == 0 {
-		return 0, 0, 0, nil
+		return nil, nil
 	}
 	ps, err := r.st.ClaimPayments(ctx, now, r.cfg.Lease, limit, chains)
 	if err != nil {
-		return 0, 0, limit, err
+		return nil, fmt.Errorf("payments: claim: %w", err)
 	}
-	var wg sync.WaitGroup
-	var back atomic.Int64
-	for _, p := range ps {
-		wg.Go(func() {
-			if !r.check(ctx, p) {
-				back.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	return len(ps), int(back.Load()), limit, nil
+	return ps, nil
 }
 
-// check checks one claimed payment and settles it; false when it gave
-// the claim back unchecked (a budget, the negative cache).
-func (r *Runner) check(ctx context.Context, p store.Payment) bool {
+// Attempt checks one claimed payment and settles it.
+func (j paymentJobs) Attempt(ctx context.Context, p store.Payment) (runner.Outcome, error) {
+	return j.r.check(ctx, p), nil
+}
+
+// check checks one claimed payment and settles it: Retried when it is
+// pending again, Succeeded when it is settled for good, Released when it
+// gave the claim back unchecked (a budget, the negative cache) or left it
+// to its lease.
+func (r *Runner) check(ctx context.Context, p store.Payment) runner.Outcome {
 	now := r.cfg.Now()
+	o := runner.Released
 	log := r.cfg.Logger.With("payment", p.ID, "chain", p.Chain, "tx", p.Tx)
 	settle := func(s store.Settlement) {
 		s.CheckedAt = now
@@ -236,6 +229,10 @@ func (r *Runner) check(ctx context.Context, p store.Payment) bool {
 			return
 		}
 		log.Debug("payments: checked", "state", s.State, "reason", s.Reason)
+		o = runner.Succeeded
+		if s.State == store.PaymentPending {
+			o = runner.Retried
+		}
 		switch s.State {
 		case store.PaymentMismatch, store.PaymentFailed, store.PaymentNotFound:
 			if r.cfg.OnRejected != nil {
@@ -252,47 +249,47 @@ func (r *Runner) check(ctx context.Context, p store.Payment) bool {
 	rl, ok := r.cfg.Rails[p.Chain]
 	if !ok {
 		retry(fmt.Sprintf("no rail serves chain %q now", p.Chain), now.Add(r.cfg.MaxBackoff))
-		return true
+		return o
 	}
 	if id := proof.Identify(p.Chain, mustString(p.Tx)); id.Warning == proof.WarnMalformed {
 		settle(store.Settlement{State: store.PaymentNotFound, Reason: id.Detail})
-		return true
+		return o
 	}
 	// The cheap refusals first, before the store is read for the thread.
 	key := p.Chain + "\x00" + p.Tx
 	if at, ok := r.notSeen(key, now); ok {
 		r.release(ctx, p, at, log)
-		return false
+		return runner.Released
 	}
 	if at, ok := r.budget(p, now, false); !ok {
 		r.release(ctx, p, at, log)
-		return false
+		return runner.Released
 	}
 	want, reason, err := r.want(ctx, p)
 	if err != nil {
 		retry("reading the thread failed: "+err.Error(), now.Add(r.backoff(p.Attempts)))
-		return true
+		return o
 	}
 	if reason != "" {
 		settle(store.Settlement{State: store.PaymentMismatch, Reason: reason})
-		return true
+		return o
 	}
 	if at, ok := r.budget(p, now, true); !ok {
 		r.release(ctx, p, at, log)
-		return false
+		return runner.Released
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.CheckTimeout)
 	res, err := rl.Check(cctx, want)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
-			return true // stopping: the lease ends and another try comes
+			return runner.Released // stopping: the lease ends and another try comes
 		}
 		retry("the rail failed: "+err.Error(), now.Add(r.backoff(p.Attempts)))
 		if nodeDown(err) {
 			r.trip(p.Chain, now, log)
 		}
-		return true
+		return o
 	}
 	r.mend(p.Chain)
 	s := store.Settlement{State: string(res.State), Reason: res.Reason, Token: res.Token, Paid: res.Paid, To: res.To,
@@ -314,10 +311,10 @@ func (r *Runner) check(ctx context.Context, p store.Payment) bool {
 		s.Next = now.Add(r.backoff(p.Attempts))
 	default:
 		retry(fmt.Sprintf("the rail answered the unknown state %q", res.State), now.Add(r.backoff(p.Attempts)))
-		return true
+		return o
 	}
 	settle(s)
-	return true
+	return o
 }
 
 // nodeDown reports whether err says the rail's node as a whole is not
@@ -373,13 +370,9 @@ func (r *Runner) release(ctx context.Context, p store.Payment, at time.Time, log
 }
 
 // backoff is the wait after attempt n (1: the first): MinBackoff doubled
-// per attempt, at most MaxBackoff.
+// per attempt, at most MaxBackoff, without jitter.
 func (r *Runner) backoff(n int) time.Duration {
-	d := r.cfg.MinBackoff
-	for i := 1; i < n && d < r.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, r.cfg.MaxBackoff)
+	return runner.Backoff{Initial: r.cfg.MinBackoff, Max: r.cfg.MaxBackoff}.Delay(n)
 }
 
 // window counts events in the current minute.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/payments"
 	"github.com/envelopd/envelopd/payments/rail"
 	"github.com/envelopd/envelopd/store"
@@ -100,8 +101,8 @@ func (e *env) mail(from, typ, fields string, dir string) store.Outcome {
 	if dir == store.DirOut {
 		raw = fmt.Sprintf("From: agent@here.test\r\nTo: %s\r\nSubject: %s | test\r\nMessage-ID: <m%d@test>\r\nContent-Type: text/plain\r\n\r\n"+
 			`{"v":"0.2.0","type":%q,%s}`+"\r\n", from, subj, e.n, typ, fields)
-		a := mailin.Analyze(context.Background(), []byte(raw), mailin.AnalyzeOptions{Now: e.now})
-		in := mailin.Incoming(a, []byte(raw), store.DirOut)
+		a := message.Analyze(context.Background(), []byte(raw), message.AnalyzeOptions{Now: e.now})
+		in := message.Incoming(a, []byte(raw), store.DirOut)
 		in.ReceivedAt = e.now
 		out, err := e.st.Ingest(context.Background(), in)
 		if err != nil {

@@ -120,3 +120,9 @@ func (ps Problems) Has(code Code) bool {
 	}
 	return false
 }
+
+// Add appends a problem with a formatted message: the one way every
+// validator's checker records what it finds, in field order.
+func (ps *Problems) Add(code Code, field, format string, args ...any) {
+	*ps = append(*ps, New(code, field, format, args...))
+}

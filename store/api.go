@@ -102,30 +102,53 @@ type Incoming struct {
 	// until the payment is verified (then it is due at once; a rejected
 	// payment drops it). Messages without a proof are not held.
 	HandoffVerified bool
-	// OOPS, when set, is called inside the same transaction with the final
-	// outcome. A non-nil plan is a courtesy OOPS owed (or, with
-	// Suppressed, one the caller decided not to send): the store applies
-	// OOPSLimits, composes the allowed one and enqueues it atomically with
-	// the message, and records the decision on the message (Message.OOPS,
-	// and a warning oops_suppressed when none is sent).
-	OOPS func(Outcome) *OOPSPlan
+	// OOPS, when set, says what the caller decided before the ingest
+	// about the courtesy OOPS this message may be owed (data, no
+	// callback). With the final outcome the store decides whether one is
+	// owed (OOPSTerms.Owed), applies OOPSLimits and records the decision
+	// on the message (Message.OOPS, and a warning oops_suppressed when
+	// none is sent); an allowed OOPS is recorded as owed, a row in the
+	// message's own transaction (OwedOOPS), which a worker composes, signs
+	// and queues after the commit (ClaimOwedOOPS, ResolveOOPS).
+	OOPS *OOPSTerms
 	// OOPSLimits bound the courtesy OOPS (zero fields: the defaults).
 	OOPSLimits OOPSLimits
 }
 
-// OOPSPlan is a courtesy OOPS a message is owed.
+// OOPSTerms are the facts a courtesy OOPS decision needs that only the
+// caller knows (Envelopay v0.2.0, "OOPS is a courtesy"): whom it would go
+// to and from, which errors are answered, and whether the caller
+// suppresses it whatever the outcome (an unverified sender, automated
+// mail: RFC 3834).
+type OOPSTerms struct {
+	// Codes are the errors answered, in order of preference
+	// (parse.OOPSCodes).
+	Codes []protocols.Code
+	To    string // the recipient (the message's From), lower case
+	From  string // the sender: an address at a domain the operator signs for
+	// Suppressed, when not "", is why no OOPS is sent (e.g.
+	// OOPSSenderUnverified); Detail is a sentence on it for the stored
+	// warning.
+	Suppressed, Detail string
+}
+
+// Owed returns the problem an OOPS answers for a message of Envelopay type
+// typ with the final errors errs (protocols.OOPSOwed over t.Codes).
+func (t *OOPSTerms) Owed(typ string, errs protocols.Problems) (protocols.Problem, bool) {
+	return protocols.OOPSOwed(typ, errs, t.Codes)
+}
+
+// OOPSPlan is a courtesy OOPS a message is owed (Envelopay v0.2.0, "OOPS
+// is a courtesy"; no backscatter: docs/serve.md), as data.
 type OOPSPlan struct {
 	Code protocols.Code // the error the OOPS answers
 	To   string         // its recipient, lower case
+	From string         // its sender, at a signing domain ("" when Suppressed)
 	// Suppressed, when not "", is why the caller sends none (e.g.
 	// OOPSSenderUnverified); the store records it and checks no limit.
 	Suppressed string
 	// Detail is a sentence on Suppressed for the stored warning.
 	Detail string
-	// Compose builds the OOPS once the limits allow it: the queue entry
-	// and the OOPS's Envelopay JSON body. An error records
-	// OOPSComposeFailed.
-	Compose func() (*Outgoing, json.RawMessage, error)
 }
 
 // OOPSLimits are the courtesy OOPS rate limits, counted in the store so
@@ -160,8 +183,8 @@ type OOPSRecord struct {
 	Code protocols.Code `json:"code"`
 	To   string         `json:"to"`
 	Sent bool           `json:"sent"`
-	// Pending: allowed and owed, not composed and queued yet (it is
-	// composed after the ingest commits; see OwedOOPS).
+	// Pending: allowed and owed, not composed and queued yet (a worker
+	// composes it after the ingest commits; see OwedOOPS).
 	Pending   bool            `json:"pending,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
 	QueueID   int64           `json:"queue_id,omitempty"`
@@ -185,7 +208,9 @@ type Outcome struct {
 	// Replay is true when a claim matched an earlier one with the same value
 	// and its OnSame code is "" (a marked, harmless replay).
 	Replay bool
-	// QueuedOOPS is the queue id of an enqueued courtesy OOPS, or 0.
+	// QueuedOOPS is the queue id of the courtesy OOPS once queued, or 0:
+	// Ingest leaves it 0 (an allowed OOPS is owed, OOPS.Pending, and the
+	// owed-OOPS worker queues it: OOPSRecord.QueueID on the message).
 	QueuedOOPS int64
 	// OOPS is the courtesy OOPS decision, or nil when none was owed.
 	OOPS *OOPSRecord
@@ -307,7 +332,6 @@ type Delivery struct {
 	MessageID int64 // stored message row id
 	Target    string
 	Attempts  int
-	Result    json.RawMessage
 }
 
 // Store is the rules core and the relay's mailboxes together: the small
@@ -345,6 +369,9 @@ type Ingester interface {
 // Reader is the rules room's reads of stored messages (read.go).
 type Reader interface {
 	Message(ctx context.Context, id int64) (*Message, error)
+	// MessageInfo is Message without the raw bytes (Raw nil): what the
+	// message's JSON needs.
+	MessageInfo(ctx context.Context, id int64) (*Message, error)
 	Messages(ctx context.Context, f Filter) ([]Message, error)
 	// Thread returns the messages of the thread holding ref (a thread id, a
 	// Message-ID or an Envelopay id), oldest first.
@@ -360,6 +387,7 @@ type Reader interface {
 // (queue.go).
 type OutboundQueue interface {
 	Enqueue(ctx context.Context, out *Outgoing) (int64, error)
+	CheckedEnqueuer
 	// ClaimDue returns recipients due at now and, before returning, records
 	// the attempt (attempts+1, next attempt pushed to now+lease) so that a
 	// crash during the try neither loses nor duplicates work.

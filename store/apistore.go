@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode"
 )
@@ -79,13 +79,7 @@ func (s apiKeyRoom) APIKeyByID(ctx context.Context, id string) (APIKey, error) {
 		return APIKey{}, ErrClosed
 	}
 	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return APIKey{}, fmt.Errorf("API key %s: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return APIKey{}, fmt.Errorf("store: API key: %w", err)
-	}
-	return k, nil
+	return one(k, err, "API key", "API key "+id)
 }
 
 // APIKeys lists every key, oldest first.
@@ -93,20 +87,7 @@ func (s apiKeyRoom) APIKeys(ctx context.Context) ([]APIKey, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("store: API keys: %w", err)
-	}
-	defer rows.Close()
-	out := []APIKey{}
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: API keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "API keys", scanKey, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys ORDER BY created_at, id`)
 }
 
 // RevokeAPIKey marks the key revoked (ErrNotFound when unknown). The row
@@ -116,12 +97,9 @@ func (s apiKeyRoom) APIKeys(ctx context.Context) ([]APIKey, error) {
 // claimed, from its commit on.
 func (s apiKeyRoom) RevokeAPIKey(ctx context.Context, id string) error {
 	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, time.Now().UTC().UnixNano(), id)
-		if err != nil {
-			return fmt.Errorf("store: revoke API key: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("API key %s: %w", id, ErrNotFound)
+		if err := execOne(tx, "revoke API key", "API key "+id,
+			`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, time.Now().UTC().UnixNano(), id); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(`UPDATE api_webhooks SET enabled = ?, disabled_reason = 'key_revoked', updated_at = ?
 			WHERE key_id = ? AND enabled`, false, time.Now().UTC().UnixNano(), id); err != nil {
@@ -230,45 +208,28 @@ func (s indexRoom) SyncInboxes(ctx context.Context, max int) (int, error) {
 			if err := tx.QueryRow(`SELECT synced_id FROM api_sync` + s.d.forUpdate).Scan(&synced); err != nil {
 				return fmt.Errorf("store: sync inboxes: %w", err)
 			}
-			rows, err := tx.Query(`SELECT m.id, m.mailbox, m.direction, m.sender, m.recipients, m.thread_id, m.received_at FROM messages m
+			rows, err := tx.Query(`SELECT m.id, m.mailbox, m.direction, m.sender, m.recipients, m.thread_id, m.received_at, m.received_as FROM messages m
 				WHERE m.id > ?`+s.and(s.d.visible)+` ORDER BY m.id LIMIT ?`, synced, syncBatch)
-			if err != nil {
-				return fmt.Errorf("store: sync inboxes: %w", err)
-			}
 			type item struct {
-				id, at                           int64
-				mailbox, dir, sender, rcpts, thr string
+				id, at                               int64
+				mailbox, dir, sender, rcpts, thr, as string
 			}
 			var items []item
-			for rows.Next() {
+			if err := eachRow(rows, err, "store: sync inboxes", func(sc scanner) error {
 				var it item
-				if err := rows.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at); err != nil {
-					rows.Close()
-					return fmt.Errorf("store: sync inboxes: %w", err)
-				}
+				err := sc.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at, &it.as)
 				items = append(items, it)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("store: sync inboxes: %w", err)
-			}
-			// Inbound lists mark what they refuse (LabelBlocked); most
-			// installations have none, and pay one query per batch.
-			var lists bool
-			if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM api_lists WHERE direction IN ('receive', 'reply'))`).Scan(&lists); err != nil {
-				return fmt.Errorf("store: sync inboxes: %w", err)
+				return err
+			}); err != nil {
+				return err
 			}
 			for _, it := range items {
 				for _, b := range inboxesOf(it.mailbox, it.dir, it.sender, it.rcpts) {
+					// Inbound lists mark what they refused when the
+					// message was stored (receivedAs).
 					labels := " "
-					if lists && it.dir == DirIn {
-						blocked, err := inboundBlocked(tx, b, it.thr, it.sender)
-						if err != nil {
-							return err
-						}
-						if blocked {
-							labels = " " + LabelBlocked + " "
-						}
+					if blockedFor(it.as, b) {
+						labels = " " + LabelBlocked + " "
 					}
 					if _, err := tx.Exec(`INSERT INTO api_inboxes (address, created_at, updated_at) VALUES (?, ?, ?)
 						ON CONFLICT (address) DO UPDATE SET deleted = 0`, b, it.at, it.at); err != nil {
@@ -454,13 +415,7 @@ func (s indexRoom) InboxByAddress(ctx context.Context, address string) (Inbox, e
 		return Inbox{}, ErrClosed
 	}
 	b, err := scanInbox(s.r.QueryRowContext(ctx, `SELECT `+inboxCols+` FROM api_inboxes WHERE address = ? AND deleted = 0`, address))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Inbox{}, fmt.Errorf("inbox %s: %w", address, ErrNotFound)
-	}
-	if err != nil {
-		return Inbox{}, fmt.Errorf("store: inbox: %w", err)
-	}
-	return b, nil
+	return one(b, err, "inbox", "inbox "+address)
 }
 
 // Inboxes lists visible inboxes by address, after the address after
@@ -494,48 +449,24 @@ func (s indexRoom) Inboxes(ctx context.Context, after string, limit int, desc bo
 	}
 	q += ` LIMIT ?`
 	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: inboxes: %w", err)
-	}
-	defer rows.Close()
-	out := []Inbox{}
-	for rows.Next() {
-		b, err := scanInbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: inboxes: %w", err)
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "inboxes", scanInbox, q, args...)
 }
 
 // UpdateInbox sets the display name of a visible inbox.
 func (s indexRoom) UpdateInbox(ctx context.Context, address, displayName string) error {
-	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`UPDATE api_inboxes SET display_name = ?, updated_at = ? WHERE address = ? AND deleted = 0`,
-			displayName, time.Now().UTC().UnixNano(), address)
-		if err != nil {
-			return fmt.Errorf("store: update inbox: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("inbox %s: %w", address, ErrNotFound)
-		}
-		return nil
-	})
+	return s.writeOne(ctx, "update inbox", "inbox "+address,
+		`UPDATE api_inboxes SET display_name = ?, updated_at = ? WHERE address = ? AND deleted = 0`,
+		displayName, time.Now().UTC().UnixNano(), address)
 }
 
 // DeleteInbox hides the inbox and empties its index; the stored messages
 // (and a relay mailbox) stay. New mail for the address shows it again.
 func (s indexRoom) DeleteInbox(ctx context.Context, address string) error {
 	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`UPDATE api_inboxes SET deleted = 1, client_id = NULL, updated_at = ? WHERE address = ? AND deleted = 0`,
-			time.Now().UTC().UnixNano(), address)
-		if err != nil {
-			return fmt.Errorf("store: delete inbox: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("inbox %s: %w", address, ErrNotFound)
+		if err := execOne(tx, "delete inbox", "inbox "+address,
+			`UPDATE api_inboxes SET deleted = 1, client_id = NULL, updated_at = ? WHERE address = ? AND deleted = 0`,
+			time.Now().UTC().UnixNano(), address); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(`DELETE FROM inbox_messages WHERE inbox = ?`, address); err != nil {
 			return fmt.Errorf("store: delete inbox: %w", err)
@@ -596,52 +527,48 @@ func labelCond(d *dialect, l string) (string, []any) {
 }
 
 func (q *InboxQuery) where(d *dialect) (string, []any) {
-	var conds []string
-	var args []any
-	if q.Inbox != "" {
-		conds = append(conds, `x.inbox = ?`)
-		args = append(args, q.Inbox)
-	}
-	if q.ThreadID != "" {
-		conds = append(conds, `x.thread_id = ?`)
-		args = append(args, q.ThreadID)
-	}
+	var w clause
+	w.addIf(q.Inbox != "", `x.inbox = ?`, q.Inbox)
+	w.addIf(q.ThreadID != "", `x.thread_id = ?`, q.ThreadID)
 	for _, l := range q.Labels {
 		c, a := labelCond(d, l)
-		conds = append(conds, c)
-		args = append(args, a...)
+		w.add(c, a...)
 	}
-	if q.Type != "" {
-		conds = append(conds, `m.type = ?`)
-		args = append(args, q.Type)
-	}
-	if q.Sender != "" {
-		conds = append(conds, `m.sender = ?`)
-		args = append(args, q.Sender)
-	}
+	w.addIf(q.Type != "", `m.type = ?`, q.Type)
+	w.addIf(q.Sender != "", `m.sender = ?`, q.Sender)
 	if q.ErrorCode != "" {
 		// errors and warnings are JSON arrays of protocols.Problem, as
 		// encoding/json writes them: "code":"X" with no space.
 		c := `"code":` + strconv.Quote(q.ErrorCode)
-		conds = append(conds, `(`+d.instr+`(m.errors, ?) > 0 OR `+d.instr+`(m.warnings, ?) > 0)`)
-		args = append(args, c, c)
+		w.add(`(`+d.instr+`(m.errors, ?) > 0 OR `+d.instr+`(m.warnings, ?) > 0)`, c, c)
 	}
 	if c, a := d.search(q.Search); c != "" {
-		conds = append(conds, c)
-		args = append(args, a...)
+		w.add(c, a...)
 	}
-	if !q.Before.IsZero() {
-		conds = append(conds, `m.received_at < ?`)
-		args = append(args, q.Before.UTC().UnixNano())
-	}
-	if !q.After.IsZero() {
-		conds = append(conds, `m.received_at >= ?`)
-		args = append(args, q.After.UTC().UnixNano())
-	}
-	if len(conds) == 0 {
+	w.addIf(!q.Before.IsZero(), `m.received_at < ?`, q.Before.UTC().UnixNano())
+	w.addIf(!q.After.IsZero(), `m.received_at >= ?`, q.After.UTC().UnixNano())
+	if len(w.sql) == 0 {
 		return "true", nil
 	}
-	return strings.Join(conds, " AND "), args
+	return strings.Join(w.sql, " AND "), w.args
+}
+
+// clause gathers the conditions of a WHERE clause and their arguments.
+type clause struct {
+	sql  []string
+	args []any
+}
+
+func (w *clause) add(cond string, args ...any) {
+	w.sql = append(w.sql, cond)
+	w.args = append(w.args, args...)
+}
+
+// addIf adds the condition when ok.
+func (w *clause) addIf(ok bool, cond string, args ...any) {
+	if ok {
+		w.add(cond, args...)
+	}
 }
 
 // searchWords are the words of free text a search requires: runs of
@@ -886,27 +813,15 @@ func (s indexRoom) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMess
 }
 
 func (s indexRoom) inboxQuery(ctx context.Context, q string, args ...any) ([]InboxMessage, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: inbox messages: %w", err)
-	}
-	defer rows.Close()
-	out := []InboxMessage{}
-	for rows.Next() {
-		var im InboxMessage
+	out, err := queryAll(ctx, s.r, "inbox messages", func(sc scanner) (im InboxMessage, err error) {
 		var labels string
-		m, err := scanMessage(prefixScanner{rows, []any{&im.Inbox, &labels}}, false)
-		if err != nil {
-			return nil, fmt.Errorf("store: inbox messages: %w", err)
-		}
-		im.Message = m
+		im.Message, err = scanMessage(prefixScanner{sc, []any{&im.Inbox, &labels}}, false)
 		im.Labels = strings.Fields(labels)
-		out = append(out, im)
+		return im, err
+	}, q, args...)
+	if err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: inbox messages: %w", err)
-	}
-	rows.Close()
 	if err := s.attachPayments(ctx, len(out), func(i int) *Message { return &out[i].Message }); err != nil {
 		return nil, err
 	}
@@ -955,34 +870,58 @@ func (s indexRoom) InboxMessageByRef(ctx context.Context, inbox, ref string) (*I
 // SetInboxLabels adds and removes user labels of one indexed message and
 // returns its user labels.
 func (s indexRoom) SetInboxLabels(ctx context.Context, inbox string, id int64, add, remove []string) ([]string, error) {
+	out, err := s.SetInboxLabelsBatch(ctx, inbox, []int64{id}, add, remove)
+	if err != nil {
+		return nil, err
+	}
+	if out[0] == nil {
+		return nil, fmt.Errorf("message %d of %s: %w", id, inbox, ErrNotFound)
+	}
+	return out[0], nil
+}
+
+// SetInboxLabelsBatch adds and removes the same user labels on indexed
+// messages of inbox in one transaction (all or none) and returns each
+// one's user labels, in the order of ids: nil for an id the inbox does
+// not hold.
+func (s indexRoom) SetInboxLabelsBatch(ctx context.Context, inbox string, ids []int64, add, remove []string) ([][]string, error) {
 	for _, l := range append(slices.Clone(add), remove...) {
 		if l == "" || strings.ContainsAny(l, " \t\r\n\x00") || len(l) > 200 {
 			return nil, fmt.Errorf("%w: label %q", ErrBadInput, l)
 		}
 	}
-	var out []string
+	var out [][]string
 	err := s.write(ctx, func(tx Tx) error {
-		var cur string
-		err := tx.QueryRow(`SELECT labels FROM inbox_messages WHERE inbox = ? AND message_id = ?`, inbox, id).Scan(&cur)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("message %d of %s: %w", id, inbox, ErrNotFound)
+		out = make([][]string, len(ids))
+		for i, id := range ids {
+			var cur string
+			err := tx.QueryRow(`SELECT labels FROM inbox_messages WHERE inbox = ? AND message_id = ?`, inbox, id).Scan(&cur)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("store: labels: %w", err)
+			}
+			ls := strings.Fields(cur)
+			ls = append(ls, add...)
+			ls = slices.DeleteFunc(ls, func(l string) bool { return slices.Contains(remove, l) })
+			slices.Sort(ls)
+			ls = slices.Compact(ls)
+			if len(ls) > 100 {
+				return fmt.Errorf("%w: more than 100 labels", ErrBadInput)
+			}
+			if _, err := tx.Exec(`UPDATE inbox_messages SET labels = ? WHERE inbox = ? AND message_id = ?`,
+				" "+strings.Join(ls, " ")+" ", inbox, id); err != nil {
+				return fmt.Errorf("store: labels: %w", err)
+			}
+			if err := logLabelEvents(tx, inbox, id, strings.Fields(cur), ls, time.Now()); err != nil {
+				return err
+			}
+			out[i] = ls
+			if out[i] == nil {
+				out[i] = []string{}
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("store: labels: %w", err)
-		}
-		ls := strings.Fields(cur)
-		ls = append(ls, add...)
-		ls = slices.DeleteFunc(ls, func(l string) bool { return slices.Contains(remove, l) })
-		slices.Sort(ls)
-		ls = slices.Compact(ls)
-		if len(ls) > 100 {
-			return fmt.Errorf("%w: more than 100 labels", ErrBadInput)
-		}
-		if _, err := tx.Exec(`UPDATE inbox_messages SET labels = ? WHERE inbox = ? AND message_id = ?`,
-			" "+strings.Join(ls, " ")+" ", inbox, id); err != nil {
-			return fmt.Errorf("store: labels: %w", err)
-		}
-		out = ls
 		return nil
 	})
 	return out, err
@@ -1041,44 +980,55 @@ func (s indexRoom) HideMessages(ctx context.Context, inbox, thread string, ids [
 // their messages (a page is found after a few threads), where a rarer
 // search starts from its matches' threads. Tests make it small to take
 // both ways.
-var commonMatches = func() *atomic.Int64 {
-	var n atomic.Int64
-	n.Store(5000)
-	return &n
-}()
+var commonMatches = tunable(5000)
 
 // threadSearch returns a thread list's search conditions on SQLite: on
 // the thread's messages x (inner) and on the thread t (outer), with
-// sqliteMatch's terms. A common search probes the index for each message
-// of the threads walked (exact terms only: a probe of a prefix term
-// would merge its doclists each time); a rarer one restricts the threads
-// to its matches' (each match looked up in every inbox, found by a skip
-// scan of inbox_threads) and tests the messages against the set of
-// matches. inner is "" when neither applies (the dialect's condition
-// then).
-func (s indexRoom) threadSearch(ctx context.Context, text string) (inner string, innerArgs []any, outer string, outerArgs []any, err error) {
+// sqliteMatch's terms. A common search (window true) probes the index
+// for each message of the threads walked (exact terms only: a probe of a
+// prefix term would merge its doclists each time); a page newest first
+// is walked in windows instead (InboxThreads, windowMatch). A rarer one
+// restricts the threads to its matches' (each match looked up in every
+// inbox, found by a skip scan of inbox_threads) and tests the messages
+// against the set of matches. inner is "" when neither applies (the
+// dialect's condition then).
+func (s indexRoom) threadSearch(ctx context.Context, text string) (inner string, innerArgs []any, outer string, outerArgs []any, window bool, err error) {
 	match, err := s.sqliteMatch(ctx, text)
 	if err != nil || match == "" {
-		return "", nil, "", nil, err
+		return "", nil, "", nil, false, err
 	}
 	var n int
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_fts WHERE message_fts MATCH ? LIMIT ?) AS c`,
 		match, commonMatches.Load()).Scan(&n); err != nil {
-		return "", nil, "", nil, fmt.Errorf("store: threads: %w", err)
+		return "", nil, "", nil, false, fmt.Errorf("store: threads: %w", err)
 	}
 	if int64(n) >= commonMatches.Load() {
 		if strings.Contains(match, `"*`) {
-			return "", nil, "", nil, nil // a prefix term was left: no cheap probe
+			return "", nil, "", nil, false, nil // a prefix term was left: no cheap probe
 		}
-		return `EXISTS (SELECT 1 FROM message_fts f WHERE message_fts MATCH ? AND f.rowid = x.message_id)`, []any{match}, "", nil, nil
+		return probeMatch, []any{match}, "", nil, true, nil
 	}
 	return `x.message_id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ?)`, []any{match},
 		`(t.inbox, t.thread_id) IN (SELECT y.inbox, y.thread_id FROM message_fts f CROSS JOIN inbox_messages y
 			WHERE message_fts MATCH ? AND y.message_id = f.rowid AND y.inbox IN (
 				WITH RECURSIVE b(inbox) AS (SELECT min(inbox) FROM inbox_threads
 					UNION ALL SELECT (SELECT min(inbox) FROM inbox_threads WHERE inbox > b.inbox) FROM b WHERE b.inbox IS NOT NULL)
-				SELECT inbox FROM b WHERE inbox IS NOT NULL))`, []any{match}, nil
+				SELECT inbox FROM b WHERE inbox IS NOT NULL))`, []any{match}, false, nil
 }
+
+// probeMatch tests a message x against a MATCH by a probe of the index.
+const probeMatch = `EXISTS (SELECT 1 FROM message_fts f WHERE message_fts MATCH ? AND f.rowid = x.message_id)`
+
+// windowMatch tests a message x against a MATCH in a window [lo, hi) of
+// rowids: a message in it against the window's matches, read once by one
+// walk of the index; an older one (a thread's first messages can precede
+// the window) by a probe. Its arguments are lo, match, lo, hi, lo, match.
+const windowMatch = `((x.message_id >= ? AND x.message_id IN (SELECT rowid FROM message_fts WHERE message_fts MATCH ? AND rowid >= ? AND rowid < ?))
+	OR (x.message_id < ? AND ` + probeMatch + `))`
+
+// firstWindow is how many threads per page size the first window of a
+// common search's walk holds; each next window is twice the last.
+const firstWindow = 4
 
 // ThreadRef is one thread of an inbox: its id and last message row id.
 type ThreadRef struct {
@@ -1095,71 +1045,141 @@ func (s indexRoom) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef,
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	var conds []string
-	var args []any
+	var scope []string
+	var scopeArgs []any
 	if q.Inbox != "" {
-		conds = append(conds, `t.inbox = ?`)
-		args = append(args, q.Inbox)
+		scope = append(scope, `t.inbox = ?`)
+		scopeArgs = append(scopeArgs, q.Inbox)
 	} else if q.Inboxes != nil {
 		if len(q.Inboxes) == 0 {
 			return []ThreadRef{}, nil
 		}
-		conds = append(conds, `t.inbox IN (`+placeholders(len(q.Inboxes))+`)`)
+		scope = append(scope, `t.inbox IN (`+placeholders(len(q.Inboxes))+`)`)
 		for _, b := range q.Inboxes {
-			args = append(args, b)
+			scopeArgs = append(scopeArgs, b)
 		}
 	}
 	op, order := "<", "DESC"
 	if q.Ascending {
 		op, order = ">", "ASC"
 	}
-	switch {
-	case q.CursorID > 0 && q.Inbox != "":
-		conds = append(conds, `t.last_id `+op+` ?`) // a range of inbox_threads_last
-		args = append(args, q.CursorID)
-	case q.CursorID > 0:
-		conds = append(conds, `(t.last_id, t.inbox) `+op+` (?, ?)`)
-		args = append(args, q.CursorID, q.CursorInbox)
+	// after is the keyset condition: threads after (id, inbox) in the
+	// walk's order.
+	after := func(id int64, inbox string) (string, []any) {
+		if q.Inbox != "" {
+			return `t.last_id ` + op + ` ?`, []any{id} // a range of inbox_threads_last
+		}
+		return `(t.last_id, t.inbox) ` + op + ` (?, ?)`, []any{id, inbox}
 	}
+	conds, args := slices.Clone(scope), slices.Clone(scopeArgs)
+	if q.CursorID > 0 {
+		c, a := after(q.CursorID, q.CursorInbox)
+		conds, args = append(conds, c), append(args, a...)
+	}
+	var exists, window string
+	var existsArgs []any
 	if len(q.Labels) > 0 || !q.Before.IsZero() || !q.After.IsZero() || q.Type != "" || q.Sender != "" || q.ErrorCode != "" || FTSQuery(q.Search) != "" {
 		sub := InboxQuery{Labels: q.Labels, Before: q.Before, After: q.After, Type: q.Type, Sender: q.Sender, ErrorCode: q.ErrorCode, Search: q.Search}
 		var inner, outer string
 		var innerArgs, outerArgs []any
+		var windowed bool
 		if s.d.searchWalk != nil && FTSQuery(q.Search) != "" {
 			var err error
-			if inner, innerArgs, outer, outerArgs, err = s.threadSearch(ctx, q.Search); err != nil {
+			if inner, innerArgs, outer, outerArgs, windowed, err = s.threadSearch(ctx, q.Search); err != nil {
 				return nil, err
 			}
 			if inner != "" {
 				sub.Search = ""
-				inner = ` AND ` + inner
 			}
 		}
 		w, a := sub.where(s.d)
-		conds = append(conds, `EXISTS (SELECT 1 FROM inbox_messages x JOIN messages m ON m.id = x.message_id
-			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND `+w+inner+`)`)
-		args = append(append(args, a...), innerArgs...)
+		exists = `EXISTS (SELECT 1 FROM inbox_messages x JOIN messages m ON m.id = x.message_id
+			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND ` + w
+		existsArgs = a
+		switch {
+		case windowed && !q.Ascending && q.Limit > 0:
+			window = windowMatch
+			existsArgs = append(existsArgs, innerArgs...)
+		case inner != "":
+			exists += ` AND ` + inner
+			existsArgs = append(existsArgs, innerArgs...)
+		}
+		if window == "" {
+			conds = append(conds, exists+`)`)
+			args = append(args, existsArgs...)
+		}
 		if outer != "" {
 			conds = append(conds, outer)
 			args = append(args, outerArgs...)
 		}
 	}
-	where := "true"
-	if len(conds) > 0 {
-		where = strings.Join(conds, " AND ")
+	tail := ` ORDER BY t.last_id ` + order + `, t.inbox ` + order
+	if window == "" {
+		sqlq := `SELECT t.inbox, t.thread_id, t.last_id FROM inbox_threads t WHERE ` + and(conds) + tail
+		if q.Limit > 0 {
+			sqlq += ` LIMIT ?`
+			args = append(args, q.Limit)
+		}
+		return s.threadRefs(ctx, nil, sqlq, args)
 	}
-	sqlq := `SELECT t.inbox, t.thread_id, t.last_id FROM inbox_threads t WHERE ` + where +
-		` ORDER BY t.last_id ` + order + `, t.inbox ` + order
-	if q.Limit > 0 {
-		sqlq += ` LIMIT ?`
-		args = append(args, q.Limit)
+	// A common search walks the threads newest first in windows: a
+	// window is the next n threads (n = firstWindow × Limit, doubling),
+	// its messages tested against the matches in the window's rowid
+	// range, read by one walk of the index (the messages of a thread are
+	// at most its last_id, and a thread of the window has last_id ≥ lo).
+	// A page is found in the first window unless matches are sparse;
+	// each window costs about its own threads and matches.
+	match := existsArgs[len(existsArgs)-1]
+	existsArgs = existsArgs[:len(existsArgs)-1]
+	out := []ThreadRef{}
+	hi := int64(math.MaxInt64)
+	if q.CursorID > 0 {
+		hi = q.CursorID + 1 // the cursor thread's own last message is not in a next thread
 	}
+	for n := firstWindow * q.Limit; ; n *= 2 {
+		var lo int64
+		err := s.r.QueryRowContext(ctx, `SELECT t.last_id FROM inbox_threads t WHERE `+and(conds)+tail+` LIMIT 1 OFFSET ?`,
+			append(slices.Clone(args), n)...).Scan(&lo)
+		if errors.Is(err, sql.ErrNoRows) {
+			lo = 0 // fewer than n threads left: the window is the rest
+		} else if err != nil {
+			return nil, fmt.Errorf("store: threads: %w", err)
+		}
+		wc := append(slices.Clone(conds), `t.last_id >= ?`, exists+` AND `+window+`)`)
+		wa := append(append(slices.Clone(args), lo), existsArgs...)
+		wa = append(wa, lo, match, lo, hi, lo, match, q.Limit-len(out))
+		page, err := s.threadRefs(ctx, out, `SELECT t.inbox, t.thread_id, t.last_id FROM inbox_threads t WHERE `+and(wc)+tail+` LIMIT ?`, wa)
+		if err != nil {
+			return nil, err
+		}
+		out = page
+		if len(out) >= q.Limit || lo == 0 {
+			return out, nil
+		}
+		// The next window: the threads before lo.
+		c, a := after(lo, "")
+		conds, args = append(slices.Clone(scope), c), append(slices.Clone(scopeArgs), a...)
+		hi = lo
+	}
+}
+
+func and(conds []string) string {
+	if len(conds) == 0 {
+		return "true"
+	}
+	return strings.Join(conds, " AND ")
+}
+
+// threadRefs appends the rows of a thread list query to out.
+func (s indexRoom) threadRefs(ctx context.Context, out []ThreadRef, sqlq string, args []any) ([]ThreadRef, error) {
 	rows, err := s.r.QueryContext(ctx, sqlq, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: threads: %w", err)
 	}
 	defer rows.Close()
-	out := []ThreadRef{}
+	if out == nil {
+		out = []ThreadRef{}
+	}
 	for rows.Next() {
 		var t ThreadRef
 		if err := rows.Scan(&t.Inbox, &t.ThreadID, &t.LastID); err != nil {
@@ -1175,18 +1195,13 @@ func (s indexRoom) ThreadInboxes(ctx context.Context, thread string) ([]string, 
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT inbox FROM inbox_threads WHERE thread_id = ? ORDER BY inbox`, thread)
-	if err != nil {
-		return nil, fmt.Errorf("store: thread inboxes: %w", err)
-	}
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
+	rows, err := s.r.QueryContext(ctx, `SELECT inbox FROM inbox_threads WHERE thread_id = ? ORDER BY inbox`, thread)
+	err = eachRow(rows, err, "store: thread inboxes", func(sc scanner) error {
 		var b string
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
+		err := sc.Scan(&b)
 		out = append(out, b)
-	}
-	return out, rows.Err()
+		return err
+	})
+	return out, err
 }

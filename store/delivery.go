@@ -41,15 +41,6 @@ func (s handoffRoom) ClaimDeliveries(ctx context.Context, target string, now tim
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("store: claim deliveries: %w", err)
 		}
-		for i := range ds {
-			var res []byte
-			if err := tx.QueryRow(`SELECT result FROM messages WHERE id = ?`, ds[i].MessageID).Scan(&res); err != nil {
-				return fmt.Errorf("store: claim deliveries: %w", err)
-			}
-			if ds[i].Result, err = raws.decodeResult(res); err != nil {
-				return fmt.Errorf("store: claim deliveries: %w", err)
-			}
-		}
 		return nil
 	})
 	if err != nil {

@@ -117,13 +117,7 @@ func (s domainRoom) ManagedDomain(ctx context.Context, name string) (ManagedDoma
 		return ManagedDomain{}, ErrClosed
 	}
 	d, err := scanDomain(s.r.QueryRowContext(ctx, `SELECT `+domainCols+` FROM domains WHERE name = ?`, name))
-	if errors.Is(err, sql.ErrNoRows) {
-		return ManagedDomain{}, fmt.Errorf("domain %s: %w", name, ErrNotFound)
-	}
-	if err != nil {
-		return ManagedDomain{}, fmt.Errorf("store: domain: %w", err)
-	}
-	return d, nil
+	return one(d, err, "domain", "domain "+name)
 }
 
 // ManagedDomains implements DomainStore.
@@ -131,34 +125,12 @@ func (s domainRoom) ManagedDomains(ctx context.Context) ([]ManagedDomain, error)
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT `+domainCols+` FROM domains ORDER BY created_at DESC, name`)
-	if err != nil {
-		return nil, fmt.Errorf("store: domains: %w", err)
-	}
-	defer rows.Close()
-	out := []ManagedDomain{}
-	for rows.Next() {
-		d, err := scanDomain(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: domains: %w", err)
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "domains", scanDomain, `SELECT `+domainCols+` FROM domains ORDER BY created_at DESC, name`)
 }
 
 // DeleteDomain implements DomainStore.
 func (s domainRoom) DeleteDomain(ctx context.Context, name string) error {
-	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`DELETE FROM domains WHERE name = ?`, name)
-		if err != nil {
-			return fmt.Errorf("store: delete domain: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("domain %s: %w", name, ErrNotFound)
-		}
-		return nil
-	})
+	return s.writeOne(ctx, "delete domain", "domain "+name, `DELETE FROM domains WHERE name = ?`, name)
 }
 
 // SetDomainCheck implements DomainStore.

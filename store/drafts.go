@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -57,7 +55,7 @@ func checkDraft(d Draft) error {
 
 const draftCols = `id, inbox, request, send_at, status, last_error, coalesce(client_id, ''), created_at, updated_at`
 
-func scanDraft(r interface{ Scan(...any) error }) (Draft, error) {
+func scanDraft(r scanner) (Draft, error) {
 	var d Draft
 	var sendAt, created, updated int64
 	if err := r.Scan(&d.ID, &d.Inbox, &d.Request, &sendAt, &d.Status, &d.LastError, &d.ClientID, &created, &updated); err != nil {
@@ -113,13 +111,7 @@ func (s draftRoom) CreateDraft(ctx context.Context, d Draft) (Draft, bool, error
 // DraftByID returns a draft (ErrNotFound).
 func (s draftRoom) DraftByID(ctx context.Context, id string) (Draft, error) {
 	d, err := scanDraft(s.r.QueryRowContext(ctx, `SELECT `+draftCols+` FROM api_drafts WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Draft{}, fmt.Errorf("draft %s: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return Draft{}, fmt.Errorf("store: draft: %w", err)
-	}
-	return d, nil
+	return one(d, err, "draft", "draft "+id)
 }
 
 // Drafts lists the drafts of inbox ("": of every inbox), newest first,
@@ -134,20 +126,7 @@ func (s draftRoom) Drafts(ctx context.Context, inbox string, cursorAt int64, cur
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: drafts: %w", err)
-	}
-	defer rows.Close()
-	out := []Draft{}
-	for rows.Next() {
-		d, err := scanDraft(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: drafts: %w", err)
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "drafts", scanDraft, q, args...)
 }
 
 // UpdateDraft replaces a draft's document, send time, status and error;
@@ -156,32 +135,15 @@ func (s draftRoom) UpdateDraft(ctx context.Context, d Draft) error {
 	if err := checkDraft(d); err != nil {
 		return err
 	}
-	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`UPDATE api_drafts SET request = ?, send_at = ?, lease_until = 0, status = ?, last_error = ?, updated_at = ? WHERE id = ?`,
-			string(d.Request), nanos(d.SendAt), d.Status, d.LastError, nanos(d.UpdatedAt), d.ID)
-		if err != nil {
-			return fmt.Errorf("store: update draft: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("draft %s: %w", d.ID, ErrNotFound)
-		}
-		return nil
-	})
+	return s.writeOne(ctx, "update draft", "draft "+d.ID,
+		`UPDATE api_drafts SET request = ?, send_at = ?, lease_until = 0, status = ?, last_error = ?, updated_at = ? WHERE id = ?`,
+		string(d.Request), nanos(d.SendAt), d.Status, d.LastError, nanos(d.UpdatedAt), d.ID)
 }
 
 // DeleteDraft deletes a draft (ErrNotFound); a draft that was sent is
 // deleted so.
 func (s draftRoom) DeleteDraft(ctx context.Context, id string) error {
-	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`DELETE FROM api_drafts WHERE id = ?`, id)
-		if err != nil {
-			return fmt.Errorf("store: delete draft: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("draft %s: %w", id, ErrNotFound)
-		}
-		return nil
-	})
+	return s.writeOne(ctx, "delete draft", "draft "+id, `DELETE FROM api_drafts WHERE id = ?`, id)
 }
 
 // ClaimDueDrafts leases up to limit scheduled drafts due at now (oldest

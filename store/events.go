@@ -22,10 +22,12 @@ import (
 // (a message stored, a queued recipient sent or failed), so an event
 // exists exactly when its fact is durable — except SQLite's
 // message.received (migration 16): writing it in the ingest transaction
-// cost ingest ≈ 10 % more CPU, so it is written by the first event read
-// after the message commits (syncEvents), or by the next other event,
-// which keeps the log in the order of the facts. A reader cannot tell:
-// every read catches up first. Their ids are the order
+// cost ingest CPU (docs/performance.md), so it is written by the first event read
+// after the message commits (syncEvents), or by the next other event's
+// write when what is owed fits a step; an other event behind a larger
+// backlog is staged and numbered by the catch-up at its place (migration
+// 26, writeLogged), which keeps the log in the order of the facts. A
+// reader cannot tell: every read catches up first. Their ids are the order
 // readers follow: a reader keeps the last id it saw and asks for the ones
 // after it. That is only sound if no event can commit later below an id
 // a reader has seen. SQLite keeps it by having one writer (writer.go).
@@ -43,8 +45,29 @@ const (
 	EventBounced   = "message.bounced"
 )
 
+// The variants of message.received (the SDK's MessageReceivedEventType)
+// replace it for such mail (store.receivedAs decides): a sender the
+// inbox's lists block, a sender no check authenticates. envelopd has no
+// spam classifier: message.received.spam is never sent.
+const (
+	EventReceivedBlocked         = "message.received.blocked"
+	EventReceivedUnauthenticated = "message.received.unauthenticated"
+)
+
+// EventRejected is an outbound send refused (its recipient on a send
+// block list, or not on an allow list): no message is stored, the event
+// carries its inbox and Detail (RejectDetail's JSON) only.
+const EventRejected = "message.rejected"
+
 // EventTypes are the event types envelopd emits.
-var EventTypes = []string{EventReceived, EventSent, EventDelivered, EventBounced, EventPaymentVerified, EventPaymentRejected}
+var EventTypes = []string{EventReceived, EventReceivedBlocked, EventReceivedUnauthenticated, EventSent, EventDelivered,
+	EventBounced, EventRejected, EventPaymentVerified, EventPaymentRejected}
+
+// IsReceived reports whether typ is message.received or one of its
+// variants (one payload shape: the message and its thread).
+func IsReceived(typ string) bool {
+	return typ == EventReceived || typ == EventReceivedBlocked || typ == EventReceivedUnauthenticated
+}
 
 // Event is one entry of the event log.
 type Event struct {
@@ -105,7 +128,7 @@ func (s *core) syncEvents(ctx context.Context) {
 
 // syncEventsStep bounds the message ids whose received events one
 // writer transaction writes, whoever writes them: an event read
-// (syncEvents) or the triggers of another event (writeLogged).
+// (syncEvents) or a write that logs another event (writeLogged).
 const syncEventsStep = 5000
 
 // catchUpBudget is the writer's transaction on SQLite: it counts the
@@ -143,38 +166,66 @@ func (s *core) catchUpStep(tx Tx) (more bool, err error) {
 // writeLogged is write for an fn that may log an event other than
 // message.received (a message sent, a recipient delivered or bounced, a
 // payment settled, a domain verified). Where received events are
-// written late (SQLite), the trigger of such an event first writes
-// every received event still owed, so that the log keeps the order of
-// the facts — after a long time without event reads, a whole backlog in
-// fn's transaction. writeLogged runs fn only in a transaction where what
-// is owed fits the step; before, it writes the backlog in steps, each a
-// write of its own between the other writers'. No transaction covers
-// more than syncEventsStep message ids, and the log's order holds: the
-// owed events still precede fn's.
+// written late (SQLite), such an event is written at once only when the
+// log is caught up to its place; otherwise its trigger stages it
+// (api_events_staged) and the catch-up that reaches its place numbers
+// it, after the received events of the messages stored before it
+// (migration 26): the log keeps the order of the facts without fn
+// waiting for a backlog. writeLogged catches up, in fn's transaction,
+// what is owed when it fits what is left of the step (the usual case:
+// a few messages since the last read), so that fn's events are written
+// at once; a larger backlog is left to the readers' catch-up
+// (syncEvents), in steps between the other writers', and fn's
+// transaction covers no message ids at all.
 func (s *core) writeLogged(ctx context.Context, fn func(tx Tx) error) error {
 	if s.d.syncEvents == "" {
 		return s.write(ctx, fn)
 	}
-	for {
-		ran := false
-		err := s.write(ctx, func(tx Tx) error {
-			ran = false
-			var behind int64
-			if err := tx.QueryRow(s.d.eventsBehind).Scan(&behind); err != nil {
+	return s.write(ctx, func(tx Tx) error {
+		var behind int64
+		if err := tx.QueryRow(s.d.eventsBehind).Scan(&behind); err != nil {
+			return fmt.Errorf("store: event log catch-up: %w", err)
+		}
+		if behind > 0 && behind <= syncEventsStep-caughtUp(tx, 0) {
+			if _, err := tx.Exec(s.d.syncEvents, behind); err != nil {
 				return fmt.Errorf("store: event log catch-up: %w", err)
 			}
-			if behind > syncEventsStep-caughtUp(tx, 0) {
-				_, err := s.catchUpStep(tx)
-				return err
-			}
-			caughtUp(tx, max(behind, 0))
-			ran = true
-			return fn(tx)
-		})
-		if err != nil || ran {
-			return err
+			caughtUp(tx, behind)
 		}
+		return fn(tx)
+	})
+}
+
+// RejectDetail is the Detail of a message.rejected event (JSON): the
+// refused message's thread and Message-ID as the send would have had
+// them, and why it was refused.
+type RejectDetail struct {
+	ThreadID  string `json:"thread_id"`
+	MessageID string `json:"message_id"`
+	Reason    string `json:"reason"`
+}
+
+// EventLogger is the ability to log an event no stored message carries
+// (both backends).
+type EventLogger interface {
+	// LogRejected logs a message.rejected event of inbox at at.
+	LogRejected(ctx context.Context, inbox string, d RejectDetail, at time.Time) error
+}
+
+// LogRejected implements EventLogger.
+func (s eventRoom) LogRejected(ctx context.Context, inbox string, d RejectDetail, at time.Time) error {
+	detail, err := json.Marshal(d)
+	if err != nil {
+		return err
 	}
+	return s.writeLogged(ctx, func(tx Tx) error {
+		for _, q := range s.d.logEvent {
+			if _, err := tx.Exec(q, EventRejected, strings.ToLower(inbox), string(detail), at.UTC().UnixNano()); err != nil {
+				return fmt.Errorf("store: log event: %w", err)
+			}
+		}
+		return nil
+	})
 }
 
 // Events returns the events after f.After, in id order.
@@ -900,7 +951,7 @@ const (
 // Idempotency-Key records (both backends).
 type APILogPruner interface {
 	// PruneAPILogs deletes, in steps of pruneStep rows each its own
-	// write, the events created before now-events and the
+	// write, the events (and inbox events) created before now-events and the
 	// Idempotency-Key records created before now-idempotency (a
 	// duration ≤ 0 keeps them all). An event is kept while it may still
 	// be delivered: not yet fanned out to the webhooks, or at or after
@@ -936,6 +987,17 @@ func (s eventRoom) PruneAPILogs(ctx context.Context, now time.Time, events, idem
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("store: prune events: %w", err)
+		}
+	}
+	if events > 0 {
+		cut := now.Add(-events).UTC().UnixNano()
+		n, err := s.pruneSteps(ctx, func(tx Tx) (sql.Result, error) {
+			return tx.Exec(`DELETE FROM api_inbox_events WHERE id IN
+				(SELECT id FROM api_inbox_events WHERE created_at < ? ORDER BY created_at LIMIT ?)`, cut, pruneStep)
+		})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("store: prune inbox events: %w", err)
 		}
 	}
 	if idempotency > 0 {
@@ -976,4 +1038,99 @@ func (s eventRoom) pruneSteps(ctx context.Context, step func(tx Tx) (sql.Result,
 			return total, nil
 		}
 	}
+}
+
+// Inbox events: the label changes of an inbox's messages (the SDK's
+// InboxEvent, label.added and label.removed), kept apart from the event
+// log the websocket and webhooks follow (AgentMail sends them to
+// neither).
+
+// Inbox event types.
+const (
+	InboxEventLabelAdded   = "label.added"
+	InboxEventLabelRemoved = "label.removed"
+)
+
+// InboxEvent is one label added to or removed from a message of an
+// inbox.
+type InboxEvent struct {
+	ID        int64
+	Inbox     string
+	Type      string // InboxEventLabelAdded, InboxEventLabelRemoved
+	MessageID int64  // messages.id
+	// RFCMessageID is the message's Message-ID ("" when it has none).
+	RFCMessageID string
+	Label        string
+	CreatedAt    time.Time
+}
+
+// InboxEventFilter selects one inbox's events: after the keyset cursor
+// Cursor (0: from the newest, or the oldest when Ascending), at most
+// Limit.
+type InboxEventFilter struct {
+	Inbox     string
+	Cursor    int64
+	Ascending bool
+	Limit     int
+}
+
+// InboxEventLog is the ability to list an inbox's label events (both
+// backends).
+type InboxEventLog interface {
+	InboxEvents(ctx context.Context, f InboxEventFilter) ([]InboxEvent, error)
+}
+
+// logLabelEvents writes, in tx, the label events of a message whose
+// labels went from before to after.
+func logLabelEvents(tx Tx, inbox string, id int64, before, after []string, at time.Time) error {
+	log := func(typ string, from, to []string) error {
+		for _, l := range to {
+			if slices.Contains(from, l) {
+				continue
+			}
+			if _, err := tx.Exec(`INSERT INTO api_inbox_events (inbox, type, message_id, label, created_at) VALUES (?, ?, ?, ?, ?)`,
+				inbox, typ, id, l, at.UTC().UnixNano()); err != nil {
+				return fmt.Errorf("store: inbox events: %w", err)
+			}
+		}
+		return nil
+	}
+	if err := log(InboxEventLabelAdded, before, after); err != nil {
+		return err
+	}
+	return log(InboxEventLabelRemoved, after, before)
+}
+
+// InboxEvents implements InboxEventLog.
+func (s eventRoom) InboxEvents(ctx context.Context, f InboxEventFilter) ([]InboxEvent, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	cmp, order := "<", "DESC"
+	if f.Ascending {
+		cmp, order = ">", "ASC"
+	}
+	where, args := `e.inbox = ?`, []any{strings.ToLower(f.Inbox)}
+	if f.Cursor > 0 {
+		where += ` AND e.id ` + cmp + ` ?`
+		args = append(args, f.Cursor)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT e.id, e.inbox, e.type, e.message_id, coalesce(m.message_id, ''), e.label, e.created_at
+		FROM api_inbox_events e LEFT JOIN messages m ON m.id = e.message_id
+		WHERE `+where+` ORDER BY e.id `+order+` LIMIT ?`, append(args, f.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: inbox events: %w", err)
+	}
+	defer rows.Close()
+	out := []InboxEvent{}
+	for rows.Next() {
+		var e InboxEvent
+		var at int64
+		if err := rows.Scan(&e.ID, &e.Inbox, &e.Type, &e.MessageID, &e.RFCMessageID, &e.Label, &at); err != nil {
+			return nil, fmt.Errorf("store: inbox events: %w", err)
+		}
+		e.CreatedAt = time.Unix(0, at).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }

@@ -9,9 +9,42 @@ import (
 	"time"
 )
 
+// backlogStore is a fresh SQLite store and the inbound mail n of a
+// backlog.
+func backlogStore(t *testing.T) (*SQLite, func(n int) *Incoming) {
+	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	now := time.Now()
+	return s, func(n int) *Incoming {
+		return &Incoming{Direction: DirIn, MessageID: fmt.Sprintf("m%d@x.test", n), Sender: "alice@x.test",
+			Recipients: []string{"b@x.test"}, Raw: []byte(fmt.Sprintf("m%d", n)), Status: StatusAccepted, ReceivedAt: now}
+	}
+}
+
+// pagedEvents reads the whole log by pages of limit, each after the
+// last id of the one before.
+func pagedEvents(t *testing.T, s *SQLite, limit int) []Event {
+	var all []Event
+	for after := int64(0); ; {
+		page, err := s.Events(context.Background(), EventFilter{After: after, Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+		after = page[len(page)-1].ID
+	}
+}
+
 // TestEventBacklogInSteps: mail stored while nothing read the event log
 // (SQLite writes message.received late, migration 16) is caught up in
-// steps when a send, a delivery or an event read needs it — no writer
+// steps when an event read needs it (a send and a delivery stage their
+// events behind it, TestSendSkipsBacklog) — no writer
 // transaction covers more than syncEventsStep message ids, even with
 // other mail committing meanwhile — and the log keeps its order: every
 // received event once, in message order, before the sent event of a
@@ -19,16 +52,8 @@ import (
 // none.
 func TestEventBacklogInSteps(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, in := backlogStore(t)
 	now := time.Now()
-	in := func(n int) *Incoming {
-		return &Incoming{Direction: DirIn, MessageID: fmt.Sprintf("m%d@x.test", n), Sender: "alice@x.test",
-			Recipients: []string{"b@x.test"}, Raw: []byte(fmt.Sprintf("m%d", n)), Status: StatusAccepted, ReceivedAt: now}
-	}
 	const backlog = 30000
 	for i := 0; i < backlog; i += 1000 {
 		if err := s.write(ctx, func(tx *wtx) error {
@@ -85,18 +110,7 @@ func TestEventBacklogInSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	var all []Event
-	for after := int64(0); ; {
-		page, err := s.Events(ctx, EventFilter{After: after, Limit: 777})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		all = append(all, page...)
-		after = page[len(page)-1].ID
-	}
+	all := pagedEvents(t, s, 777)
 	s.afterCommit = nil
 	// One more write so that the hook's last run is ordered before the
 	// reads below.
@@ -150,5 +164,102 @@ func TestEventBacklogInSteps(t *testing.T) {
 		if m < sentMsg && id > sentID {
 			t.Errorf("message %d stored before the sent message %d has its received event %d after the sent event %d", m, sentMsg, id, sentID)
 		}
+	}
+}
+
+// TestSendSkipsBacklog: a send, and then a delivery, on a store whose
+// event log is behind by more than one step (mail stored while nothing
+// read the log) cover no message ids in their transactions: their
+// events are staged (api_events_staged) rather than written after the
+// whole backlog. The first read of the log then numbers everything in
+// the order of the facts: the received events of the messages stored
+// before the send first, then the sent and delivered events, then the
+// received events of later mail.
+func TestSendSkipsBacklog(t *testing.T) {
+	ctx := context.Background()
+	s, in := backlogStore(t)
+	now := time.Now()
+	const backlog = 3 * syncEventsStep
+	if err := s.write(ctx, func(tx *wtx) error {
+		for j := 0; j < backlog; j++ {
+			if _, _, err := ingestTx(tx, in(j), true); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Each commit's move of event_sync and the staged rows after it.
+	type commit struct{ moved, staged int64 }
+	var commits []commit
+	var last int64
+	if err := s.rdb.QueryRowContext(ctx, `SELECT id FROM event_sync`).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	s.afterCommit = func(tx *wtx) {
+		var c commit
+		var id int64
+		if err := tx.QueryRow(`SELECT id, (SELECT count(*) FROM api_events_staged) FROM event_sync`).Scan(&id, &c.staged); err != nil {
+			t.Error(err)
+			return
+		}
+		c.moved, last = id-last, id
+		commits = append(commits, c)
+	}
+	qid, err := s.Enqueue(ctx, &Outgoing{From: "b@x.test", MessageID: "s1@x.test", Raw: []byte("s1"),
+		Recipients: []string{"c@y.test"},
+		Copy:       &Incoming{MessageID: "s1@x.test", Sender: "b@x.test", Recipients: []string{"c@y.test"}, Raw: []byte("s1"), Status: StatusAccepted}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordDelivery(ctx, qid, "c@y.test", QueueSent, "", now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ingest(ctx, in(backlog)); err != nil {
+		t.Fatal(err)
+	}
+	s.afterCommit = nil
+	if err := s.write(ctx, func(*wtx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(commits) != 3 {
+		t.Fatalf("%d commits for a send, a delivery and a received mail, want 3: %+v", len(commits), commits)
+	}
+	for i, c := range commits[:2] {
+		if c.moved != 0 {
+			t.Errorf("write %d caught up %d message ids of the backlog, want 0", i, c.moved)
+		}
+		if c.staged != int64(i+1) {
+			t.Errorf("after write %d, %d events staged, want %d", i, c.staged, i+1)
+		}
+	}
+
+	all := pagedEvents(t, s, 1000)
+	var types []string
+	var prev int64
+	for i, e := range all {
+		if e.ID <= prev {
+			t.Fatalf("event ids out of order: %d after %d", e.ID, prev)
+		}
+		prev = e.ID
+		want := EventReceived
+		switch {
+		case i == backlog:
+			want = EventSent
+		case i == backlog+1:
+			want = EventDelivered
+		}
+		if e.Type != want {
+			types = append(types, fmt.Sprintf("%d:%s", i, e.Type))
+		}
+	}
+	if len(all) != backlog+3 || len(types) > 0 {
+		t.Errorf("%d events (want %d), out of place: %v", len(all), backlog+3, types)
+	}
+	var staged int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM api_events_staged`).Scan(&staged); err != nil || staged != 0 {
+		t.Errorf("%d events still staged after the read (%v)", staged, err)
 	}
 }

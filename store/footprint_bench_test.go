@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/internal/pgtest"
-	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -120,7 +120,7 @@ func footprint(b *testing.B, open func(b *testing.B) (store.Store, func() int64)
 			for i := range ins {
 				m := footprintMail(i, size)
 				raw += int64(len(m))
-				in := mailin.Incoming(mailin.Analyze(ctx, m, mailin.AnalyzeOptions{}), m, store.DirIn)
+				in := message.Incoming(message.Analyze(ctx, m, message.AnalyzeOptions{}), m, store.DirIn)
 				in.ReceivedAt = time.Now()
 				in.Recipients = []string{"agent@shop.test"}
 				ins[i] = in

@@ -110,19 +110,12 @@ func (s handoffRoom) Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, 
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: hand-offs: %w", err)
-	}
-	defer rows.Close()
-	hs := []Handoff{}
-	for rows.Next() {
-		var h Handoff
+	return queryAll(ctx, s.r, "hand-offs", func(sc scanner) (h Handoff, err error) {
 		var next, recv int64
 		m := &h.Message
-		if err := rows.Scan(&h.ID, &h.Target, &h.State, &h.Attempts, &next, &h.LastError,
+		if err := sc.Scan(&h.ID, &h.Target, &h.State, &h.Attempts, &next, &h.LastError,
 			&m.ID, &m.MessageID, &m.EnvelopayID, &m.Type, &m.From, &m.Subject, &recv); err != nil {
-			return nil, fmt.Errorf("store: hand-offs: %w", err)
+			return h, err
 		}
 		h.Event = fmt.Sprintf("evt_%d_%s", h.ID, h.Target)
 		if h.State == HandoffPending {
@@ -135,12 +128,8 @@ func (s handoffRoom) Handoffs(ctx context.Context, f HandoffFilter) ([]Handoff, 
 			}
 		}
 		m.ReceivedAt = time.Unix(0, recv).UTC()
-		hs = append(hs, h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: hand-offs: %w", err)
-	}
-	return hs, nil
+		return h, nil
+	}, q, args...)
 }
 
 // HandoffRetry makes a pending or dropped hand-off due now and starts its

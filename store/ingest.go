@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -55,25 +56,21 @@ func (s rulesRoom) Ingest(ctx context.Context, in *Incoming) (Outcome, error) {
 		return Outcome{}, err
 	}
 	var out Outcome
-	var owed *owedOOPS
 	write := s.write
 	if in.Direction == DirOut {
 		write = s.writeLogged // logs message.sent
 	}
 	err := write(ctx, func(tx Tx) error {
-		o, ow, err := ingestTx(tx, in, true)
-		out, owed = o, ow
+		o, _, err := ingestTx(tx, in, true)
+		out = o
 		return err
 	})
 	if err != nil {
 		return Outcome{}, err
 	}
-	if owed != nil {
-		// The mail is committed; the OOPS it is owed is composed and
-		// signed now, outside the ingest transaction (and SQLite's
-		// writer), and queued in a transaction of its own.
-		s.composeOwed(ctx, owed, &out)
-	}
+	// An OOPS the mail is owed is a row committed with it (OwedOOPS): the
+	// owed-OOPS worker, woken by this commit (MessagesChanged), composes,
+	// signs and queues it.
 	return out, nil
 }
 
@@ -102,7 +99,7 @@ func checkIncoming(in *Incoming) error {
 //  2. Exact redelivery: the message row is inserted with ON CONFLICT DO
 //     NOTHING on (message_id, mailbox, direction, content hash); a
 //     conflict returns the earlier row, writes nothing, hands off nothing,
-//     calls no OOPS.
+//     owes no OOPS.
 //  3. The raw bytes.
 //  4. Uniqueness: (sender, Envelopay id) → duplicate_id, proof fingerprint
 //     → duplicate_proof, protocol claims and chain links. They are taken
@@ -110,9 +107,10 @@ func checkIncoming(in *Incoming) error {
 //     accepted: a quarantined or duplicate message reports the conflicts it
 //     would cause but never holds an id, a proof, a claim or a chain tip,
 //     so a rejected (e.g. forged) message cannot poison later ones.
-//  5. Status, hand-off rows (accepted only) and the courtesy OOPS (callOOPS
-//     false for stored copies of outgoing mail).
-func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
+//  5. Status, hand-off rows (accepted only) and the courtesy OOPS decision,
+//     an owed OOPS recorded as a row (callOOPS false for stored copies of
+//     outgoing mail); owed is its plan, or nil.
+func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *OOPSPlan, error) {
 	dir := in.Direction
 	if dir == "" {
 		dir = DirIn
@@ -146,11 +144,17 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 	if in.OfferWant != nil {
 		wantAmount, wantToken, wantChain = in.OfferWant.Amount, in.OfferWant.Token, in.OfferWant.Chain
 	}
+	var as string
+	if dir == DirIn {
+		if as, err = receivedAs(tx, in.Mailbox, in.Sender, rcpts, thread, in.Result); err != nil {
+			return Outcome{}, nil, err
+		}
+	}
 	id, inserted, err := tx.InsertMessage(rawBytes(in.Raw),
 		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
 		status, thread, now.UnixNano(), jsonOrEmpty(errs, "[]"), jsonOrEmpty(warns, "[]"),
 		raws.encodeResult(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
-		wantAmount, wantToken, wantChain, resultNote(in.Result))
+		wantAmount, wantToken, wantChain, resultNote(in.Result), as)
 	if err != nil {
 		return Outcome{}, nil, fmt.Errorf("store: insert message: %w", err)
 	}
@@ -220,109 +224,88 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *owedOOPS, error) {
 		}
 	}
 	out := Outcome{ID: id, Status: status, ThreadID: thread, Errors: errs, Warnings: warns, Replay: replay}
-	var owed *owedOOPS
+	var owed *OOPSPlan
 	if callOOPS && in.OOPS != nil {
-		if owed, err = courtesyOOPS(tx, in, &out, now); err != nil {
-			return Outcome{}, nil, err
+		if prob, ok := in.OOPS.Owed(in.Type, out.Errors); ok {
+			t := in.OOPS
+			plan := &OOPSPlan{Code: prob.Code, To: t.To, From: t.From, Suppressed: t.Suppressed, Detail: t.Detail}
+			ok, err := courtesyOOPS(tx, plan, in.OOPSLimits, &out, now)
+			if err != nil {
+				return Outcome{}, nil, err
+			}
+			if ok {
+				owed = plan
+			}
 		}
 	}
 	return out, owed, nil
 }
 
-// courtesyOOPS asks in.OOPS whether the stored message out is owed a
-// courtesy OOPS and applies the rules: the caller may suppress
-// it (unverified sender, no signing domain, …); otherwise at most
+// courtesyOOPS records the decision on the OOPS plan the stored message
+// out is owed, in the ingest's transaction: the caller may have
+// suppressed it (plan.Suppressed), else the limits apply — at most
+// PerThreadCode OOPS per thread and error code, and at most
 // PerRecipientHour OOPS to one address in the hour before the message's
-// receipt and PerThreadCode per thread and error code, counted in
-// oops_sent. The counts and the insert run in the ingest's transaction
-// after Lock on the recipient and on the thread and code (SQLite
-// serialises writers anyway; Postgres takes advisory locks), so
-// concurrent ingests, on any node, cannot both take the last slot.
+// receipt — counted over oops_sent under advisory locks, so that
+// concurrent ingests cannot both pass a limit.
 //
-// An allowed OOPS is only recorded as owed here — its oops_sent row
-// (queue_id 0) holds the slot, and the message's record says pending —
-// and returned: composing and DKIM-signing it is slow, and happens after
-// the commit (composeOwed, or the owed-OOPS worker after a crash). A
-// suppressed OOPS adds the warning oops_suppressed.
-func courtesyOOPS(tx Tx, in *Incoming, out *Outcome, now time.Time) (*owedOOPS, error) {
-	plan := in.OOPS(*out)
-	if plan == nil {
-		return nil, nil
-	}
+// An allowed OOPS is recorded as owed: its oops_sent row (queue_id 0,
+// with its sender) is the work item of the owed-OOPS worker, which
+// composes, signs and queues it after the commit (ClaimOwedOOPS,
+// ResolveOOPS). The message's record says pending until then. A
+// suppressed OOPS adds the warning oops_suppressed. owed reports a row.
+func courtesyOOPS(tx Tx, plan *OOPSPlan, lim OOPSLimits, out *Outcome, now time.Time) (owed bool, err error) {
 	rec := &OOPSRecord{Code: plan.Code, To: plan.To}
 	reason, detail := plan.Suppressed, plan.Detail
 	if reason == "" {
-		var err error
-		if reason, detail, err = oopsLimited(tx, in.OOPSLimits, plan, out.ThreadID, now); err != nil {
-			return nil, err
+		if reason, detail, err = oopsLimited(tx, lim, plan, out.ThreadID, now); err != nil {
+			return false, err
 		}
 	}
-	if reason == "" && plan.Compose == nil {
-		reason, detail = OOPSComposeFailed, "the OOPS could not be composed: no composer"
+	if reason == "" && plan.From == "" {
+		reason, detail = OOPSNoSigningDomain, "no domain to send it from"
 	}
-	var owed *owedOOPS
 	if reason == "" {
-		var oid int64
-		if err := tx.QueryRow(`INSERT INTO oops_sent (recipient, thread_id, code, sent_at, message_id, queue_id)
-			VALUES (?, ?, ?, ?, ?, 0) RETURNING id`, plan.To, out.ThreadID, string(plan.Code), now.UnixNano(), out.ID).Scan(&oid); err != nil {
-			return nil, fmt.Errorf("store: courtesy OOPS: %w", err)
+		if err := insertOwedOOPS(tx, plan, out.ThreadID, out.ID, now); err != nil {
+			return false, err
 		}
-		rec.Pending = true
-		owed = &owedOOPS{OwedOOPS: OwedOOPS{ID: oid, MessageID: out.ID, Code: plan.Code, To: plan.To, At: now}, plan: plan}
+		rec.Pending, owed = true, true
 	} else {
 		rec.Reason = reason
-		if detail == "" {
-			detail = reason
-		}
-		out.Warnings = append(out.Warnings, protocols.New(protocols.CodeOOPSSuppressed, "oops",
-			"no courtesy OOPS for %s: %s", plan.Code, detail))
+		out.Warnings = append(out.Warnings, suppressedWarning(plan.Code, reason, detail))
 	}
 	out.OOPS = rec
 	if _, err := tx.Exec(`UPDATE messages SET oops = ?, warnings = ? WHERE id = ?`,
 		[]byte(jsonOrEmpty(rec, "null")), jsonOrEmpty(out.Warnings, "[]"), out.ID); err != nil {
-		return nil, fmt.Errorf("store: record courtesy OOPS: %w", err)
+		return false, fmt.Errorf("store: record courtesy OOPS: %w", err)
 	}
 	return owed, nil
 }
 
+// insertOwedOOPS records plan as owed to message id (thread thread): an
+// oops_sent row with queue_id 0, due at once (next_at 0).
+func insertOwedOOPS(tx Tx, plan *OOPSPlan, thread string, id int64, now time.Time) error {
+	if _, err := tx.Exec(`INSERT INTO oops_sent (recipient, thread_id, code, sent_at, message_id, queue_id, sender)
+		VALUES (?, ?, ?, ?, ?, 0, ?)`, plan.To, thread, string(plan.Code), now.UnixNano(), id, plan.From); err != nil {
+		return fmt.Errorf("store: courtesy OOPS: %w", err)
+	}
+	return nil
+}
+
 // OwedOOPS is a courtesy OOPS a stored message is owed whose limits
-// allowed it but which is not queued yet: its composer (the ingest that
-// decided it) died between the commit and the queueing.
+// allowed it and which is not queued yet: a row of its own, recorded in
+// the transaction that decided it (the message's ingest, or a payment's
+// rejection), for the owed-OOPS worker.
 type OwedOOPS struct {
 	ID        int64          // oops_sent row
 	MessageID int64          // the stored message it answers
 	Code      protocols.Code // the error it answers
 	To        string
-	At        time.Time // when it was decided (the message's receipt)
-}
-
-// owedOOPS is an OwedOOPS with the caller's plan, composed right after
-// the ingest commits.
-type owedOOPS struct {
-	OwedOOPS
-	plan *OOPSPlan
-}
-
-// composeOwed composes the OOPS the ingest just recorded as owed and
-// queues it (ResolveOOPS), filling out's OOPS fields. A failure to queue
-// leaves it owed, for the owed-OOPS worker; the message itself is stored
-// whatever happens here.
-func (s rulesRoom) composeOwed(ctx context.Context, owed *owedOOPS, out *Outcome) {
-	ctx = context.WithoutCancel(ctx) // the mail is stored: finish its OOPS even if the caller has gone
-	o, body, err := owed.plan.Compose()
-	if err != nil || o == nil {
-		if err == nil {
-			err = errors.New("no message")
-		}
-		if rec, rerr := s.ResolveOOPS(ctx, owed.OwedOOPS, nil, nil, err.Error()); rerr == nil && rec != nil {
-			out.OOPS = rec
-			out.Warnings = append(out.Warnings, suppressedWarning(rec.Code, rec.Reason, "the OOPS could not be composed: "+err.Error()))
-		}
-		return
-	}
-	if rec, err := s.ResolveOOPS(ctx, owed.OwedOOPS, o, body, ""); err == nil && rec != nil {
-		out.OOPS, out.QueuedOOPS = rec, rec.QueueID
-	}
+	// From is the address it is sent from ("" for rows recorded before
+	// the sender was: the worker works it out again).
+	From     string
+	At       time.Time // when it was decided (the message's receipt)
+	Attempts int       // claims so far, this one included (ClaimOwedOOPS)
 }
 
 func suppressedWarning(code protocols.Code, reason, detail string) protocols.Problem {
@@ -330,6 +313,67 @@ func suppressedWarning(code protocols.Code, reason, detail string) protocols.Pro
 		detail = reason
 	}
 	return protocols.New(protocols.CodeOOPSSuppressed, "oops", "no courtesy OOPS for %s: %s", code, detail)
+}
+
+const owedCols = `id, message_id, code, recipient, sender, sent_at, attempts`
+
+func scanOwed(rows *sql.Rows) (OwedOOPS, error) {
+	var o OwedOOPS
+	var code string
+	var at int64
+	if err := rows.Scan(&o.ID, &o.MessageID, &code, &o.To, &o.From, &at, &o.Attempts); err != nil {
+		return OwedOOPS{}, fmt.Errorf("store: owed OOPS: %w", err)
+	}
+	o.Code, o.At = protocols.Code(code), time.Unix(0, at).UTC()
+	return o, nil
+}
+
+// ClaimOwedOOPS leases up to limit owed courtesy OOPS due at now (a new
+// one is due at once), oldest first: each is hidden from other workers
+// (on every node) until now+lease and its Attempts counted, so that a
+// worker killed between the claim and ResolveOOPS leaves it to be
+// claimed again when the lease ends. ResolveOOPS settles it once.
+func (s rulesRoom) ClaimOwedOOPS(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]OwedOOPS, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []OwedOOPS
+	err := s.write(ctx, func(tx Tx) error {
+		out = nil
+		rows, err := tx.Query(`UPDATE oops_sent SET next_at = ?, attempts = attempts + 1
+			WHERE id IN (SELECT id FROM oops_sent WHERE queue_id = 0 AND next_at <= ? ORDER BY id LIMIT ?`+s.d.skipLocked+`)
+			RETURNING `+owedCols, now.Add(lease).UTC().UnixNano(), now.UTC().UnixNano(), limit)
+		if err != nil {
+			return fmt.Errorf("store: claim owed OOPS: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			o, err := scanOwed(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, o)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	// RETURNING order is unspecified: oldest first.
+	slices.SortFunc(out, func(a, b OwedOOPS) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// ReleaseOwedOOPS gives back a claimed owed OOPS that was not attempted
+// (its worker is stopping): due again at next, without waiting out the
+// lease. An OOPS settled meanwhile is left alone.
+func (s rulesRoom) ReleaseOwedOOPS(ctx context.Context, id int64, next time.Time) error {
+	return s.write(ctx, func(tx Tx) error {
+		if _, err := tx.Exec(`UPDATE oops_sent SET next_at = ? WHERE id = ? AND queue_id = 0`, next.UTC().UnixNano(), id); err != nil {
+			return fmt.Errorf("store: release owed OOPS: %w", err)
+		}
+		return nil
+	})
 }
 
 // OwedOOPSList returns the courtesy OOPS owed since before olderThan and
@@ -341,7 +385,7 @@ func (s rulesRoom) OwedOOPSList(ctx context.Context, olderThan time.Time, limit 
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT o.id, o.message_id, o.code, o.recipient, o.sent_at FROM oops_sent o
+	rows, err := s.r.QueryContext(ctx, `SELECT o.id, o.message_id, o.code, o.recipient, o.sender, o.sent_at, o.attempts FROM oops_sent o
 		JOIN messages m ON m.id = o.message_id
 		WHERE o.queue_id = 0 AND o.sent_at < ? ORDER BY o.id LIMIT ?`, olderThan.UTC().UnixNano(), limit)
 	if err != nil {
@@ -350,13 +394,10 @@ func (s rulesRoom) OwedOOPSList(ctx context.Context, olderThan time.Time, limit 
 	defer rows.Close()
 	var out []OwedOOPS
 	for rows.Next() {
-		var o OwedOOPS
-		var code string
-		var at int64
-		if err := rows.Scan(&o.ID, &o.MessageID, &code, &o.To, &at); err != nil {
-			return nil, fmt.Errorf("store: owed OOPS: %w", err)
+		o, err := scanOwed(rows)
+		if err != nil {
+			return nil, err
 		}
-		o.Code, o.At = protocols.Code(code), time.Unix(0, at).UTC()
 		out = append(out, o)
 	}
 	return out, rows.Err()
@@ -391,7 +432,7 @@ func (s rulesRoom) ResolveOOPS(ctx context.Context, owed OwedOOPS, msg *Outgoing
 			if err := checkOutgoing(msg); err != nil {
 				return err
 			}
-			if qid, err = enqueueTx(tx, msg, owed.At); err != nil {
+			if qid, _, err = enqueueTx(tx, msg, owed.At, nil); err != nil {
 				return fmt.Errorf("store: courtesy OOPS: %w", err)
 			}
 			if _, err := tx.Exec(`UPDATE oops_sent SET queue_id = ? WHERE id = ?`, qid, owed.ID); err != nil {
@@ -481,27 +522,23 @@ func checkAccept(tx Tx, in *Incoming) (protocols.Problems, error) {
 	rows, err := tx.Query(`SELECT id, sender, status, want_amount, want_token, want_chain
 		FROM messages`+tx.dialect().eidIndex+`
 		WHERE envelopay_id = ? AND mailbox = ? AND type = 'offer' AND want_amount IS NOT NULL`, ref, in.Mailbox)
-	if err != nil {
-		return nil, fmt.Errorf("store: look up OFFER: %w", err)
-	}
-	defer rows.Close()
 	var best refCandidate
 	var want Asset
-	for rows.Next() {
+	if err := eachRow(rows, err, "store: look up OFFER", func(sc scanner) error {
 		var c refCandidate
 		var sender, status string
 		var w Asset
-		if err := rows.Scan(&c.id, &sender, &status, &w.Amount, &w.Token, &w.Chain); err != nil {
-			return nil, fmt.Errorf("store: look up OFFER: %w", err)
+		if err := sc.Scan(&c.id, &sender, &status, &w.Amount, &w.Token, &w.Chain); err != nil {
+			return err
 		}
 		c.counterparty = slices.Contains(in.Recipients, sender)
 		c.ok = status == StatusAccepted
 		if best.id == 0 || c.better(best) {
 			best, want = c, w
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: look up OFFER: %w", err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	if best.id == 0 {
 		return nil, nil

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -57,7 +59,7 @@ func checkListEntry(e ListEntry) error {
 
 const listCols = `scope, direction, list_type, entry, reason, created_at`
 
-func scanListEntry(r interface{ Scan(...any) error }) (ListEntry, error) {
+func scanListEntry(r scanner) (ListEntry, error) {
 	var e ListEntry
 	var at int64
 	if err := r.Scan(&e.Scope, &e.Direction, &e.Type, &e.Entry, &e.Reason, &at); err != nil {
@@ -75,6 +77,7 @@ func (s listRoom) PutListEntry(ctx context.Context, e ListEntry) (ListEntry, err
 	}
 	var out ListEntry
 	err := s.write(ctx, func(tx Tx) error {
+		forgetLists(tx)
 		var n int
 		if err := tx.QueryRow(`SELECT count(*) FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ?`, e.Scope, e.Direction, e.Type).Scan(&n); err != nil {
 			return fmt.Errorf("store: list entry: %w", err)
@@ -113,26 +116,14 @@ func (s listRoom) GetListEntry(ctx context.Context, scope, direction, typ, entry
 // ListEntries lists one list, by entry, after the keyset cursor after
 // ("": from the start); at most limit.
 func (s listRoom) ListEntries(ctx context.Context, scope, direction, typ, after string, limit int) ([]ListEntry, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+listCols+` FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ? AND entry > ?
+	return queryAll(ctx, s.r, "list entries", scanListEntry, `SELECT `+listCols+` FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ? AND entry > ?
 		ORDER BY entry LIMIT ?`, scope, direction, typ, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: list entries: %w", err)
-	}
-	defer rows.Close()
-	out := []ListEntry{}
-	for rows.Next() {
-		e, err := scanListEntry(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list entries: %w", err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }
 
 // DeleteListEntry removes an entry (ErrNotFound).
 func (s listRoom) DeleteListEntry(ctx context.Context, scope, direction, typ, entry string) error {
 	return s.write(ctx, func(tx Tx) error {
+		forgetLists(tx)
 		res, err := tx.Exec(`DELETE FROM api_lists WHERE scope = ? AND direction = ? AND list_type = ? AND entry = ?`,
 			scope, direction, typ, strings.ToLower(entry))
 		if err != nil {
@@ -203,22 +194,106 @@ func listVerdict(row func(q string, args ...any) *sql.Row, inbox, direction, add
 // refuse: the message is stored and listed, marked, as AgentMail marks it.
 const LabelBlocked = "blocked"
 
-// inboundBlocked decides, in the index transaction, whether a received
-// message from sender in thread is blocked for inbox: a message in a
-// thread the inbox has sent in is a reply (the reply lists decide),
-// any other the receive lists decide.
-func inboundBlocked(tx Tx, inbox, thread, sender string) (bool, error) {
-	var replied bool
-	if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM inbox_messages im JOIN messages m ON m.id = im.message_id
-		WHERE im.inbox = ? AND im.thread_id = ? AND m.direction = 'out')`, inbox, thread).Scan(&replied); err != nil {
+// receivedAs is an inbound message's received_as column, decided once
+// as it is stored: how its received events are typed (AgentMail's
+// MessageReceivedEventType, which replaces message.received for such
+// mail) and which of its inboxes label it blocked. It holds " u " when
+// its sender verdict (the "sender" key of the stored result) authenticates
+// no domain (message.received.unauthenticated), and " b:<inbox> " for
+// every inbox whose lists refuse the sender (message.received.blocked and
+// the label LabelBlocked): for a message in a thread the inbox has sent
+// in (a reply) its reply lists decide, for any other its receive lists.
+// "" (the usual case): message.received. Installations without inbound
+// lists pay one query per message.
+func receivedAs(tx Tx, mailbox, sender, rcpts, thread string, result []byte) (string, error) {
+	var as strings.Builder
+	if unauthenticated(result) {
+		as.WriteString(" u")
+	}
+	lists, err := inboundListsExist(tx)
+	if err != nil {
+		return "", err
+	}
+	if lists {
+		for _, b := range inboxesOf(mailbox, DirIn, sender, rcpts) {
+			var replied bool
+			if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = ? AND direction = 'out'
+				AND (mailbox = ? OR mailbox = '' AND lower(sender) = ?))`, thread, b, b).Scan(&replied); err != nil {
+				return "", fmt.Errorf("store: list verdict: %w", err)
+			}
+			dir := ListReceive
+			if replied {
+				dir = ListReply
+			}
+			blocked, _, err := listVerdict(tx.QueryRow, b, dir, sender)
+			if err != nil {
+				return "", err
+			}
+			if blocked {
+				as.WriteString(" b:" + b)
+			}
+		}
+	}
+	if as.Len() == 0 {
+		return "", nil
+	}
+	return as.String() + " ", nil
+}
+
+// listsCache is a transaction that remembers whether inbound lists
+// exist (SQLite's writer transaction, shared by a batch of messages).
+type listsCache interface{ inboundLists() *int8 }
+
+// inboundListsExist reports whether any receive or reply list entry
+// exists, once per transaction where tx remembers it.
+func inboundListsExist(tx Tx) (bool, error) {
+	var c *int8
+	if lc, ok := tx.(listsCache); ok {
+		if c = lc.inboundLists(); *c != 0 {
+			return *c == 2, nil
+		}
+	}
+	var lists bool
+	if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM api_lists WHERE direction IN ('receive', 'reply'))`).Scan(&lists); err != nil {
 		return false, fmt.Errorf("store: list verdict: %w", err)
 	}
-	dir := ListReceive
-	if replied {
-		dir = ListReply
+	if c != nil {
+		*c = 1
+		if lists {
+			*c = 2
+		}
 	}
-	blocked, _, err := listVerdict(tx.QueryRow, inbox, dir, sender)
-	return blocked, err
+	return lists, nil
+}
+
+// forgetLists drops tx's memory of whether inbound lists exist (a write
+// to the lists).
+func forgetLists(tx Tx) {
+	if lc, ok := tx.(listsCache); ok {
+		*lc.inboundLists() = 0
+	}
+}
+
+// blockedFor reports whether received_as as marks the message blocked
+// for inbox.
+func blockedFor(as, inbox string) bool { return strings.Contains(as, " b:"+inbox+" ") }
+
+// unauthenticated reports whether a stored result holds a sender verdict
+// that authenticates no domain (its authenticated_as is null). Mail
+// without a verdict (sent copies, serve without sender checks) is not.
+func unauthenticated(result []byte) bool {
+	if !bytes.Contains(result, []byte(`"authenticated_as":null`)) {
+		return false // the verdict's JSON is compact: the usual mail stops here
+	}
+	var r struct {
+		Sender *struct {
+			AuthenticatedAs *string `json:"authenticated_as"`
+		} `json:"sender"`
+	}
+	if json.Unmarshal(result, &r) != nil || r.Sender == nil {
+		return false
+	}
+	return r.Sender.AuthenticatedAs == nil || *r.Sender.AuthenticatedAs == ""
 }
 
 // ListStore is the allow/block lists' room: what the HTTP API and the

@@ -145,24 +145,14 @@ func (s relayRoom) ListMailboxes(ctx context.Context) ([]Mailbox, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT b.address, b.password != '', b.created_at,
+	return queryAll(ctx, s.r, "mailboxes", func(sc scanner) (m Mailbox, err error) {
+		var at int64
+		err = sc.Scan(&m.Address, &m.HasPassword, &at, &m.Messages)
+		m.CreatedAt = time.Unix(0, at).UTC()
+		return m, err
+	}, `SELECT b.address, b.password != '', b.created_at,
 		(SELECT count(*) FROM messages m WHERE m.mailbox = b.address)
 		FROM mailboxes b ORDER BY b.address`)
-	if err != nil {
-		return nil, fmt.Errorf("store: mailboxes: %w", err)
-	}
-	defer rows.Close()
-	out := []Mailbox{}
-	for rows.Next() {
-		var m Mailbox
-		var at int64
-		if err := rows.Scan(&m.Address, &m.HasPassword, &at, &m.Messages); err != nil {
-			return nil, fmt.Errorf("store: mailboxes: %w", err)
-		}
-		m.CreatedAt = time.Unix(0, at).UTC()
-		out = append(out, m)
-	}
-	return out, rows.Err()
 }
 
 // SyncFolders implements Mailboxes. A reader answers the common case
@@ -195,25 +185,18 @@ func (s relayRoom) SyncFolders(ctx context.Context, mailbox string) (int, error)
 			q += " AND " + s.d.visible
 		}
 		rows, err := tx.Query(q+` ORDER BY id`, mailbox, synced)
-		if err != nil {
-			return fmt.Errorf("store: sync folders: %w", err)
-		}
 		type item struct {
 			id          int64
 			dir, status string
 		}
 		var items []item
-		for rows.Next() {
+		if err := eachRow(rows, err, "store: sync folders", func(sc scanner) error {
 			var it item
-			if err := rows.Scan(&it.id, &it.dir, &it.status); err != nil {
-				rows.Close()
-				return fmt.Errorf("store: sync folders: %w", err)
-			}
+			err := sc.Scan(&it.id, &it.dir, &it.status)
 			items = append(items, it)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("store: sync folders: %w", err)
+			return err
+		}); err != nil {
+			return err
 		}
 		for _, it := range items {
 			// A message's status is final when it is committed (Ingest
@@ -271,23 +254,13 @@ func (s relayRoom) Folders(ctx context.Context, mailbox string) ([]Folder, error
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT f.name, f.uid_validity, f.uid_next,
+	out, err := queryAll(ctx, s.r, "folders", func(sc scanner) (f Folder, err error) {
+		return f, sc.Scan(&f.Name, &f.UIDValidity, &f.UIDNext, &f.Count)
+	}, `SELECT f.name, f.uid_validity, f.uid_next,
 		(SELECT count(*) FROM folder_messages x WHERE x.mailbox = f.mailbox AND x.folder = f.name)
 		FROM folders f WHERE f.mailbox = ? ORDER BY f.name != 'INBOX', f.name`, mailbox)
 	if err != nil {
-		return nil, fmt.Errorf("store: folders: %w", err)
-	}
-	defer rows.Close()
-	out := []Folder{}
-	for rows.Next() {
-		var f Folder
-		if err := rows.Scan(&f.Name, &f.UIDValidity, &f.UIDNext, &f.Count); err != nil {
-			return nil, fmt.Errorf("store: folders: %w", err)
-		}
-		out = append(out, f)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: folders: %w", err)
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("mailbox %s: %w", mailbox, ErrNotFound)
@@ -310,16 +283,7 @@ func (s relayRoom) DeleteFolder(ctx context.Context, mailbox, name string) error
 	if name == FolderInbox {
 		return ErrFolderFixed
 	}
-	return s.write(ctx, func(tx Tx) error {
-		res, err := tx.Exec(`DELETE FROM folders WHERE mailbox = ? AND name = ?`, mailbox, name)
-		if err != nil {
-			return fmt.Errorf("store: delete folder: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("folder %s of %s: %w", name, mailbox, ErrNotFound)
-		}
-		return nil
-	})
+	return s.writeOne(ctx, "delete folder", "folder "+name+" of "+mailbox, `DELETE FROM folders WHERE mailbox = ? AND name = ?`, mailbox, name)
 }
 
 // RenameFolder implements Mailboxes. The folder keeps its UIDVALIDITY and
@@ -338,14 +302,7 @@ func (s relayRoom) RenameFolder(ctx context.Context, mailbox, from, to string) e
 		if err == nil {
 			return fmt.Errorf("folder %s of %s: %w", to, mailbox, ErrFolderExists)
 		}
-		res, err := tx.Exec(`UPDATE folders SET name = ? WHERE mailbox = ? AND name = ?`, to, mailbox, from)
-		if err != nil {
-			return fmt.Errorf("store: rename folder: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("folder %s of %s: %w", from, mailbox, ErrNotFound)
-		}
-		return nil
+		return execOne(tx, "rename folder", "folder "+from+" of "+mailbox, `UPDATE folders SET name = ? WHERE mailbox = ? AND name = ?`, to, mailbox, from)
 	})
 }
 
@@ -354,23 +311,13 @@ func (s relayRoom) FolderMessages(ctx context.Context, mailbox, folder string, a
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT x.uid, x.message_id, x.flags, m.size, m.received_at,
-		m.direction, m.status, m.errors, m.dkim, m.auth_results, coalesce(p.state, '')
-		FROM folder_messages x JOIN messages m ON m.id = x.message_id LEFT JOIN payments p ON p.message_id = m.id
-		WHERE x.mailbox = ? AND x.folder = ? AND x.uid > ? ORDER BY x.uid`, mailbox, canonFolder(folder), afterUID)
-	if err != nil {
-		return nil, fmt.Errorf("store: folder messages: %w", err)
-	}
-	defer rows.Close()
-	out := []FolderMessage{}
-	for rows.Next() {
-		var fm FolderMessage
+	return queryAll(ctx, s.r, "folder messages", func(sc scanner) (fm FolderMessage, err error) {
 		var flags, errs string
 		var at int64
 		var dkim []byte
-		if err := rows.Scan(&fm.UID, &fm.ID, &flags, &fm.Size, &at,
+		if err := sc.Scan(&fm.UID, &fm.ID, &flags, &fm.Size, &at,
 			&fm.Direction, &fm.Status, &errs, &dkim, &fm.AuthResults, &fm.Payment); err != nil {
-			return nil, fmt.Errorf("store: folder messages: %w", err)
+			return fm, err
 		}
 		fm.Errors = decodeProblems(errs)
 		if len(dkim) > 0 {
@@ -378,9 +325,11 @@ func (s relayRoom) FolderMessages(ctx context.Context, mailbox, folder string, a
 		}
 		fm.Flags = strings.Fields(flags)
 		fm.ReceivedAt = time.Unix(0, at).UTC()
-		out = append(out, fm)
-	}
-	return out, rows.Err()
+		return fm, nil
+	}, `SELECT x.uid, x.message_id, x.flags, m.size, m.received_at,
+		m.direction, m.status, m.errors, m.dkim, m.auth_results, coalesce(p.state, '')
+		FROM folder_messages x JOIN messages m ON m.id = x.message_id LEFT JOIN payments p ON p.message_id = m.id
+		WHERE x.mailbox = ? AND x.folder = ? AND x.uid > ? ORDER BY x.uid`, mailbox, canonFolder(folder), afterUID)
 }
 
 // SetFlags implements Mailboxes.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"time"
@@ -26,7 +27,10 @@ func (s eventRoom) EventCounts(ctx context.Context, inboxes, types []string, sta
 		return nil, fmt.Errorf("%w: event counts over %s in periods of %s (at most %d periods)", ErrBadInput, end.Sub(start), period, MaxBuckets)
 	}
 	s.syncEvents(ctx)
-	q := `SELECT type, (created_at - ?) / ?, count(*) FROM api_events WHERE created_at >= ? AND created_at < ?`
+	// message.received counts its variants (blocked, unauthenticated)
+	// too: every received message.
+	q := `SELECT CASE WHEN type IN ('` + EventReceivedBlocked + `', '` + EventReceivedUnauthenticated + `') THEN '` + EventReceived + `' ELSE type END,
+		(created_at - ?) / ?, count(*) FROM api_events WHERE created_at >= ? AND created_at < ?`
 	p0 := start.UTC().UnixNano()
 	args := []any{p0, int64(period), p0, end.UTC().UnixNano()}
 	if inboxes != nil {
@@ -38,27 +42,24 @@ func (s eventRoom) EventCounts(ctx context.Context, inboxes, types []string, sta
 		args = append(args, a...)
 	}
 	if len(types) > 0 {
+		if slices.Contains(types, EventReceived) {
+			types = append(slices.Clone(types), EventReceivedBlocked, EventReceivedUnauthenticated)
+		}
 		c, a := inList("type", types)
 		q += " AND " + c
 		args = append(args, a...)
 	}
 	q += ` GROUP BY 1, 2`
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: event counts: %w", err)
-	}
-	defer rows.Close()
 	out := map[string][]Bucket{}
-	for rows.Next() {
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err := eachRow(rows, err, "store: event counts", func(sc scanner) error {
 		var typ string
 		var n, c int64
-		if err := rows.Scan(&typ, &n, &c); err != nil {
-			return nil, fmt.Errorf("store: event counts: %w", err)
-		}
+		err := sc.Scan(&typ, &n, &c)
 		out[typ] = append(out[typ], Bucket{Start: start.UTC().Add(time.Duration(n) * period), Count: c})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: event counts: %w", err)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	for _, b := range out {
 		sort.Slice(b, func(i, j int) bool { return b[i].Start.Before(b[j].Start) })

@@ -13,7 +13,9 @@ var ErrSchemaTooNew = errors.New("store: database schema is newer than this prog
 
 // migrations are the schema steps, in order; migration i (0-based) takes
 // the database from user_version i to i+1. A released step is never
-// edited: a change is a new step appended at the end.
+// edited: a change is a new step appended at the end. Steps Postgres
+// takes alike are written once in ddl.go (sqliteDDL renders them as they
+// were always written).
 var migrations = []string{
 	// 1: messages, raw bytes, and the uniqueness tables behind dedup.
 	`
@@ -300,45 +302,7 @@ CREATE INDEX oops_sent_thread ON oops_sent (thread_id, code);
 	// inbox shows, with their user labels, and its threads by last message,
 	// for keyset paging. The index references stored messages; removing a
 	// row never deletes a message or the uniqueness facts it holds.
-	`
-CREATE TABLE api_keys (
-	id         TEXT PRIMARY KEY,                    -- public part of the key
-	hash       BLOB NOT NULL,                       -- SHA-256 of the secret part
-	inboxes    TEXT NOT NULL,                       -- JSON array; [] = every inbox
-	name       TEXT NOT NULL DEFAULT '',
-	created_at INTEGER NOT NULL,
-	revoked_at INTEGER
-);
-CREATE TABLE api_inboxes (
-	address      TEXT PRIMARY KEY,
-	display_name TEXT NOT NULL DEFAULT '',
-	client_id    TEXT UNIQUE,
-	created_at   INTEGER NOT NULL,
-	updated_at   INTEGER NOT NULL,
-	deleted      INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE api_sync (
-	id        INTEGER PRIMARY KEY CHECK (id = 1),
-	synced_id INTEGER NOT NULL
-);
-INSERT INTO api_sync (id, synced_id) VALUES (1, 0);
-CREATE TABLE inbox_messages (
-	inbox      TEXT NOT NULL,
-	message_id INTEGER NOT NULL REFERENCES messages (id),
-	thread_id  TEXT NOT NULL,
-	labels     TEXT NOT NULL DEFAULT ' ',           -- user labels, ' a b '
-	PRIMARY KEY (inbox, message_id)
-) WITHOUT ROWID;
-CREATE INDEX inbox_messages_thread ON inbox_messages (inbox, thread_id, message_id);
-CREATE TABLE inbox_threads (
-	inbox     TEXT NOT NULL,
-	thread_id TEXT NOT NULL,
-	last_id   INTEGER NOT NULL,
-	PRIMARY KEY (inbox, thread_id)
-) WITHOUT ROWID;
-CREATE INDEX inbox_threads_last ON inbox_threads (inbox, last_id);
-CREATE INDEX inbox_threads_all ON inbox_threads (last_id, inbox);
-`,
+	sqliteDDL(apiIndexDDL),
 	// 13: the HTTP API's events (events.go in this package): an
 	// append-only event log written by triggers in the transaction that
 	// stores a message (message.received / message.sent, one per inbox
@@ -374,45 +338,14 @@ CREATE TRIGGER api_events_rcpt AFTER UPDATE OF state ON queue_rcpts
 		CASE new.state WHEN 'failed' THEN new.last_error ELSE '' END, CAST(unixepoch('subsec') * 1000000000 AS INTEGER)
 	FROM queue q JOIN messages m ON m.id = q.copy_id WHERE q.id = new.queue_id;
 END;
-CREATE TABLE api_webhooks (
-	id          TEXT PRIMARY KEY,                   -- wh_<hex>
-	url         TEXT NOT NULL,
-	event_types TEXT NOT NULL DEFAULT '[]',         -- JSON array; [] = every type
-	inbox_ids   TEXT NOT NULL DEFAULT '[]',         -- JSON array; [] = every inbox
-	secret      TEXT NOT NULL,                      -- whsec_<base64>: needed to sign, so kept
-	enabled     INTEGER NOT NULL DEFAULT 1,
-	client_id   TEXT UNIQUE,
-	key_id      TEXT NOT NULL DEFAULT '',           -- API key that made it
-	created_at  INTEGER NOT NULL,
-	updated_at  INTEGER NOT NULL
-);
-CREATE TABLE api_webhook_deliveries (
-	webhook_id      TEXT NOT NULL REFERENCES api_webhooks (id) ON DELETE CASCADE,
-	event_id        INTEGER NOT NULL REFERENCES api_events (id),
-	state           TEXT NOT NULL CHECK (state IN ('pending', 'done', 'dropped')),
-	attempts        INTEGER NOT NULL DEFAULT 0,
-	next_attempt_at INTEGER NOT NULL,
-	last_error      TEXT NOT NULL DEFAULT '',
-	PRIMARY KEY (webhook_id, event_id)
-) WITHOUT ROWID;
-CREATE INDEX api_webhook_due ON api_webhook_deliveries (state, next_attempt_at);
-CREATE TRIGGER api_events_fanout AFTER INSERT ON api_events BEGIN
+` + sqliteDDL(webhooksDDL) + `CREATE TRIGGER api_events_fanout AFTER INSERT ON api_events BEGIN
 	INSERT INTO api_webhook_deliveries (webhook_id, event_id, state, next_attempt_at)
 	SELECT w.id, new.id, 'pending', new.created_at FROM api_webhooks w
 	WHERE w.enabled
 		AND (w.event_types = '[]' OR EXISTS (SELECT 1 FROM json_each(w.event_types) WHERE value = new.type))
 		AND (w.inbox_ids = '[]' OR EXISTS (SELECT 1 FROM json_each(w.inbox_ids) WHERE value = new.inbox));
 END;
-CREATE TABLE api_idempotency (
-	key_id     TEXT NOT NULL,                       -- the API key's id: keys are per caller
-	idem_key   TEXT NOT NULL,                       -- the Idempotency-Key header
-	request    BLOB NOT NULL,                       -- SHA-256 of method, path and body
-	status     INTEGER NOT NULL DEFAULT 0,          -- 0 while the first request runs
-	response   BLOB,
-	created_at INTEGER NOT NULL,
-	PRIMARY KEY (key_id, idem_key)
-) WITHOUT ROWID;
-`,
+` + sqliteDDL(idempotencyDDL),
 	// 14: the web inbox's search and filters. Full-text search
 	// over subject and note: an FTS5 index keyed by the message row id,
 	// contentless (the text stays in messages), filled by a trigger at
@@ -475,7 +408,7 @@ INSERT OR IGNORE INTO message_tags (tag, message_id)
 	// 15: the web inbox's search and filter index leaves the ingest
 	// transaction: an FTS5
 	// insert in every message's savepoint, and the tags' JSON walk, cost
-	// ingest ≈ 40 % more CPU per message. SyncInboxes (the API's index,
+	// ingest much CPU per message (docs/performance.md). SyncInboxes (the API's index,
 	// which every list reads behind) fills both for new messages
 	// (dialect indexSearch); messages stored before this step were
 	// indexed by the triggers, so search_floor keeps SyncInboxes from
@@ -489,7 +422,7 @@ INSERT INTO search_floor (id) SELECT coalesce(max(id), 0) FROM messages;
 `,
 	// 16: the message.received events leave the ingest transaction too:
 	// the trigger's insert into
-	// api_events and its index cost every received message ≈ 10 % of its
+	// api_events and its index cost every received message a share of its
 	// store CPU and two more B-trees in every commit. event_sync holds
 	// the highest message id whose received events are written; moving
 	// it forward writes those events (trigger event_sync_received), in
@@ -530,19 +463,7 @@ END;
 	// check; the update that first makes a domain verified writes its
 	// domain.verified event (inbox '', message_id 0, detail the domain),
 	// after bringing event_sync forward as the other event triggers do.
-	`
-CREATE TABLE domains (
-	name        TEXT PRIMARY KEY,                   -- lower case A-labels, no trailing dot
-	config      TEXT NOT NULL,                      -- JSON (package domain)
-	status      TEXT NOT NULL CHECK (status IN ('pending', 'verified', 'invalid')),
-	checks      TEXT NOT NULL DEFAULT '',           -- JSON of the last check
-	client_id   TEXT UNIQUE,
-	created_at  INTEGER NOT NULL,
-	updated_at  INTEGER NOT NULL,
-	checked_at  INTEGER NOT NULL DEFAULT 0,
-	verified_at INTEGER NOT NULL DEFAULT 0
-);
-CREATE TRIGGER domains_verified AFTER UPDATE OF status ON domains
+	sqliteDDL(domainsDDL) + `CREATE TRIGGER domains_verified AFTER UPDATE OF status ON domains
 	WHEN new.status = 'verified' AND old.status != 'verified' BEGIN
 	UPDATE event_sync SET id = (SELECT max(id) FROM messages) WHERE id < (SELECT max(id) FROM messages);
 	INSERT INTO api_events (type, inbox, message_id, detail, created_at)
@@ -557,39 +478,7 @@ END;
 	// The Go step (migrate_proofs.go) identifies stored proofs by the
 	// transaction they name; old rows that now collide are kept and
 	// listed in proof_collisions.
-	`
-CREATE TABLE payments (
-	message_id    INTEGER PRIMARY KEY,            -- messages.id (no REFERENCES: a foreign key check per ingest)
-	mailbox       TEXT NOT NULL,
-	sender        TEXT NOT NULL,
-	authenticated INTEGER NOT NULL DEFAULT 0,
-	chain         TEXT NOT NULL,
-	tx            TEXT NOT NULL,
-	token         TEXT NOT NULL DEFAULT '',
-	amount        TEXT NOT NULL DEFAULT '',
-	state         TEXT NOT NULL CHECK (state IN ('unverified', 'pending', 'verified', 'mismatch', 'failed', 'not_found', 'duplicate')),
-	reason        TEXT NOT NULL DEFAULT '',
-	paid          TEXT NOT NULL DEFAULT '',
-	to_addr       TEXT NOT NULL DEFAULT '',
-	from_addr     TEXT NOT NULL DEFAULT '',
-	block         INTEGER NOT NULL DEFAULT 0,
-	confirmations INTEGER NOT NULL DEFAULT 0,
-	warnings      TEXT NOT NULL DEFAULT '[]',
-	checked_at    INTEGER NOT NULL DEFAULT 0,     -- 0: never
-	attempts      INTEGER NOT NULL DEFAULT 0,
-	next_check_at INTEGER NOT NULL DEFAULT 0,     -- pending: due / end of the claim's lease
-	created_at    INTEGER NOT NULL
-);
--- Only pending rows are indexed for the claim; listing by state scans
--- (an operator's command), which spares every ingest an index entry.
-CREATE INDEX payments_due ON payments (authenticated DESC, next_check_at) WHERE state = 'pending';
-CREATE TABLE proof_collisions (
-	message_id  INTEGER PRIMARY KEY,
-	kept_id     INTEGER NOT NULL,
-	fingerprint TEXT NOT NULL,
-	found_at    INTEGER NOT NULL
-);
-CREATE TRIGGER payments_event_before BEFORE UPDATE OF state ON payments
+	sqliteDDL(paymentsDDL) + `CREATE TRIGGER payments_event_before BEFORE UPDATE OF state ON payments
 	WHEN new.state IN ('verified', 'mismatch', 'failed', 'not_found') AND old.state != new.state BEGIN
 	UPDATE event_sync SET id = (SELECT max(id) FROM messages) WHERE id < (SELECT max(id) FROM messages);
 END;
@@ -643,43 +532,16 @@ UPDATE api_webhooks SET enabled = 0, disabled_reason = 'key_revoked'
 	// 20: the API's drafts (store.Draft): a JSON document per draft; a
 	// scheduled one (status 'scheduled', send_at) is leased to one node
 	// at a time (lease_until) by ClaimDueDrafts.
-	`
-CREATE TABLE api_drafts (
-	id          TEXT PRIMARY KEY,
-	inbox       TEXT NOT NULL,
-	request     TEXT NOT NULL,
-	send_at     INTEGER NOT NULL DEFAULT 0,
-	lease_until INTEGER NOT NULL DEFAULT 0,
-	status      TEXT NOT NULL DEFAULT '',
-	last_error  TEXT NOT NULL DEFAULT '',
-	client_id   TEXT UNIQUE,
-	created_at  INTEGER NOT NULL,
-	updated_at  INTEGER NOT NULL
-);
-CREATE INDEX api_drafts_inbox ON api_drafts (inbox, created_at, id);
-CREATE INDEX api_drafts_due ON api_drafts (status, send_at);
-`,
+	sqliteDDL(draftsDDL),
 	// 21: the API's allow and block lists (store.ListEntry); scope is an
 	// inbox address or '' for the organisation.
-	`
-CREATE TABLE api_lists (
-	scope      TEXT NOT NULL,
-	direction  TEXT NOT NULL,
-	list_type  TEXT NOT NULL,
-	entry      TEXT NOT NULL,
-	reason     TEXT NOT NULL DEFAULT '',
-	created_at INTEGER NOT NULL,
-	PRIMARY KEY (scope, direction, list_type, entry)
-) WITHOUT ROWID;
-`,
+	sqliteDDL(listsDDL),
 	// 22: metrics count the event log by time (EventCounts).
-	`CREATE INDEX api_events_created ON api_events (created_at, type);`,
+	sqliteDDL(eventsCreatedDDL),
 	// 23: raw bytes stored compressed (rawcodec.go): codec says how a
 	// row's raw is encoded. Rows from before are left as they are
 	// (codec 0, the bytes as received) and read as before.
-	`
-ALTER TABLE message_raw ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
-`,
+	sqliteDDL(rawCodecDDL),
 	// 24: the search index's vocabulary (fts5vocab, read only: no data of
 	// its own). A prefix term ("order"*) makes FTS5 merge the doclists of
 	// every term with that prefix before it yields a row, a cost that
@@ -693,11 +555,149 @@ ALTER TABLE message_raw ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;
 	// has none. Rows from before keep their JSON result and a NULL note;
 	// the index reads either (sqliteDialect.indexSearch).
 	`ALTER TABLE messages ADD COLUMN note TEXT;`,
+	// 26: the courtesy OOPS is data: an owed OOPS (oops_sent with
+	// queue_id 0) carries its sender, and the owed-OOPS worker leases it
+	// (next_at, attempts: ClaimOwedOOPS) until ResolveOOPS queues it.
+	`
+ALTER TABLE oops_sent ADD COLUMN sender TEXT NOT NULL DEFAULT '';
+ALTER TABLE oops_sent ADD COLUMN next_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE oops_sent ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX oops_sent_owed ON oops_sent (next_at, id) WHERE queue_id = 0;
+`,
+	// 27: an event other than message.received no longer waits for the
+	// received events owed before it. Until now its trigger first
+	// brought event_sync up to the newest message, so a send after a
+	// long time without event reads wrote the whole backlog before its
+	// own event (in steps, but the send waited for all of them). Now
+	// such an event is written at once only when the log is caught up
+	// to its place (event_sync ≥ pos: every received event it must
+	// follow is written); otherwise it is staged in api_events_staged
+	// with its place, and the catch-up that moves event_sync past pos
+	// numbers it after the received events of the messages up to pos
+	// and before those of later messages: the log keeps the order of
+	// the facts and ids still commit in order. pos is the newest message
+	// id when the event happens (a message.sent: the message before the
+	// sent one, which has no received event of its own).
+	// Also received_as (store.receivedAs): how a received message's
+	// events are typed, decided as it is stored — " u " for a sender
+	// verdict that authenticates no domain (message.received.
+	// unauthenticated), " b:<inbox> " for each inbox whose lists refuse
+	// the sender (message.received.blocked, and the label blocked the
+	// inbox index gives it). "" for most mail: message.received. The
+	// catch-up types the received events it writes from it.
+	// And the inbox events (the SDK's inboxes.events: label.added,
+	// label.removed), one row per label an API call added to or removed
+	// from a message of an inbox (SetInboxLabels), listed by id.
+	`
+CREATE TABLE api_events_staged (
+	seq        INTEGER PRIMARY KEY,
+	pos        INTEGER NOT NULL,
+	type       TEXT NOT NULL,
+	inbox      TEXT NOT NULL,
+	message_id INTEGER NOT NULL,
+	recipients TEXT NOT NULL DEFAULT '[]',
+	detail     TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL
+);
+DROP TRIGGER api_events_message;
+CREATE TRIGGER api_events_message AFTER INSERT ON messages WHEN new.direction = 'out' BEGIN
+	INSERT INTO api_events (type, inbox, message_id, created_at)
+	SELECT 'message.sent', b, new.id, new.received_at
+	FROM (SELECT new.mailbox AS b WHERE new.mailbox != ''
+		UNION SELECT lower(new.sender) WHERE new.mailbox = '' AND new.sender != '')
+	WHERE (SELECT id FROM event_sync) >= new.id - 1
+	ORDER BY b;
+	INSERT INTO api_events_staged (pos, type, inbox, message_id, created_at)
+	SELECT new.id - 1, 'message.sent', b, new.id, new.received_at
+	FROM (SELECT new.mailbox AS b WHERE new.mailbox != ''
+		UNION SELECT lower(new.sender) WHERE new.mailbox = '' AND new.sender != '')
+	WHERE (SELECT id FROM event_sync) < new.id - 1
+	ORDER BY b;
+END;
+DROP TRIGGER api_events_rcpt_before;
+DROP TRIGGER api_events_rcpt;
+CREATE TRIGGER api_events_rcpt AFTER UPDATE OF state ON queue_rcpts
+	WHEN new.state IN ('sent', 'failed') AND old.state != new.state BEGIN
+	INSERT INTO api_events (type, inbox, message_id, recipients, detail, created_at)
+	SELECT CASE new.state WHEN 'sent' THEN 'message.delivered' ELSE 'message.bounced' END,
+		CASE WHEN m.mailbox != '' THEN m.mailbox ELSE lower(m.sender) END, m.id, json_array(new.rcpt),
+		CASE new.state WHEN 'failed' THEN new.last_error ELSE '' END, CAST(unixepoch('subsec') * 1000000000 AS INTEGER)
+	FROM queue q JOIN messages m ON m.id = q.copy_id WHERE q.id = new.queue_id
+		AND (SELECT id FROM event_sync) >= (SELECT max(id) FROM messages);
+	INSERT INTO api_events_staged (pos, type, inbox, message_id, recipients, detail, created_at)
+	SELECT (SELECT max(id) FROM messages), CASE new.state WHEN 'sent' THEN 'message.delivered' ELSE 'message.bounced' END,
+		CASE WHEN m.mailbox != '' THEN m.mailbox ELSE lower(m.sender) END, m.id, json_array(new.rcpt),
+		CASE new.state WHEN 'failed' THEN new.last_error ELSE '' END, CAST(unixepoch('subsec') * 1000000000 AS INTEGER)
+	FROM queue q JOIN messages m ON m.id = q.copy_id WHERE q.id = new.queue_id
+		AND (SELECT id FROM event_sync) < (SELECT max(id) FROM messages);
+END;
+DROP TRIGGER domains_verified;
+CREATE TRIGGER domains_verified AFTER UPDATE OF status ON domains
+	WHEN new.status = 'verified' AND old.status != 'verified' BEGIN
+	INSERT INTO api_events (type, inbox, message_id, detail, created_at)
+	SELECT 'domain.verified', '', 0, new.name, new.updated_at
+	WHERE (SELECT id FROM event_sync) >= coalesce((SELECT max(id) FROM messages), 0);
+	INSERT INTO api_events_staged (pos, type, inbox, message_id, detail, created_at)
+	SELECT (SELECT max(id) FROM messages), 'domain.verified', '', 0, new.name, new.updated_at
+	WHERE (SELECT id FROM event_sync) < coalesce((SELECT max(id) FROM messages), 0);
+END;
+DROP TRIGGER payments_event_before;
+DROP TRIGGER payments_event;
+CREATE TRIGGER payments_event AFTER UPDATE OF state ON payments
+	WHEN new.state IN ('verified', 'mismatch', 'failed', 'not_found') AND old.state != new.state BEGIN
+	INSERT INTO api_events (type, inbox, message_id, detail, created_at)
+	SELECT type, b, new.message_id, dt, new.checked_at FROM (
+		SELECT CASE new.state WHEN 'verified' THEN 'payment.verified' ELSE 'payment.rejected' END AS type,
+			CASE new.state WHEN 'verified' THEN '' ELSE new.state || ': ' || new.reason END AS dt)
+	JOIN (SELECT m.mailbox AS b FROM messages m WHERE m.id = new.message_id AND m.mailbox != ''
+		UNION SELECT lower(j.value) FROM messages m,
+			json_each(CASE WHEN json_valid(m.recipients) THEN m.recipients ELSE '[]' END) j
+			WHERE m.id = new.message_id AND m.mailbox = '' AND j.value != '')
+	WHERE (SELECT id FROM event_sync) >= (SELECT max(id) FROM messages)
+	ORDER BY b;
+	INSERT INTO api_events_staged (pos, type, inbox, message_id, detail, created_at)
+	SELECT (SELECT max(id) FROM messages), type, b, new.message_id, dt, new.checked_at FROM (
+		SELECT CASE new.state WHEN 'verified' THEN 'payment.verified' ELSE 'payment.rejected' END AS type,
+			CASE new.state WHEN 'verified' THEN '' ELSE new.state || ': ' || new.reason END AS dt)
+	JOIN (SELECT m.mailbox AS b FROM messages m WHERE m.id = new.message_id AND m.mailbox != ''
+		UNION SELECT lower(j.value) FROM messages m,
+			json_each(CASE WHEN json_valid(m.recipients) THEN m.recipients ELSE '[]' END) j
+			WHERE m.id = new.message_id AND m.mailbox = '' AND j.value != '')
+	WHERE (SELECT id FROM event_sync) < (SELECT max(id) FROM messages)
+	ORDER BY b;
+END;
+ALTER TABLE messages ADD COLUMN received_as TEXT NOT NULL DEFAULT '';
+DROP TRIGGER event_sync_received;
+CREATE TRIGGER event_sync_received AFTER UPDATE OF id ON event_sync WHEN new.id > old.id BEGIN
+	INSERT INTO api_events (type, inbox, message_id, recipients, detail, created_at)
+	SELECT CASE WHEN k = 1 THEN type WHEN instr(type, ' b:' || b || ' ') > 0 THEN 'message.received.blocked'
+			WHEN instr(type, ' u ') > 0 THEN 'message.received.unauthenticated' ELSE 'message.received' END,
+		b, mid, rc, dt, at FROM (
+		SELECT id AS pos, 0 AS k, 0 AS seq, received_as AS type, mailbox AS b, id AS mid, '[]' AS rc, '' AS dt, received_at AS at
+			FROM messages WHERE direction != 'out' AND mailbox != '' AND id > old.id AND id <= new.id
+		UNION SELECT m.id, 0, 0, m.received_as, lower(j.value), m.id, '[]', '', m.received_at FROM messages m,
+			json_each(CASE WHEN json_valid(m.recipients) THEN m.recipients ELSE '[]' END) j
+			WHERE m.direction != 'out' AND m.mailbox = '' AND j.value != '' AND m.id > old.id AND m.id <= new.id
+		UNION SELECT pos, 1, seq, type, inbox, message_id, recipients, detail, created_at FROM api_events_staged WHERE pos <= new.id)
+	ORDER BY pos, k, seq, b;
+	DELETE FROM api_events_staged WHERE pos <= new.id;
+END;
+CREATE TABLE api_inbox_events (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	inbox      TEXT NOT NULL,
+	type       TEXT NOT NULL,
+	message_id INTEGER NOT NULL,
+	label      TEXT NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE INDEX api_inbox_events_inbox ON api_inbox_events (inbox, id);
+CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 25
+const SchemaVersion = 27
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/envelopd/envelopd/payments/proof"
@@ -80,11 +79,7 @@ func reidentifyProofs(ctx context.Context, tx *sql.Tx, bind func(string) string,
 
 // proofBatch is how many old proofs migration 18 reads at once (tests
 // make it small to cross batches).
-var proofBatch = func() *atomic.Int64 {
-	var n atomic.Int64
-	n.Store(500)
-	return &n
-}()
+var proofBatch = tunable(500)
 
 // migTx is a migration's transaction with its backend's placeholders
 // and arguments.
@@ -108,20 +103,14 @@ func (m migTx) queryRow(q string, a ...any) *sql.Row {
 func (m migTx) oldProofBatch(after int64, n int) ([]oldProof, error) {
 	rows, err := m.tx.QueryContext(m.ctx, m.bind(`SELECT p.direction, p.mailbox, p.fingerprint, p.message_id, m.type, m.sender, m.result, m.received_at
 		FROM proofs_old p JOIN messages m ON m.id = p.message_id WHERE p.message_id > ? ORDER BY p.message_id LIMIT ?`), m.args([]any{after, n})...)
-	if err != nil {
-		return nil, fmt.Errorf("read proofs: %w", err)
-	}
-	defer rows.Close()
 	var olds []oldProof
-	for rows.Next() {
+	if err := eachRow(rows, err, "read proofs", func(sc scanner) error {
 		var o oldProof
-		if err := rows.Scan(&o.dir, &o.mailbox, &o.fp, &o.id, &o.typ, &o.sender, &o.result, &o.received); err != nil {
-			return nil, fmt.Errorf("read proofs: %w", err)
-		}
+		err := sc.Scan(&o.dir, &o.mailbox, &o.fp, &o.id, &o.typ, &o.sender, &o.result, &o.received)
 		olds = append(olds, o)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read proofs: %w", err)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	return olds, nil
 }

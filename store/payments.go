@@ -423,23 +423,7 @@ func (s paymentRoom) ListPayments(ctx context.Context, f PaymentFilter) ([]Payme
 }
 
 func (s paymentRoom) queryPayments(ctx context.Context, q string, args ...any) ([]Payment, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: payments: %w", err)
-	}
-	defer rows.Close()
-	ps := []Payment{}
-	for rows.Next() {
-		p, err := scanPayment(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: payments: %w", err)
-		}
-		ps = append(ps, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: payments: %w", err)
-	}
-	return ps, nil
+	return queryAll(ctx, s.r, "payments", scanPayment, q, args...)
 }
 
 // PaymentsFor implements Payments.
@@ -471,22 +455,12 @@ func (s paymentRoom) ProofCollisions(ctx context.Context) ([]ProofCollision, err
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT message_id, kept_id, fingerprint, found_at FROM proof_collisions ORDER BY message_id`)
-	if err != nil {
-		return nil, fmt.Errorf("store: proof collisions: %w", err)
-	}
-	defer rows.Close()
-	out := []ProofCollision{}
-	for rows.Next() {
-		var c ProofCollision
+	return queryAll(ctx, s.r, "proof collisions", func(sc scanner) (c ProofCollision, err error) {
 		var at int64
-		if err := rows.Scan(&c.MessageID, &c.KeptID, &c.Fingerprint, &at); err != nil {
-			return nil, fmt.Errorf("store: proof collisions: %w", err)
-		}
+		err = sc.Scan(&c.MessageID, &c.KeptID, &c.Fingerprint, &at)
 		c.FoundAt = time.Unix(0, at).UTC()
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, err
+	}, `SELECT message_id, kept_id, fingerprint, found_at FROM proof_collisions ORDER BY message_id`)
 }
 
 // OwePaymentOOPS implements Payments.
@@ -495,9 +469,9 @@ func (s paymentRoom) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPla
 		return nil, fmt.Errorf("%w: no OOPS plan", ErrBadInput)
 	}
 	var rec *OOPSRecord
-	var owed *owedOOPS
+	owed := false
 	err := s.write(ctx, func(tx Tx) error {
-		rec, owed = nil, nil
+		rec, owed = nil, false
 		var thread, warnsJSON string
 		var oops []byte
 		err := tx.QueryRow(`SELECT thread_id, warnings, oops FROM messages WHERE id = ?`+tx.dialect().forUpdate, id).Scan(&thread, &warnsJSON, &oops)
@@ -517,18 +491,15 @@ func (s paymentRoom) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPla
 				return err
 			}
 		}
-		if reason == "" && plan.Compose == nil {
-			reason, detail = OOPSComposeFailed, "the OOPS could not be composed: no composer"
+		if reason == "" && plan.From == "" {
+			reason, detail = OOPSNoSigningDomain, "no domain to send it from"
 		}
 		warns := decodeProblems(warnsJSON)
 		if reason == "" {
-			var oid int64
-			if err := tx.QueryRow(`INSERT INTO oops_sent (recipient, thread_id, code, sent_at, message_id, queue_id)
-				VALUES (?, ?, ?, ?, ?, 0) RETURNING id`, plan.To, thread, string(plan.Code), now.UnixNano(), id).Scan(&oid); err != nil {
-				return fmt.Errorf("store: payment OOPS: %w", err)
+			if err := insertOwedOOPS(tx, plan, thread, id, now); err != nil {
+				return err
 			}
-			r.Pending = true
-			owed = &owedOOPS{OwedOOPS: OwedOOPS{ID: oid, MessageID: id, Code: plan.Code, To: plan.To, At: now}, plan: plan}
+			r.Pending, owed = true, true
 		} else {
 			r.Reason = reason
 			warns = append(warns, suppressedWarning(plan.Code, reason, detail))
@@ -540,12 +511,10 @@ func (s paymentRoom) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPla
 		rec = r
 		return nil
 	})
-	if err != nil || owed == nil {
-		return rec, err
+	if err == nil && owed {
+		// Committed as owed: wake the owed-OOPS worker
+		// (MessagesChanged), which composes and queues it.
+		s.notify()
 	}
-	// Committed as owed; composed and queued now, outside the decision's
-	// transaction (or by the owed-OOPS worker if this process dies).
-	out := Outcome{ID: id, OOPS: rec}
-	rulesRoom{s.core}.composeOwed(ctx, owed, &out) // the rules room composes every owed OOPS
-	return out.OOPS, nil
+	return rec, err
 }

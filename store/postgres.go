@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/envelopd/envelopd/internal/defaults"
 )
 
 // Postgres is the Store over a PostgreSQL database (github.com/jackc/pgx/v5),
@@ -75,15 +77,9 @@ type PostgresOptions struct {
 }
 
 func (o *PostgresOptions) defaults() {
-	if o.MaxConns <= 0 {
-		o.MaxConns = 16
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = time.Second
-	}
-	if o.MaxRetries <= 0 {
-		o.MaxRetries = 20
-	}
+	defaults.Positive(&o.MaxConns, 16)
+	defaults.Positive(&o.PollInterval, time.Second)
+	defaults.Positive(&o.MaxRetries, 20)
 }
 
 // The NOTIFY channels: new messages, newly queued mail. Each store's
@@ -121,6 +117,11 @@ var pgDialect = &dialect{
 	search:       pgSearch,
 	snapshotXmax: "pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
 	snapshotXmin: "pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
+	logEvent: []string{
+		`WITH e AS (INSERT INTO api_events (id, type, inbox, message_id, detail, created_at)
+			VALUES (envelopd_api_event_id(), ?, ?, 0, ?, ?) RETURNING id)
+			SELECT pg_notify('envelopd_messages.' || current_schema(), '') FROM e`,
+	},
 	eventVisible: fmt.Sprintf("e.id < (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << %d)", pgEventIDBits),
 }
 
@@ -460,7 +461,7 @@ func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	// a transaction).
 	var got int64
 	err := t.QueryRow(`WITH ins AS (`+insertMessageSQL+`, id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
 		ON CONFLICT (md5(message_id), mailbox, direction, content_hash) DO NOTHING RETURNING id),
 		raw AS (INSERT INTO message_raw (message_id, raw, codec) SELECT id, ?, ? FROM ins)

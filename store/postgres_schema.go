@@ -5,7 +5,9 @@ package store
 // equivalent to, so that both backends name one schema by one number;
 // the first step is the whole schema of version 11. A migration appended
 // to migrations (SQLite) gets its Postgres equivalent appended here with
-// the same version, e.g. {12, `CREATE TABLE api_keys (…)`}.
+// the same version. A step the two write alike but for the spelling of
+// types is written once in ddl.go and rendered for each, e.g.
+// {20, pgDDL(draftsDDL)}; the rest is written per backend.
 //
 // Differences from SQLite, each for a reason:
 //   - messages.id is not a sequence but assigned by the inserting
@@ -191,45 +193,12 @@ CREATE INDEX oops_sent_thread ON oops_sent (thread_id, code);
 	// 12: the HTTP API: API keys, inboxes and the inbox index
 	// (SQLite migration 12). Keyset columns compare bytewise (COLLATE
 	// "C"), as SQLite's do, so pages come in the same order on both.
-	{12, `
-CREATE TABLE api_keys (
-	id         text PRIMARY KEY,
-	hash       bytea NOT NULL,
-	inboxes    text NOT NULL,
-	name       text NOT NULL DEFAULT '',
-	created_at bigint NOT NULL,
-	revoked_at bigint
-);
-CREATE TABLE api_inboxes (
-	address      text COLLATE "C" PRIMARY KEY,
-	display_name text NOT NULL DEFAULT '',
-	client_id    text UNIQUE,
-	created_at   bigint NOT NULL,
-	updated_at   bigint NOT NULL,
-	deleted      integer NOT NULL DEFAULT 0
-);
-CREATE TABLE api_sync (
-	id        integer PRIMARY KEY CHECK (id = 1),
-	synced_id bigint NOT NULL
-);
-INSERT INTO api_sync (id, synced_id) VALUES (1, 0);
-CREATE TABLE inbox_messages (
-	inbox      text COLLATE "C" NOT NULL,
-	message_id bigint NOT NULL REFERENCES messages (id),
-	thread_id  text COLLATE "C" NOT NULL,
-	labels     text NOT NULL DEFAULT ' ',
-	PRIMARY KEY (inbox, message_id)
-);
-CREATE INDEX inbox_messages_thread ON inbox_messages (inbox, thread_id, message_id);
-CREATE TABLE inbox_threads (
-	inbox     text COLLATE "C" NOT NULL,
-	thread_id text COLLATE "C" NOT NULL,
-	last_id   bigint NOT NULL,
-	PRIMARY KEY (inbox, thread_id)
-);
-CREATE INDEX inbox_threads_last ON inbox_threads (inbox, last_id);
-CREATE INDEX inbox_threads_all ON inbox_threads (last_id, inbox);
-CREATE INDEX inbox_threads_thread ON inbox_threads (thread_id);
+	{12, pgDDL(apiIndexDDL) +
+		// Postgres only: ThreadInboxes looks threads up by thread_id
+		// alone, which no other index of inbox_threads serves. The
+		// released SQLite step has no such index (a released step is
+		// never edited).
+		`CREATE INDEX inbox_threads_thread ON inbox_threads (thread_id);
 `},
 	// 13: the HTTP API's events (SQLite migration 13): the event log,
 	// written by triggers in the transaction that makes each event true,
@@ -302,29 +271,7 @@ END
 $fn$;
 CREATE TRIGGER api_events_rcpt AFTER UPDATE OF state ON queue_rcpts FOR EACH ROW
 	WHEN (NEW.state IN ('sent', 'failed') AND OLD.state <> NEW.state) EXECUTE FUNCTION envelopd_api_events_rcpt();
-CREATE TABLE api_webhooks (
-	id          text COLLATE "C" PRIMARY KEY,
-	url         text NOT NULL,
-	event_types text NOT NULL DEFAULT '[]',
-	inbox_ids   text NOT NULL DEFAULT '[]',
-	secret      text NOT NULL,
-	enabled     boolean NOT NULL DEFAULT true,
-	client_id   text UNIQUE,
-	key_id      text NOT NULL DEFAULT '',
-	created_at  bigint NOT NULL,
-	updated_at  bigint NOT NULL
-);
-CREATE TABLE api_webhook_deliveries (
-	webhook_id      text COLLATE "C" NOT NULL REFERENCES api_webhooks (id) ON DELETE CASCADE,
-	event_id        bigint NOT NULL REFERENCES api_events (id),
-	state           text NOT NULL CHECK (state IN ('pending', 'done', 'dropped')),
-	attempts        integer NOT NULL DEFAULT 0,
-	next_attempt_at bigint NOT NULL,
-	last_error      text NOT NULL DEFAULT '',
-	PRIMARY KEY (webhook_id, event_id)
-);
-CREATE INDEX api_webhook_due ON api_webhook_deliveries (state, next_attempt_at);
-CREATE FUNCTION envelopd_api_events_fanout() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+` + pgDDL(webhooksDDL) + `CREATE FUNCTION envelopd_api_events_fanout() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
 BEGIN
 	INSERT INTO api_webhook_deliveries (webhook_id, event_id, state, next_attempt_at)
 	SELECT w.id, NEW.id, 'pending', NEW.created_at FROM api_webhooks w
@@ -335,16 +282,7 @@ BEGIN
 END
 $fn$;
 CREATE TRIGGER api_events_fanout AFTER INSERT ON api_events FOR EACH ROW EXECUTE FUNCTION envelopd_api_events_fanout();
-CREATE TABLE api_idempotency (
-	key_id     text NOT NULL,
-	idem_key   text NOT NULL,
-	request    bytea NOT NULL,
-	status     integer NOT NULL DEFAULT 0,
-	response   bytea,
-	created_at bigint NOT NULL,
-	PRIMARY KEY (key_id, idem_key)
-);
-`},
+` + pgDDL(idempotencyDDL)},
 	// 14: the web inbox's search and filters (SQLite migration 14).
 	// Full-text search over subject and note as a tsvector ('simple'
 	// configuration: no stemming, like FTS5's unicode61) in message_fts,
@@ -441,19 +379,7 @@ INSERT INTO message_tags (tag, message_id)
 	// 17: managed domains (SQLite migration 17); the update that first
 	// makes a domain verified writes its domain.verified event, numbered
 	// like the other events, and wakes the websockets of every node.
-	{17, `
-CREATE TABLE domains (
-	name        text COLLATE "C" PRIMARY KEY,
-	config      text NOT NULL,
-	status      text NOT NULL CHECK (status IN ('pending', 'verified', 'invalid')),
-	checks      text NOT NULL DEFAULT '',
-	client_id   text UNIQUE,
-	created_at  bigint NOT NULL,
-	updated_at  bigint NOT NULL,
-	checked_at  bigint NOT NULL DEFAULT 0,
-	verified_at bigint NOT NULL DEFAULT 0
-);
-CREATE FUNCTION envelopd_domain_verified() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+	{17, pgDDL(domainsDDL) + `CREATE FUNCTION envelopd_domain_verified() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
 BEGIN
 	INSERT INTO api_events (id, type, inbox, message_id, detail, created_at)
 	VALUES (envelopd_api_event_id(), 'domain.verified', '', 0, NEW.name, NEW.updated_at);
@@ -467,37 +393,7 @@ CREATE TRIGGER domains_verified AFTER UPDATE OF status ON domains FOR EACH ROW
 	// 18: payments and proof identity (SQLite migration 18; its Go step
 	// runs here too). The settle trigger numbers its events as the
 	// other event triggers do and wakes the websockets of every node.
-	{18, `
-CREATE TABLE payments (
-	message_id    bigint PRIMARY KEY,              -- messages.id
-	mailbox       text NOT NULL,
-	sender        text NOT NULL,
-	authenticated boolean NOT NULL DEFAULT false,
-	chain         text NOT NULL,
-	tx            text NOT NULL,
-	token         text NOT NULL DEFAULT '',
-	amount        text NOT NULL DEFAULT '',
-	state         text NOT NULL CHECK (state IN ('unverified', 'pending', 'verified', 'mismatch', 'failed', 'not_found', 'duplicate')),
-	reason        text NOT NULL DEFAULT '',
-	paid          text NOT NULL DEFAULT '',
-	to_addr       text NOT NULL DEFAULT '',
-	from_addr     text NOT NULL DEFAULT '',
-	block         bigint NOT NULL DEFAULT 0,
-	confirmations bigint NOT NULL DEFAULT 0,
-	warnings      text NOT NULL DEFAULT '[]',
-	checked_at    bigint NOT NULL DEFAULT 0,
-	attempts      integer NOT NULL DEFAULT 0,
-	next_check_at bigint NOT NULL DEFAULT 0,
-	created_at    bigint NOT NULL
-);
-CREATE INDEX payments_due ON payments (authenticated DESC, next_check_at) WHERE state = 'pending';
-CREATE TABLE proof_collisions (
-	message_id  bigint PRIMARY KEY,
-	kept_id     bigint NOT NULL,
-	fingerprint text NOT NULL,
-	found_at    bigint NOT NULL
-);
-CREATE FUNCTION envelopd_payments_event() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+	{18, pgDDL(paymentsDDL) + `CREATE FUNCTION envelopd_payments_event() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
 DECLARE
 	b text;
 BEGIN
@@ -548,41 +444,14 @@ UPDATE api_webhooks SET enabled = false, disabled_reason = 'key_revoked'
 	WHERE enabled AND key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL);
 `},
 	// 20: the API's drafts (SQLite migration 20).
-	{20, `
-CREATE TABLE api_drafts (
-	id          text COLLATE "C" PRIMARY KEY,
-	inbox       text NOT NULL,
-	request     text NOT NULL,
-	send_at     bigint NOT NULL DEFAULT 0,
-	lease_until bigint NOT NULL DEFAULT 0,
-	status      text NOT NULL DEFAULT '',
-	last_error  text NOT NULL DEFAULT '',
-	client_id   text UNIQUE,
-	created_at  bigint NOT NULL,
-	updated_at  bigint NOT NULL
-);
-CREATE INDEX api_drafts_inbox ON api_drafts (inbox, created_at, id);
-CREATE INDEX api_drafts_due ON api_drafts (status, send_at);
-`},
+	{20, pgDDL(draftsDDL)},
 	// 21: the API's allow and block lists (SQLite migration 21).
-	{21, `
-CREATE TABLE api_lists (
-	scope      text COLLATE "C" NOT NULL,
-	direction  text COLLATE "C" NOT NULL,
-	list_type  text COLLATE "C" NOT NULL,
-	entry      text COLLATE "C" NOT NULL,
-	reason     text NOT NULL DEFAULT '',
-	created_at bigint NOT NULL,
-	PRIMARY KEY (scope, direction, list_type, entry)
-);
-`},
+	{21, pgDDL(listsDDL)},
 	// 22: metrics count the event log by time (SQLite migration 22).
-	{22, `CREATE INDEX api_events_created ON api_events (created_at, type);`},
+	{22, pgDDL(eventsCreatedDDL)},
 	// 23: raw bytes stored compressed (SQLite migration 23). A constant
 	// default adds the column without rewriting the table.
-	{23, `
-ALTER TABLE message_raw ADD COLUMN codec smallint NOT NULL DEFAULT 0;
-`},
+	{23, pgDDL(rawCodecDDL)},
 	// 24: SQLite's search vocabulary (fts5vocab); the tsvector index
 	// needs none (a GIN index answers a prefix from its own entries).
 	{24, `SELECT 1;`},
@@ -600,5 +469,50 @@ BEGIN
 	RETURN NULL;
 END
 $fn$;
+`},
+	// 26: the owed courtesy OOPS's sender and lease (SQLite migration 26).
+	{26, `
+ALTER TABLE oops_sent ADD COLUMN sender text NOT NULL DEFAULT '';
+ALTER TABLE oops_sent ADD COLUMN next_at bigint NOT NULL DEFAULT 0;
+ALTER TABLE oops_sent ADD COLUMN attempts integer NOT NULL DEFAULT 0;
+CREATE INDEX oops_sent_owed ON oops_sent (next_at, id) WHERE queue_id = 0;
+`},
+	// 27: SQLite migration 27. Postgres writes every event in the
+	// transaction of its fact and stages none; received_as types a
+	// received message's events in the insert trigger; the inbox events'
+	// ids only page a list (no cursor follows them): a sequence will do.
+	{27, `
+ALTER TABLE messages ADD COLUMN received_as text NOT NULL DEFAULT '';
+CREATE OR REPLACE FUNCTION envelopd_api_events_message() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+	b text;
+BEGIN
+	FOR b IN
+		SELECT NEW.mailbox WHERE NEW.mailbox <> ''
+		UNION SELECT lower(NEW.sender) WHERE NEW.mailbox = '' AND NEW.direction = 'out' AND NEW.sender <> ''
+		UNION SELECT lower(r) FROM json_array_elements_text(CASE WHEN NEW.mailbox = '' AND NEW.direction <> 'out'
+			THEN replace(NEW.recipients, '\u0000', '\uFFFD')::json ELSE '[]'::json END) AS r WHERE r <> ''
+		ORDER BY 1
+	LOOP
+		INSERT INTO api_events (id, type, inbox, message_id, created_at)
+		VALUES (envelopd_api_event_id(), CASE WHEN NEW.direction = 'out' THEN 'message.sent'
+				WHEN position(' b:' || b || ' ' in NEW.received_as) > 0 THEN 'message.received.blocked'
+				WHEN position(' u ' in NEW.received_as) > 0 THEN 'message.received.unauthenticated'
+				ELSE 'message.received' END,
+			b, NEW.id, NEW.received_at);
+	END LOOP;
+	RETURN NULL;
+END
+$fn$;
+CREATE TABLE api_inbox_events (
+	id         bigserial PRIMARY KEY,
+	inbox      text COLLATE "C" NOT NULL,
+	type       text NOT NULL,
+	message_id bigint NOT NULL,
+	label      text NOT NULL,
+	created_at bigint NOT NULL
+);
+CREATE INDEX api_inbox_events_inbox ON api_inbox_events (inbox, id);
+CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 `},
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -25,13 +26,94 @@ func (s queueRoom) Enqueue(ctx context.Context, out *Outgoing) (int64, error) {
 	var id int64
 	err := s.writeLogged(ctx, func(tx Tx) error {
 		var err error
-		id, err = enqueueTx(tx, out, time.Now().UTC())
+		id, _, err = enqueueTx(tx, out, time.Now().UTC(), nil)
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
 	return id, nil
+}
+
+// Queued is what EnqueueChecked did: the queue entry and its copy's
+// outcome under Check's rules.
+type Queued struct {
+	ID int64 // queue entry id
+	// Copy is the copy's outcome as Check reports it (the ingest rules and
+	// unknown_ref; Outcome.ID is the stored copy's row id, 0 when the
+	// Message-ID was already queued). Zero when the Outgoing has no Copy.
+	Copy Outcome
+}
+
+// RefusedError is EnqueueChecked's refusal of an Envelopay message whose
+// copy breaks a rule: nothing was written. Outcome holds the problems.
+type RefusedError struct {
+	Outcome Outcome
+}
+
+func (e *RefusedError) Error() string {
+	codes := make([]string, 0, len(e.Outcome.Errors))
+	for _, p := range e.Outcome.Errors {
+		codes = append(codes, string(p.Code))
+	}
+	return "store: outgoing message refused: " + strings.Join(codes, ", ")
+}
+
+// EnqueueChecked is Enqueue with Check's rules applied to out.Copy in the
+// same transaction, so that a send runs the rules once and writes its raw
+// bytes once: when the copy is an Envelopay message (Copy.Type set) and
+// the rules find errors, it is refused (*RefusedError, nothing written)
+// unless force, which queues and stores it despite them. The stored copy
+// keeps the errors Ingest finds (unknown_ref, which only an outgoing
+// message can break, is reported in Queued.Copy, not stored), as when
+// Check and Enqueue ran one after the other.
+//
+// A Message-ID already queued returns the first entry's id, as Enqueue
+// does, with the copy's outcome as Check would report it now.
+func (s queueRoom) EnqueueChecked(ctx context.Context, out *Outgoing, force bool) (Queued, error) {
+	if err := checkOutgoing(out); err != nil {
+		return Queued{}, err
+	}
+	var q Queued
+	var refused bool
+	err := s.writeLogged(ctx, func(tx Tx) error {
+		q, refused = Queued{}, false
+		// Its own savepoint: a refusal (or a repeat, checked as a dry
+		// run) is rolled back without failing the writer's batch
+		// (writer.go).
+		if _, err := tx.Exec("SAVEPOINT enqueue"); err != nil {
+			return fmt.Errorf("store: savepoint: %w", err)
+		}
+		id, o, err := enqueueTx(tx, out, time.Now().UTC(), &sendCheck{force: force, refused: &refused})
+		q = Queued{ID: id, Copy: o}
+		if err != nil || refused || id < 0 {
+			if _, rerr := tx.Exec("ROLLBACK TO enqueue"); rerr != nil && err == nil {
+				err = fmt.Errorf("store: rollback savepoint: %w", rerr)
+			}
+		}
+		if _, rerr := tx.Exec("RELEASE enqueue"); rerr != nil && err == nil {
+			err = fmt.Errorf("store: release savepoint: %w", rerr)
+		}
+		return err
+	})
+	if err != nil {
+		return Queued{}, err
+	}
+	if q.ID < 0 {
+		q.ID = -q.ID // already queued: the first entry's id
+		q.Copy.ID = 0
+	}
+	if refused {
+		q.Copy.ID = 0
+		return Queued{}, &RefusedError{Outcome: q.Copy}
+	}
+	return q, nil
+}
+
+// sendCheck asks enqueueTx for Check's rules on the copy (EnqueueChecked).
+type sendCheck struct {
+	force   bool
+	refused *bool // set when the copy is refused: the caller rolls back
 }
 
 func checkOutgoing(out *Outgoing) error {
@@ -54,9 +136,18 @@ func checkOutgoing(out *Outgoing) error {
 
 // enqueueTx queues out inside tx, with one pending row per recipient due
 // now, and stores out.Copy as a DirOut message (no hand-off, no OOPS).
-func enqueueTx(tx Tx, out *Outgoing, now time.Time) (int64, error) {
+// When the copy holds the same bytes as the entry, the entry keeps none
+// of its own: ClaimDue reads them from the copy (copy_id), so they are
+// written once.
+//
+// With chk, the copy also gets Check's rules (its outcome is returned) and
+// may be refused (*chk.refused); an entry already queued under out's
+// Message-ID is returned as its negated id with the copy checked as a dry
+// run, for the caller to roll back. Without chk the outcome is the
+// copy's Ingest outcome.
+func enqueueTx(tx Tx, out *Outgoing, now time.Time, chk *sendCheck) (int64, Outcome, error) {
 	if err := checkOutgoing(out); err != nil {
-		return 0, err
+		return 0, Outcome{}, err
 	}
 	exp := out.Expires
 	if exp.IsZero() {
@@ -66,44 +157,68 @@ func enqueueTx(tx Tx, out *Outgoing, now time.Time) (int64, error) {
 	if kind == "" {
 		kind = "send"
 	}
-	var id int64
-	err := tx.QueryRow(`INSERT INTO queue (kind, sender, message_id, raw, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (message_id) WHERE message_id != '' DO NOTHING RETURNING id`,
-		kind, out.From, out.MessageID, rawBytes(out.Raw), now.UnixNano(), exp.UTC().UnixNano()).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		// Already queued under this Message-ID.
-		if err := tx.QueryRow(`SELECT id FROM queue WHERE message_id = ?`, out.MessageID).Scan(&id); err != nil {
-			return 0, fmt.Errorf("store: enqueue: %w", err)
-		}
-		return id, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: enqueue: %w", err)
-	}
+	var cp Incoming
 	if out.Copy != nil {
-		cp := *out.Copy
+		cp = *out.Copy
 		cp.Direction = DirOut
 		cp.OOPS = nil
 		if cp.ReceivedAt.IsZero() {
 			cp.ReceivedAt = now
 		}
-		o, _, err := ingestTx(tx, &cp, false)
+	}
+	raw := rawBytes(out.Raw)
+	shared := out.Copy != nil && len(out.Raw) > 0 && bytes.Equal(out.Raw, out.Copy.Raw)
+	if shared {
+		raw = []byte{}
+	}
+	var id int64
+	err := tx.QueryRow(`INSERT INTO queue (kind, sender, message_id, raw, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (message_id) WHERE message_id != '' DO NOTHING RETURNING id`,
+		kind, out.From, out.MessageID, raw, now.UnixNano(), exp.UTC().UnixNano()).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Already queued under this Message-ID.
+		if err := tx.QueryRow(`SELECT id FROM queue WHERE message_id = ?`, out.MessageID).Scan(&id); err != nil {
+			return 0, Outcome{}, fmt.Errorf("store: enqueue: %w", err)
+		}
+		if chk == nil || out.Copy == nil {
+			return id, Outcome{}, nil
+		}
+		o, err := checkTx(tx, &cp)
 		if err != nil {
-			return 0, fmt.Errorf("store: store copy of outgoing message: %w", err)
+			return 0, Outcome{}, err
+		}
+		return -id, o, nil
+	}
+	if err != nil {
+		return 0, Outcome{}, fmt.Errorf("store: enqueue: %w", err)
+	}
+	var o Outcome
+	if out.Copy != nil {
+		if chk != nil {
+			o, err = checkTx(tx, &cp)
+		} else {
+			o, _, err = ingestTx(tx, &cp, false)
+		}
+		if err != nil {
+			return 0, Outcome{}, fmt.Errorf("store: store copy of outgoing message: %w", err)
+		}
+		if chk != nil && cp.Type != "" && len(o.Errors) > 0 && !chk.force {
+			*chk.refused = true
+			return 0, o, nil
 		}
 		if _, err := tx.Exec(`UPDATE queue SET copy_id = ? WHERE id = ?`, o.ID, id); err != nil {
-			return 0, fmt.Errorf("store: enqueue: %w", err)
+			return 0, Outcome{}, fmt.Errorf("store: enqueue: %w", err)
 		}
 	}
 	tx.queued()
 	for _, r := range out.Recipients {
 		if _, err := tx.Exec(`INSERT INTO queue_rcpts (queue_id, rcpt, state, next_attempt_at)
 			VALUES (?, ?, 'pending', ?) ON CONFLICT DO NOTHING`, id, r, now.UnixNano()); err != nil {
-			return 0, fmt.Errorf("store: enqueue recipient: %w", err)
+			return 0, Outcome{}, fmt.Errorf("store: enqueue recipient: %w", err)
 		}
 	}
-	return id, nil
+	return id, o, nil
 }
 
 // ClaimDue implements Store. Pending recipients whose entry has expired are
@@ -151,9 +266,21 @@ func (s queueRoom) ClaimDue(ctx context.Context, now time.Time, lease time.Durat
 		}
 		for i := range dues {
 			var exp int64
-			if err := tx.QueryRow(`SELECT sender, raw, expires_at FROM queue WHERE id = ?`, dues[i].QueueID).
-				Scan(&dues[i].From, &dues[i].Raw, &exp); err != nil {
+			// An entry with no bytes of its own shares its copy's
+			// (enqueueTx).
+			var copyRaw []byte
+			var codec int64
+			if err := tx.QueryRow(`SELECT q.sender, q.raw, q.expires_at, `+rawCols+` FROM queue q
+				LEFT JOIN message_raw r ON r.message_id = q.copy_id AND length(q.raw) = 0 WHERE q.id = ?`, dues[i].QueueID).
+				Scan(&dues[i].From, &dues[i].Raw, &exp, &copyRaw, &codec); err != nil {
 				return fmt.Errorf("store: claim due: %w", err)
+			}
+			if len(dues[i].Raw) == 0 && copyRaw != nil {
+				raw, err := raws.decode(copyRaw, codec)
+				if err != nil {
+					return fmt.Errorf("store: claim due: queue entry %d: %w", dues[i].QueueID, err)
+				}
+				dues[i].Raw = raw
 			}
 			dues[i].Expires = time.Unix(0, exp).UTC()
 		}

@@ -74,12 +74,24 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 
 // Message implements Store; the raw bytes are included.
 func (s rulesRoom) Message(ctx context.Context, id int64) (*Message, error) {
+	return s.message(ctx, id, true)
+}
+
+// MessageInfo implements Store: Message without the raw bytes.
+func (s rulesRoom) MessageInfo(ctx context.Context, id int64) (*Message, error) {
+	return s.message(ctx, id, false)
+}
+
+func (s rulesRoom) message(ctx context.Context, id int64, withRaw bool) (*Message, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	row := s.r.QueryRowContext(ctx, `SELECT `+messageCols+`, `+rawCols+`
-		FROM messages m LEFT JOIN message_raw r ON r.message_id = m.id WHERE m.id = ?`, id)
-	m, err := scanMessage(row, true)
+	q := `SELECT ` + messageCols + ` FROM messages m WHERE m.id = ?`
+	if withRaw {
+		q = `SELECT ` + messageCols + `, ` + rawCols + `
+		FROM messages m LEFT JOIN message_raw r ON r.message_id = m.id WHERE m.id = ?`
+	}
+	m, err := scanMessage(s.r.QueryRowContext(ctx, q, id), withRaw)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("message %d: %w", id, ErrNotFound)
 	}
@@ -174,23 +186,10 @@ func (s rulesRoom) Messages(ctx context.Context, f Filter) ([]Message, error) {
 }
 
 func (s *core) query(ctx context.Context, q string, withRaw bool, args ...any) ([]Message, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	ms, err := queryAll(ctx, s.r, "messages", func(sc scanner) (Message, error) { return scanMessage(sc, withRaw) }, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: messages: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	ms := []Message{}
-	for rows.Next() {
-		m, err := scanMessage(rows, withRaw)
-		if err != nil {
-			return nil, fmt.Errorf("store: messages: %w", err)
-		}
-		ms = append(ms, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: messages: %w", err)
-	}
-	rows.Close()
 	if err := s.attachPayments(ctx, len(ms), func(i int) *Message { return &ms[i] }); err != nil {
 		return nil, err
 	}

@@ -44,7 +44,8 @@ type apiKeyRoom struct{ *core }
 type indexRoom struct{ *core }
 
 // eventRoom is the HTTP API's event log and its retention (events.go,
-// metrics.go): EventLog, EventMetrics, APILogPruner.
+// metrics.go): EventLog, EventMetrics, APILogPruner,
+// EventLogger (message.rejected), InboxEventLog (label events).
 type eventRoom struct{ *core }
 
 // webhookRoom is the webhooks and their deliveries (events.go):
@@ -116,6 +117,8 @@ var (
 	_ InboxIndex       = indexRoom{}
 	_ EventLog         = eventRoom{}
 	_ EventMetrics     = eventRoom{}
+	_ EventLogger      = eventRoom{}
+	_ InboxEventLog    = eventRoom{}
 	_ APILogPruner     = eventRoom{}
 	_ WebhookStore     = webhookRoom{}
 	_ IdempotencyStore = idempotencyRoom{}
@@ -127,10 +130,13 @@ var (
 	_ Settings         = settingRoom{}
 )
 
-// OOPSLog is the rules room's owed courtesy OOPS: those decided by an
-// ingest that died before composing them (ingest.go).
+// OOPSLog is the rules room's owed courtesy OOPS: the rows an ingest
+// records as owed, which the owed-OOPS worker claims, composes and
+// settles (ingest.go).
 type OOPSLog interface {
 	OwedOOPSList(ctx context.Context, olderThan time.Time, limit int) ([]OwedOOPS, error)
+	ClaimOwedOOPS(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]OwedOOPS, error)
+	ReleaseOwedOOPS(ctx context.Context, id int64, next time.Time) error
 	ResolveOOPS(ctx context.Context, owed OwedOOPS, msg *Outgoing, body json.RawMessage, reason string) (*OOPSRecord, error)
 }
 

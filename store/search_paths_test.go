@@ -72,7 +72,9 @@ func testSearchPaths(t *testing.T, db string) {
 	}
 	threads := func(q store.InboxQuery) []string {
 		var got []string
-		q.Limit = 1
+		if q.Limit == 0 {
+			q.Limit = 1
+		}
 		for range subjects {
 			ts, err := s.InboxThreads(ctx, q)
 			if err != nil {
@@ -81,8 +83,10 @@ func testSearchPaths(t *testing.T, db string) {
 			if len(ts) == 0 {
 				return got
 			}
-			got = append(got, fmt.Sprint(ts[0].Inbox, " ", ts[0].LastID))
-			q.CursorID, q.CursorInbox = ts[0].LastID, ts[0].Inbox
+			for _, th := range ts {
+				got = append(got, fmt.Sprint(th.Inbox, " ", th.LastID))
+			}
+			q.CursorID, q.CursorInbox = ts[len(ts)-1].LastID, ts[len(ts)-1].Inbox
 		}
 		return got
 	}
@@ -123,6 +127,35 @@ func testSearchPaths(t *testing.T, db string) {
 			if want := (len(tc.want) + 1) / 2; tq.Inbox != "" && len(rare) != want {
 				t.Errorf("threads %q in %q: %q, want %d", tc.search, tq.Inbox, rare, want)
 			}
+		}
+	}
+	// A late reply (no search word) makes a thread new whose matching
+	// messages are far older than the window of threads the common walk
+	// reads them from; pages of 1 to 3 threads find the same threads.
+	for i := range 6 {
+		mid := fmt.Sprintf("late%d@x.test", i)
+		irt := []string{fmt.Sprintf("p%d@x.test", 2*i)}
+		if _, err := s.Ingest(ctx, &store.Incoming{Direction: store.DirIn, MessageID: mid, InReplyTo: irt, References: irt,
+			Sender: "s@y.test", Recipients: []string{[]string{"a@x.test", "b@x.test"}[i%2]}, Raw: []byte(mid), Subject: "late",
+			Status: store.StatusAccepted, ReceivedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIndexed(t, s, len(subjects)+6, "a@x.test", "b@x.test")
+	for _, tq := range []store.InboxQuery{{Search: "order"}, {Search: "order", Inbox: "a@x.test"}, {Search: "ord", Labels: []string{"received"}},
+		{Search: "order", Ascending: true}, {Search: "order", Inbox: "b@x.test", Ascending: true}} {
+		old := store.SetCommonMatches(1 << 40)
+		rare := threads(tq)
+		store.SetCommonMatches(1)
+		for limit := 1; limit <= 3; limit++ {
+			tq.Limit = limit
+			if common := threads(tq); !slices.Equal(rare, common) {
+				t.Errorf("threads %q in %q after late replies, pages of %d: %q from the matches, %q probing", tq.Search, tq.Inbox, limit, rare, common)
+			}
+		}
+		store.SetCommonMatches(old)
+		if len(rare) == 0 {
+			t.Errorf("threads %q in %q after late replies: none", tq.Search, tq.Inbox)
 		}
 	}
 }

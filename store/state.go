@@ -79,20 +79,15 @@ func (s stateRoom) Keys(ctx context.Context, protocol string) (map[string]string
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT handle, key FROM protocol_keys WHERE protocol = ?`, protocol)
-	if err != nil {
-		return nil, fmt.Errorf("store: keys: %w", err)
-	}
-	defer rows.Close()
 	m := map[string]string{}
-	for rows.Next() {
+	rows, err := s.r.QueryContext(ctx, `SELECT handle, key FROM protocol_keys WHERE protocol = ?`, protocol)
+	err = eachRow(rows, err, "store: keys", func(sc scanner) error {
 		var h, k string
-		if err := rows.Scan(&h, &k); err != nil {
-			return nil, fmt.Errorf("store: keys: %w", err)
-		}
+		err := sc.Scan(&h, &k)
 		m[h] = k
-	}
-	return m, rows.Err()
+		return err
+	})
+	return m, err
 }
 
 // ChainTip implements Store: the highest link of chain in any scope
@@ -101,15 +96,5 @@ func (s stateRoom) ChainTip(ctx context.Context, chain string) (int64, string, e
 	if s.isClosed() {
 		return 0, "", ErrClosed
 	}
-	var seq int64
-	var hash string
-	err := s.r.QueryRowContext(ctx, `SELECT seq, hash FROM chain_links WHERE chain = ? ORDER BY seq DESC LIMIT 1`, chain).
-		Scan(&seq, &hash)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, ZeroHash, nil
-	}
-	if err != nil {
-		return 0, "", fmt.Errorf("store: chain tip: %w", err)
-	}
-	return seq, hash, nil
+	return scanTip(s.r.QueryRowContext(ctx, `SELECT seq, hash FROM chain_links WHERE chain = ? ORDER BY seq DESC LIMIT 1`, chain), "chain tip")
 }

@@ -108,25 +108,21 @@ func refMatch(tx Tx, in *Incoming) (refCandidate, error) {
 	}
 	rows, err := tx.Query(`SELECT envelopay_id, id, thread_id, sender, status FROM messages`+tx.dialect().eidIndex+`
 		WHERE envelopay_id IN (`+placeholders(len(ids))+`) AND mailbox = ?`, append(ids, in.Mailbox)...)
-	if err != nil {
-		return refCandidate{}, fmt.Errorf("store: thread lookup: %w", err)
-	}
-	defer rows.Close()
 	perRef := map[string]refCandidate{}
-	for rows.Next() {
+	if err := eachRow(rows, err, "store: thread lookup", func(sc scanner) error {
 		var ref, sender, status string
 		var c refCandidate
-		if err := rows.Scan(&ref, &c.id, &c.thread, &sender, &status); err != nil {
-			return refCandidate{}, fmt.Errorf("store: thread lookup: %w", err)
+		if err := sc.Scan(&ref, &c.id, &c.thread, &sender, &status); err != nil {
+			return err
 		}
 		c.counterparty = slices.Contains(in.Recipients, sender)
 		c.ok = status == StatusAccepted
 		if b, ok := perRef[ref]; !ok || c.better(b) {
 			perRef[ref] = c
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return refCandidate{}, fmt.Errorf("store: thread lookup: %w", err)
+		return nil
+	}); err != nil {
+		return refCandidate{}, err
 	}
 	var best refCandidate
 	for _, c := range perRef {

@@ -49,7 +49,7 @@ type Tx interface {
 // needs (Postgres: RETURNING id, and its own id).
 const insertMessageSQL = `INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
 		recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
-		result, dkim, auth_results, size, want_amount, want_token, want_chain, note`
+		result, dkim, auth_results, size, want_amount, want_token, want_chain, note, received_as`
 
 // dialect is what differs in the SQL of the backends.
 type dialect struct {
@@ -105,7 +105,7 @@ type dialect struct {
 	// (?, ?], run by SyncInboxes with the API's index; nil when triggers
 	// keep it at insert (Postgres). SQLite moved it out of the ingest
 	// transaction (migration 15): an FTS5 insert in every message's
-	// savepoint cost ingest ≈ 40 % of its CPU.
+	// savepoint was a large share of ingest's CPU (docs/performance.md).
 	indexSearch []string
 	// eventsLag (a query yielding a boolean), eventsBehind (the message
 	// ids not caught up yet) and syncEvents (a write taking the log ?
@@ -116,6 +116,13 @@ type dialect struct {
 	// (core.syncEvents), and so do the writes whose triggers log an
 	// event (core.writeLogged).
 	eventsLag, eventsBehind, syncEvents string
+	// logEvent writes one event without a stored message (type, inbox,
+	// detail, created_at bound to each statement, in that order): where
+	// the log is caught up to the newest message, at once, else staged
+	// behind the received events owed (SQLite, migration 26); Postgres
+	// numbers it by its transaction and wakes the followers of every
+	// node, as its event triggers do.
+	logEvent []string
 	// key converts a claims/states key or value for binding: Postgres
 	// keeps them in bytea (they hold NUL bytes), SQLite in TEXT.
 	key func(string) any
@@ -234,6 +241,12 @@ func itoa(n int) string {
 type HandoffHolder interface {
 	HandoffHold(ctx context.Context, id int64) ([]Handoff, error)
 	HandoffRelease(ctx context.Context, id int64) ([]Handoff, error)
+}
+
+// CheckedEnqueuer queues a message we send with Check's rules applied to
+// its stored copy, in one transaction (queue.go).
+type CheckedEnqueuer interface {
+	EnqueueChecked(ctx context.Context, out *Outgoing, force bool) (Queued, error)
 }
 
 // HandoffAdmin is the hand-off room's operator side: list the log, retry

@@ -52,11 +52,8 @@ func takeUnique(tx Tx, id int64, dir string, in *Incoming, now time.Time) (proto
 				p.Ref = prevMID
 				return protocols.Problems{p}, false, nil
 			}
-			what, ref := earlier(tx, prev)
-			p := protocols.New(protocols.CodeDuplicateID, "id",
-				"id %q from %s was already used by %s", in.EnvelopayID, in.Sender, what)
-			p.Ref = ref
-			ps = append(ps, p)
+			ps = append(ps, repeated(tx, prev, protocols.CodeDuplicateID, "id",
+				"id %q from %s was already used by %s", in.EnvelopayID, in.Sender))
 		}
 	}
 	if in.ProofFingerprint != "" {
@@ -69,11 +66,8 @@ func takeUnique(tx Tx, id int64, dir string, in *Incoming, now time.Time) (proto
 			return nil, false, err
 		}
 		if prev != 0 {
-			what, ref := earlier(tx, prev)
-			p := protocols.New(protocols.CodeDuplicateProof, "proof",
-				"this payment proof was already presented in %s", what)
-			p.Ref = ref
-			ps = append(ps, p)
+			ps = append(ps, repeated(tx, prev, protocols.CodeDuplicateProof, "proof",
+				"this payment proof was already presented in %s"))
 		}
 	}
 	// Protocol state is per scope, like the two tables above: in relay
@@ -199,17 +193,13 @@ func takeClaim(tx Tx, scope string, id int64, c protocols.Claim, now time.Time) 
 		if c.OnSame == "" {
 			return nil, true, nil
 		}
-		what, ref := earlier(tx, prev)
-		p := protocols.New(c.OnSame, "", "%s already seen in %s", c.Kind, what)
-		p.Ref = ref
+		p := repeated(tx, prev, c.OnSame, "", "%s already seen in %s", c.Kind)
 		return &p, true, nil
 	}
 	if c.OnConflict == "" {
 		return nil, false, nil
 	}
-	what, ref := earlier(tx, prev)
-	p := protocols.New(c.OnConflict, "", "%s already used with different content by %s", c.Kind, what)
-	p.Ref = ref
+	p := repeated(tx, prev, c.OnConflict, "", "%s already used with different content by %s", c.Kind)
 	return &p, false, nil
 }
 
@@ -324,23 +314,19 @@ func readRange(tx Tx, table, scope, kind, prefix string) (map[string]string, err
 		q += ` AND key < ?`
 		args = append(args, k(end))
 	}
-	rows, err := tx.Query(q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: read %s %s: %w", table, kind, err)
-	}
-	defer rows.Close()
 	out := map[string]string{}
-	for rows.Next() {
+	rows, err := tx.Query(q, args...)
+	if err := eachRow(rows, err, fmt.Sprintf("store: read %s %s", table, kind), func(sc scanner) error {
 		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, fmt.Errorf("store: read %s %s: %w", table, kind, err)
+		if err := sc.Scan(&k, &v); err != nil {
+			return err
 		}
 		if strings.HasPrefix(k, prefix) {
 			out[k[len(prefix):]] = v
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: read %s %s: %w", table, kind, err)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -367,17 +353,33 @@ type queryRower interface {
 }
 
 func chainTip(q queryRower, scope, chain string) (int64, string, error) {
+	return scanTip(q.QueryRow(`SELECT seq, hash FROM chain_links WHERE scope = ? AND chain = ? ORDER BY seq DESC LIMIT 1`, scope, chain),
+		"read chain tip")
+}
+
+// scanTip reads a chain's highest link (seq, hash); a chain with none is
+// at seq 0, ZeroHash. Errors say op ("store: chain tip: …").
+func scanTip(row *sql.Row, op string) (int64, string, error) {
 	var seq int64
 	var hash string
-	err := q.QueryRow(`SELECT seq, hash FROM chain_links WHERE scope = ? AND chain = ? ORDER BY seq DESC LIMIT 1`, scope, chain).
-		Scan(&seq, &hash)
+	err := row.Scan(&seq, &hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, ZeroHash, nil
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("store: read chain tip: %w", err)
+		return 0, "", fmt.Errorf("store: %s: %w", op, err)
 	}
 	return seq, hash, nil
+}
+
+// repeated is the problem code on field that a fact of the earlier
+// message prev is repeated: format's last verb is given the earlier
+// message's name (earlier), and Ref its Message-ID.
+func repeated(tx Tx, prev int64, code protocols.Code, field, format string, args ...any) protocols.Problem {
+	what, ref := earlier(tx, prev)
+	p := protocols.New(code, field, format, append(args, what)...)
+	p.Ref = ref
+	return p
 }
 
 // earlier names the stored message id for a problem's text by what its

@@ -128,7 +128,7 @@ func (s *SQLite) Stats() Stats {
 
 // commit runs one batch as one transaction. The ops run one after the
 // other with no savepoint of their own (two statements and a sub-journal
-// copy of every page they touch, ≈ 8 % of the ingest CPU). When one
+// copy of every page they touch: measurable ingest CPU). When one
 // fails (or panics) the whole transaction is rolled back and the batch
 // runs once more, the failed op left out and each other op under its own
 // savepoint: a failing write undoes only itself, never reaches the
@@ -179,7 +179,7 @@ func (s *SQLite) commit(tx *wtx, batch []*op) {
 // to its savepoint and the others go on. err is a failed BEGIN, COMMIT
 // or rollback.
 func (s *SQLite) try(tx *wtx, batch []*op, errs []error, safe bool) (failed bool, err error) {
-	tx.stored, tx.queue, tx.caught = false, false, 0
+	tx.stored, tx.queue, tx.caught, tx.lists = false, false, 0, 0
 	if _, err := tx.Exec("BEGIN IMMEDIATE"); err != nil {
 		return false, fmt.Errorf("store: begin: %w", err)
 	}

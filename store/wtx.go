@@ -28,7 +28,14 @@ type wtx struct {
 	// transaction wrote (core.catchUpStep, core.writeLogged), so that
 	// the writes of one batch share one step's bound.
 	caught int64
+	// lists caches, for the transaction, whether any inbound (receive or
+	// reply) list entry exists (receivedAs asks once per message): 0
+	// not known, 1 none, 2 some. A write to the lists forgets it.
+	lists int8
 }
+
+// inboundLists is the transaction's cache of whether inbound lists exist.
+func (w *wtx) inboundLists() *int8 { return &w.lists }
 
 // caughtUp adds n to the message ids this transaction's event log
 // catch-ups cover and returns the total.
@@ -90,7 +97,7 @@ func (w *wtx) QueryRow(q string, args ...any) *sql.Row {
 // up and tear down); a conflict (exact redelivery) changes no row.
 func (w *wtx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	res, err := w.Exec(insertMessageSQL+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING`, args...)
 	if err != nil {
 		return 0, false, err

@@ -173,16 +173,13 @@ type abuseOptions struct {
 }
 
 func apiAbuse(ctx context.Context, log io.Writer, o abuseOptions) (*abuseResult, error) {
-	dir, requests, sends, rate, strangers, strangerRate := o.dir, o.requests, o.sends, o.rate, o.strangers, o.strangerRate
+	requests, sends, rate, strangers, strangerRate := o.requests, o.sends, o.rate, o.strangers, o.strangerRate
 	dead, tenantMail, rounds := o.dead, o.tenantMail, o.rounds
-	if dir == "" {
-		d, err := os.MkdirTemp("", "envelopd-abuse-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := workDir(o.dir, "envelopd-abuse-")
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	st, err := store.Open(ctx, filepath.Join(dir, "abuse.db"))
 	if err != nil {
 		return nil, err

@@ -24,7 +24,6 @@ import (
 
 	"github.com/envelopd/envelopd/api"
 	"github.com/envelopd/envelopd/dkim"
-	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/store"
 )
@@ -106,14 +105,8 @@ func printJSON(w io.Writer, v any) {
 // benchService is the API service of the benchmarks over st, sending
 // for shop.test signed by signer, and an unscoped key of it.
 func benchService(ctx context.Context, st store.DB, signer dkim.Signer) (*api.Service, string, error) {
-	record := func(raw []byte) *store.Incoming {
-		a := mailin.Analyze(context.Background(), raw, mailin.AnalyzeOptions{})
-		in := mailin.Incoming(a, raw, store.DirOut)
-		in.ReceivedAt = time.Now().UTC()
-		return in
-	}
 	svc, err := api.NewService(api.Config{Store: st, Domains: []string{"shop.test"}, Logger: slog.New(slog.DiscardHandler),
-		Mailer: func(string) *mailout.Mailer { return &mailout.Mailer{Signers: []dkim.Signer{signer}, Record: record} }})
+		Mailer: func(string) *mailout.Mailer { return &mailout.Mailer{Signers: []dkim.Signer{signer}} }})
 	if err != nil {
 		return nil, "", err
 	}

@@ -504,3 +504,16 @@ func smtpSource(ctx context.Context, bin, addr string, sessions, messages, size 
 	r.MsgPerSec = float64(messages) / el.Seconds()
 	return r, nil
 }
+
+// workDir is dir, or when dir is "" a new temporary directory (named
+// with prefix) that cleanup removes.
+func workDir(dir, prefix string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}

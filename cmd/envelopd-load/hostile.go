@@ -116,15 +116,11 @@ func runHostile(ctx context.Context, e *env) int {
 // Hostile runs the shapes in order: baseline (a normal 2 KB ORDER),
 // many-parts, nested-json, then concurrent large mails.
 func Hostile(ctx context.Context, f hostileFlags, log io.Writer) ([]*HostileCase, error) {
-	dir := f.work
-	if dir == "" {
-		d, err := os.MkdirTemp("", "envelopd-hostile-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := workDir(f.work, "envelopd-hostile-")
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	fixed := func(name string, raw []byte) hostileShape {
 		return hostileShape{name: name, count: 1, size: len(raw), write: func(_ int, w io.Writer) error {
 			_, err := w.Write(raw)

@@ -39,18 +39,15 @@ func runAICP(ctx context.Context, e *env) int {
 	}
 	now, err := parseNow(*nowFlag)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd aicp sign: %v\n", err)
-		return 2
+		return failed(e, "aicp sign", err)
 	}
 	priv, err := loadEd25519Key(*keyFile)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd aicp sign: %v\n", err)
-		return 2
+		return failed(e, "aicp sign", err)
 	}
 	doc, err := readArg(e, args)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd aicp sign: %v\n", err)
-		return 2
+		return failed(e, "aicp sign", err)
 	}
 	signed, probs, err := tunnelsign.SignAICP(doc, priv, now)
 	if err != nil {

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/mail"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/envelopd/envelopd/api"
@@ -24,13 +24,10 @@ import (
 // --inbox scopes it to those inboxes (repeatable; none: every inbox).
 func runAPIKey(ctx context.Context, e *env) int {
 	const usage = "usage: envelopd apikey create [--inbox ADDR]... [--name N] [--json] | apikey list [--json] | apikey revoke ID"
-	if len(e.args) == 0 {
-		fmt.Fprintln(e.stderr, usage)
+	verb, fs, db, ok := verbFlags(e, "apikey", usage)
+	if !ok {
 		return 2
 	}
-	verb := e.args[0]
-	fs := newFlags(e, "apikey "+verb)
-	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	name := fs.String("name", "", "a name for the key (create)")
 	var inboxes multiFlag
@@ -39,12 +36,11 @@ func runAPIKey(ctx context.Context, e *env) int {
 	if err != nil {
 		return 2
 	}
+	if want := map[string]int{"create": 0, "list": 0, "revoke": 1}; len(args) != want[verb] {
+		return usageError(e, usage)
+	}
 	switch verb {
 	case "create":
-		if len(args) != 0 {
-			fmt.Fprintln(e.stderr, usage)
-			return 2
-		}
 		var scope []string
 		for _, in := range inboxes {
 			a, err := mail.ParseAddress(in)
@@ -56,8 +52,7 @@ func runAPIKey(ctx context.Context, e *env) int {
 		}
 		key, k, err := api.NewKey(scope, *name, time.Now())
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd apikey: %v\n", err)
-			return 2
+			return failed(e, "apikey", err)
 		}
 		st, ok := openStore(ctx, e, *db)
 		if !ok {
@@ -65,8 +60,7 @@ func runAPIKey(ctx context.Context, e *env) int {
 		}
 		defer st.Close()
 		if err := st.CreateAPIKey(ctx, k); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd apikey: %v\n", err)
-			return 2
+			return failed(e, "apikey", err)
 		}
 		if *asJSON {
 			b, _ := json.Marshal(struct {
@@ -80,10 +74,6 @@ func runAPIKey(ctx context.Context, e *env) int {
 		}
 		return 0
 	case "list":
-		if len(args) != 0 {
-			fmt.Fprintln(e.stderr, usage)
-			return 2
-		}
 		st, ok := openExistingStore(ctx, e, "apikey list", *db)
 		if !ok {
 			return 2
@@ -91,15 +81,9 @@ func runAPIKey(ctx context.Context, e *env) int {
 		defer st.Close()
 		keys, err := st.APIKeys(ctx)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd apikey: %v\n", err)
-			return 2
+			return failed(e, "apikey", err)
 		}
-		if *asJSON {
-			return writeJSONLines(e, "apikey list", keys)
-		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tINBOXES\tCREATED\tREVOKED")
-		for _, k := range keys {
+		return writeList(e, "apikey list", *asJSON, keys, "ID\tNAME\tINBOXES\tCREATED\tREVOKED", func(w io.Writer, k store.APIKey) {
 			scope := "*"
 			if len(k.Inboxes) > 0 {
 				scope = strings.Join(k.Inboxes, ",")
@@ -108,15 +92,9 @@ func runAPIKey(ctx context.Context, e *env) int {
 			if k.RevokedAt != nil {
 				rev = k.RevokedAt.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, termSafe(k.Name), termSafe(scope), k.CreatedAt.Format(time.RFC3339), rev)
-		}
-		tw.Flush()
-		return 0
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, termSafe(k.Name), termSafe(scope), k.CreatedAt.Format(time.RFC3339), rev)
+		})
 	case "revoke":
-		if len(args) != 1 {
-			fmt.Fprintln(e.stderr, usage)
-			return 2
-		}
 		st, ok := openExistingStore(ctx, e, "apikey revoke", *db)
 		if !ok {
 			return 2
@@ -131,11 +109,9 @@ func runAPIKey(ctx context.Context, e *env) int {
 				fmt.Fprintf(e.stderr, "envelopd apikey: no key %s\n", id)
 				return 1
 			}
-			fmt.Fprintf(e.stderr, "envelopd apikey: %v\n", err)
-			return 2
+			return failed(e, "apikey", err)
 		}
 		return 0
 	}
-	fmt.Fprintln(e.stderr, usage)
-	return 2
+	return usageError(e, usage)
 }

@@ -13,7 +13,9 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/store"
@@ -155,9 +157,86 @@ func writeJSONLines[T any](e *env, cmd string, items []T) int {
 	enc := json.NewEncoder(e.stdout)
 	for _, it := range items {
 		if err := enc.Encode(it); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
-			return 2
+			return failed(e, cmd, err)
 		}
 	}
 	return 0
+}
+
+// dbUsage is the help of the --db flag of every command that opens the
+// store.
+const dbUsage = "SQLite database file, or a postgres:// URL (several nodes on one database)"
+
+// dbFlag registers --db, the store a command opens, on fs.
+func dbFlag(fs *flag.FlagSet) *string { return fs.String("db", defaultDB, dbUsage) }
+
+// verbFlags starts a command whose first argument is its verb (`apikey
+// create`, `mailbox list`): with no verb it prints usage and ok is false;
+// otherwise fs is the verb's flag set, with --db registered.
+func verbFlags(e *env, cmd, usage string) (verb string, fs *flag.FlagSet, db *string, ok bool) {
+	if len(e.args) == 0 {
+		fmt.Fprintln(e.stderr, usage)
+		return "", nil, nil, false
+	}
+	verb = e.args[0]
+	fs = newFlags(e, cmd+" "+verb)
+	return verb, fs, dbFlag(fs), true
+}
+
+// failed reports err as `envelopd CMD: err` on stderr and returns exit
+// status 2 (usage or I/O).
+func failed(e *env, cmd string, err error) int {
+	fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
+	return 2
+}
+
+// usageError prints usage on stderr and returns exit status 2.
+func usageError(e *env, usage string) int {
+	fmt.Fprintln(e.stderr, usage)
+	return 2
+}
+
+// writeTable prints items as a table for people: the header line, then
+// the line row writes for each item, columns separated by two spaces.
+func writeTable[T any](w io.Writer, header string, items []T, row func(w io.Writer, it T)) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		row(tw, it)
+	}
+	tw.Flush()
+}
+
+// writeList prints the result of a list command: JSON lines with --json
+// (writeJSONLines), a table otherwise (writeTable). It returns the exit
+// status.
+func writeList[T any](e *env, cmd string, asJSON bool, items []T, header string, row func(w io.Writer, it T)) int {
+	if asJSON {
+		return writeJSONLines(e, cmd, items)
+	}
+	writeTable(e.stdout, header, items, row)
+	return 0
+}
+
+// checkListFlags checks a list command's --state and --limit: state
+// (lower-cased in place; nil when the command has none) is empty or one of
+// states, or "all" when withAll; limit is not negative. What is wrong is
+// reported on stderr (false).
+func checkListFlags(e *env, cmd string, state *string, states []string, withAll bool, limit int) bool {
+	if state != nil {
+		*state = strings.ToLower(*state)
+		if *state != "" && !(withAll && *state == "all") && !slices.Contains(states, *state) {
+			all := ""
+			if withAll {
+				all = ", all"
+			}
+			fmt.Fprintf(e.stderr, "envelopd %s: --state %q: want one of %s%s\n", cmd, *state, strings.Join(states, ", "), all)
+			return false
+		}
+	}
+	if limit < 0 {
+		fmt.Fprintf(e.stderr, "envelopd %s: --limit must not be negative\n", cmd)
+		return false
+	}
+	return true
 }

@@ -12,10 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/emersion/go-message/mail"
 
 	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/protocols/tunnel"
 )
 
@@ -122,8 +124,7 @@ func reportCompose(e *env, cmd string, err error) int {
 		}
 		return 1
 	}
-	fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
-	return 2
+	return failed(e, cmd, err)
 }
 
 // parseArgs parses flags that may come before or after positional
@@ -142,6 +143,38 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// composeSigned composes d and signs it with the DKIM keys f names. When
+// that fails, the reason is on stderr, raw is nil and status is the exit
+// status.
+func composeSigned(e *env, cmd string, f *draftFlags, d mailout.Draft) (raw []byte, status int) {
+	signers, err := f.dkim.signers()
+	if err != nil {
+		return nil, failed(e, cmd, err)
+	}
+	if raw, err = mailout.Compose(d); err != nil {
+		return nil, reportCompose(e, cmd, err)
+	}
+	if raw, err = mailout.Sign(raw, signers); err != nil {
+		return nil, failed(e, cmd, fmt.Errorf("dkim: %w", err))
+	}
+	return raw, 0
+}
+
+// fromArgs parses the command line of a command that takes no arguments
+// but flags (fs, with f registered) and returns the draft they describe;
+// ok is false when either fails (said on stderr: exit status 2).
+func (f *draftFlags) fromArgs(e *env, cmd string, fs *flag.FlagSet) (d mailout.Draft, ok bool) {
+	pos, err := parseArgs(fs, e.args)
+	if err != nil || !noArgs(e, cmd, pos) {
+		return d, false
+	}
+	if d, err = f.draft(e, mailout.Draft{}); err != nil {
+		failed(e, cmd, err)
+		return d, false
+	}
+	return d, true
+}
+
 // runCompose: envelopd compose --from A --to B --type T [...] prints the
 // composed (and, with --dkim-key or --dkim-config, signed) message.
 func runCompose(ctx context.Context, e *env) int {
@@ -149,38 +182,20 @@ func runCompose(ctx context.Context, e *env) int {
 	var f draftFlags
 	f.register(fs, false)
 	db := fs.String("db", "", "also check the message against this store's threads (ACCEPT amount, typed refs, duplicate ids); the file must exist")
-	pos, err := parseArgs(fs, e.args)
-	if err != nil {
+	d, ok := f.fromArgs(e, "compose", fs)
+	if !ok {
 		return 2
 	}
-	if len(pos) > 0 {
-		fmt.Fprintf(e.stderr, "envelopd compose: unexpected argument %q\n", pos[0])
-		return 2
-	}
-	d, err := f.draft(e, mailout.Draft{})
-	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd compose: %v\n", err)
-		return 2
-	}
-	signers, err := f.dkim.signers()
-	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd compose: %v\n", err)
-		return 2
-	}
-	raw, err := mailout.Compose(d)
-	if err != nil {
-		return reportCompose(e, "compose", err)
-	}
-	if raw, err = mailout.Sign(raw, signers); err != nil {
-		fmt.Fprintf(e.stderr, "envelopd compose: dkim: %v\n", err)
-		return 2
+	raw, status := composeSigned(e, "compose", &f, d)
+	if raw == nil {
+		return status
 	}
 	if *db != "" {
 		st, ok := openExistingStore(ctx, e, "compose", *db)
 		if !ok {
 			return 2
 		}
-		ok = checkOutbound(ctx, e, "compose", true, st, recordSent(raw), f.force)
+		ok = checkOutbound(ctx, e, "compose", true, st, message.Sent(ctx, raw, time.Now()), f.force)
 		st.Close()
 		if !ok {
 			return 1

@@ -114,33 +114,27 @@ func dkimKeygen(e *env) int {
 	}
 	key, err := dkim.GenerateKey(algo)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd dkim keygen: %v\n", err)
-		return 2
+		return failed(e, "dkim keygen", err)
 	}
 	txt, err := dkim.TXTRecord(domain, selector, key.Public())
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd dkim keygen: %v\n", err)
-		return 2
+		return failed(e, "dkim keygen", err)
 	}
 	pemBytes, err := dkim.MarshalKeyPEM(key)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd dkim keygen: %v\n", err)
-		return 2
+		return failed(e, "dkim keygen", err)
 	}
 	// O_EXCL: never overwrite a key that may already be published.
 	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd dkim keygen: %v\n", err)
-		return 2
+		return failed(e, "dkim keygen", err)
 	}
 	if _, err := f.Write(pemBytes); err != nil {
 		f.Close()
-		fmt.Fprintf(e.stderr, "envelopd dkim keygen: %v\n", err)
-		return 2
+		return failed(e, "dkim keygen", err)
 	}
 	if err := f.Close(); err != nil {
-		fmt.Fprintf(e.stderr, "envelopd dkim keygen: %v\n", err)
-		return 2
+		return failed(e, "dkim keygen", err)
 	}
 	fmt.Fprintln(e.stdout, txt)
 	return 0
@@ -164,8 +158,7 @@ func dkimSign(e *env) int {
 	for i, path := range keys {
 		k, err := loadSecretKey(path)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd dkim sign: %v\n", err)
-			return 2
+			return failed(e, "dkim sign", err)
 		}
 		d := domains[0]
 		if len(domains) > 1 {
@@ -205,8 +198,7 @@ func dkimVerify(ctx context.Context, e *env) int {
 	if keyFile != "" {
 		r, err := dkim.LoadStaticResolver(keyFile)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd dkim verify: %v\n", err)
-			return 2
+			return failed(e, "dkim verify", err)
 		}
 		resolver = r
 	}
@@ -216,8 +208,7 @@ func dkimVerify(ctx context.Context, e *env) int {
 	}
 	results, err := (&dkim.Verifier{Resolver: resolver}).Verify(ctx, raw)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd dkim verify: %v\n", err)
-		return 2
+		return failed(e, "dkim verify", err)
 	}
 	enc := json.NewEncoder(e.stdout)
 	enc.SetEscapeHTML(false)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -163,20 +164,13 @@ func runDomain(ctx context.Context, e *env) int {
 		if err != nil {
 			return fail(err)
 		}
-		if *asJSON {
-			return writeJSONLines(e, "domain list", ds)
-		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "DOMAIN\tSTATUS\tMX\tCHECKED")
-		for _, d := range ds {
+		return writeList(e, "domain list", *asJSON, ds, "DOMAIN\tSTATUS\tMX\tCHECKED", func(w io.Writer, d domain.Domain) {
 			checked := "never"
 			if d.CheckedAt != nil {
 				checked = d.CheckedAt.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Name, d.Status, d.Config.Hostname, checked)
-		}
-		tw.Flush()
-		return 0
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", d.Name, d.Status, d.Config.Hostname, checked)
+		})
 	case "check":
 		if svc.Checker, err = domainChecker(*dns, *auth); err != nil {
 			return fail(err)

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/envelopd/envelopd/store"
@@ -28,23 +26,14 @@ const handoffUsage = "usage: envelopd handoff [list] [--json] [--state pending|f
 // drop names an unknown or already delivered hand-off; 2 usage or I/O.
 func runHandoff(ctx context.Context, e *env) int {
 	fs := newFlags(e, "handoff")
-	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
+	db := dbFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per hand-off")
 	var f store.HandoffFilter
 	fs.StringVar(&f.State, "state", "", "only hand-offs in this state: pending, failed (pending after a failed attempt), done, dropped, all (default: all but done)")
 	fs.StringVar(&f.Target, "target", "", "only this target: exec, webhook")
 	fs.IntVar(&f.Limit, "limit", 0, "at most this many (0: all)")
 	pos, err := parseArgs(fs, e.args)
-	if err != nil {
-		return 2
-	}
-	f.State = strings.ToLower(f.State)
-	if f.State != "" && f.State != "all" && !slices.Contains(store.HandoffStates, f.State) {
-		fmt.Fprintf(e.stderr, "envelopd handoff: --state %q: want one of %s, all\n", f.State, strings.Join(store.HandoffStates, ", "))
-		return 2
-	}
-	if f.Limit < 0 {
-		fmt.Fprintln(e.stderr, "envelopd handoff: --limit must not be negative")
+	if err != nil || !checkListFlags(e, "handoff", &f.State, store.HandoffStates, true, f.Limit) {
 		return 2
 	}
 	verb, id, ok := subcommand(e, "handoff", handoffUsage, "envelopd handoff list", pos, []string{"list"}, []string{"retry", "drop"})
@@ -73,19 +62,9 @@ func runHandoff(ctx context.Context, e *env) int {
 	}
 	hs, err := st.Handoffs(ctx, f)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd handoff: %v\n", err)
-		return 2
+		return failed(e, "handoff", err)
 	}
-	if *asJSON {
-		for _, h := range hs {
-			b, _ := json.Marshal(h)
-			fmt.Fprintf(e.stdout, "%s\n", b)
-		}
-		return 0
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTARGET\tSTATE\tATTEMPTS\tNEXT\tMESSAGE\tTYPE\tFROM\tLAST ERROR")
-	for _, h := range hs {
+	return writeList(e, "handoff", *asJSON, hs, "ID\tTARGET\tSTATE\tATTEMPTS\tNEXT\tMESSAGE\tTYPE\tFROM\tLAST ERROR", func(w io.Writer, h store.Handoff) {
 		next, state := "-", h.State
 		if h.NextAttempt != nil {
 			next = h.NextAttempt.Local().Format(time.DateTime)
@@ -100,11 +79,9 @@ func runHandoff(ctx context.Context, e *env) int {
 		if typ == "" {
 			typ = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", h.ID, termSafe(h.Target), state, h.Attempts, next,
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", h.ID, termSafe(h.Target), state, h.Attempts, next,
 			h.Message.ID, termSafe(typ), termSafe(h.Message.From), termSafe(h.LastError))
-	}
-	tw.Flush()
-	return 0
+	})
 }
 
 // subcommand splits a command's positional arguments into its verb

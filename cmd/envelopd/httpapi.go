@@ -123,7 +123,7 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 			ss = append(ss, relay.srv.Signers[domain]...)
 		}
 		ss = append(ss, base...)
-		return &mailout.Mailer{Signers: ss, Record: recordSent}
+		return &mailout.Mailer{Signers: ss}
 	}
 	var wake func()
 	if relay.wake != nil {
@@ -149,7 +149,7 @@ func (h *httpFlags) start(ctx context.Context, rt *runtime, f *ingestFlags, rela
 	}
 	rt.workers = append(rt.workers, func(ctx context.Context) error { return svc.Run(ctx, time.Second) })
 	// Webhooks of the API (api/webhooks.go), from their durable log.
-	rt.workers = append(rt.workers, (&api.WebhookSender{Service: svc}).Run)
+	rt.workers = append(rt.workers, (&api.WebhookSender{Service: svc, Metrics: rt.jobs}).Run)
 	// One key's request rate, websockets and revocation watch, whichever
 	// front end it uses.
 	tenants := api.NewTenants(rt.store, h.tenant)

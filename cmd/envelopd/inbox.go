@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -15,18 +15,14 @@ import (
 // View object per line (JSONL) for programs.
 func runInbox(ctx context.Context, e *env) int {
 	fs := newFlags(e, "inbox")
-	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
+	db := dbFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
 	var ff filterFlags
 	ff.register(fs)
 	fs.StringVar(&ff.f.ThreadID, "thread", "", "only this thread id")
 	fs.IntVar(&ff.f.Limit, "limit", 0, "at most this many (0: all)")
 	pos, err := parseArgs(fs, e.args)
-	if err != nil || !noArgs(e, "inbox", pos) || !ff.check(e, "inbox") {
-		return 2
-	}
-	if ff.f.Limit < 0 {
-		fmt.Fprintln(e.stderr, "envelopd inbox: --limit must not be negative")
+	if err != nil || !noArgs(e, "inbox", pos) || !ff.check(e, "inbox") || !checkListFlags(e, "inbox", nil, nil, false, ff.f.Limit) {
 		return 2
 	}
 	f := ff.f
@@ -37,8 +33,7 @@ func runInbox(ctx context.Context, e *env) int {
 	defer st.Close()
 	msgs, err := st.Messages(ctx, f)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd inbox: %v\n", err)
-		return 2
+		return failed(e, "inbox", err)
 	}
 	if *asJSON {
 		return printJSONL(e, msgs)
@@ -49,7 +44,7 @@ func runInbox(ctx context.Context, e *env) int {
 
 func printJSONL(e *env, msgs []store.Message) int {
 	for i := range msgs {
-		b, err := mailin.View(&msgs[i])
+		b, err := message.View(&msgs[i])
 		if err != nil {
 			fmt.Fprintf(e.stderr, "envelopd: message %d: %v\n", msgs[i].ID, err)
 			return 2

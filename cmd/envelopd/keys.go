@@ -19,13 +19,10 @@ func parseAICPKey(s string) ([]byte, error) { return aicp.ParseKey(s) }
 //	envelopd keys add aicp HANDLE KEY [--db FILE]
 //	envelopd keys list [aicp] [--json] [--db FILE]
 func runKeys(ctx context.Context, e *env) int {
-	if len(e.args) == 0 {
-		fmt.Fprintln(e.stderr, "usage: envelopd keys add PROTOCOL HANDLE KEY | envelopd keys list [PROTOCOL] [--json]")
+	verb, fs, db, ok := verbFlags(e, "keys", "usage: envelopd keys add PROTOCOL HANDLE KEY | envelopd keys list [PROTOCOL] [--json]")
+	if !ok {
 		return 2
 	}
-	verb := e.args[0]
-	fs := newFlags(e, "keys "+verb)
-	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := parseArgs(fs, e.args[1:])
 	if err != nil {
@@ -34,8 +31,7 @@ func runKeys(ctx context.Context, e *env) int {
 	switch verb {
 	case "add":
 		if len(args) != 3 {
-			fmt.Fprintln(e.stderr, "usage: envelopd keys add PROTOCOL HANDLE KEY")
-			return 2
+			return usageError(e, "usage: envelopd keys add PROTOCOL HANDLE KEY")
 		}
 		proto, handle, key := args[0], args[1], args[2]
 		if proto != "aicp" {
@@ -53,8 +49,7 @@ func runKeys(ctx context.Context, e *env) int {
 		}
 		defer st.Close()
 		if err := st.PutKey(ctx, proto, handle, base64.StdEncoding.EncodeToString(raw)); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd keys: %v\n", err)
-			return 2
+			return failed(e, "keys", err)
 		}
 		return 0
 	case "list":
@@ -71,8 +66,7 @@ func runKeys(ctx context.Context, e *env) int {
 		defer st.Close()
 		keys, err := st.Keys(ctx, proto)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd keys: %v\n", err)
-			return 2
+			return failed(e, "keys", err)
 		}
 		handles := make([]string, 0, len(keys))
 		for h := range keys {

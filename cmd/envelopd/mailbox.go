@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/mail"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/store"
 )
 
 // runMailbox manages relay-mode mailboxes:
@@ -22,13 +23,10 @@ import (
 // --json one object per line (address, has_password, created_at, messages).
 func runMailbox(ctx context.Context, e *env) int {
 	const usage = "usage: envelopd mailbox add ADDR --password-file F | envelopd mailbox list [--json]"
-	if len(e.args) == 0 {
-		fmt.Fprintln(e.stderr, usage)
+	verb, fs, db, ok := verbFlags(e, "mailbox", usage)
+	if !ok {
 		return 2
 	}
-	verb := e.args[0]
-	fs := newFlags(e, "mailbox "+verb)
-	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	pwFile := fs.String("password-file", "", "file whose first line is the mailbox password (add)")
 	asJSON := fs.Bool("json", false, "print JSON lines (list)")
 	args, err := parseArgs(fs, e.args[1:])
@@ -38,8 +36,7 @@ func runMailbox(ctx context.Context, e *env) int {
 	switch verb {
 	case "add":
 		if len(args) != 1 || *pwFile == "" {
-			fmt.Fprintln(e.stderr, usage)
-			return 2
+			return usageError(e, usage)
 		}
 		a, err := mail.ParseAddress(args[0])
 		if err != nil || a.Name != "" || !strings.Contains(a.Address, "@") {
@@ -48,13 +45,11 @@ func runMailbox(ctx context.Context, e *env) int {
 		}
 		pw, err := readPasswordFile(*pwFile)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd mailbox: %v\n", err)
-			return 2
+			return failed(e, "mailbox", err)
 		}
 		h, err := mailin.HashPassword(pw, 0)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd mailbox: %v\n", err)
-			return 2
+			return failed(e, "mailbox", err)
 		}
 		st, ok := openStore(ctx, e, *db)
 		if !ok {
@@ -62,14 +57,12 @@ func runMailbox(ctx context.Context, e *env) int {
 		}
 		defer st.Close()
 		if err := st.SetMailboxPassword(ctx, strings.ToLower(a.Address), h); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd mailbox: %v\n", err)
-			return 2
+			return failed(e, "mailbox", err)
 		}
 		return 0
 	case "list":
 		if len(args) != 0 {
-			fmt.Fprintln(e.stderr, usage)
-			return 2
+			return usageError(e, usage)
 		}
 		st, ok := openExistingStore(ctx, e, "mailbox list", *db)
 		if !ok {
@@ -78,22 +71,13 @@ func runMailbox(ctx context.Context, e *env) int {
 		defer st.Close()
 		mbs, err := st.ListMailboxes(ctx)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd mailbox: %v\n", err)
-			return 2
+			return failed(e, "mailbox", err)
 		}
-		if *asJSON {
-			return writeJSONLines(e, "mailbox list", mbs)
-		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ADDRESS\tPASSWORD\tMESSAGES\tCREATED")
-		for _, m := range mbs {
-			fmt.Fprintf(tw, "%s\t%v\t%d\t%s\n", termSafe(m.Address), m.HasPassword, m.Messages, m.CreatedAt.Format(time.RFC3339))
-		}
-		tw.Flush()
-		return 0
+		return writeList(e, "mailbox list", *asJSON, mbs, "ADDRESS\tPASSWORD\tMESSAGES\tCREATED", func(w io.Writer, m store.Mailbox) {
+			fmt.Fprintf(w, "%s\t%v\t%d\t%s\n", termSafe(m.Address), m.HasPassword, m.Messages, m.CreatedAt.Format(time.RFC3339))
+		})
 	}
-	fmt.Fprintln(e.stderr, usage)
-	return 2
+	return usageError(e, usage)
 }
 
 // readPasswordFile is readSecretLine: the group or others may not read

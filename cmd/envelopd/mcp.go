@@ -90,8 +90,7 @@ func runMCP(ctx context.Context, e *env) int {
 		return 2
 	}
 	fail := func(err error) int {
-		fmt.Fprintf(e.stderr, "envelopd mcp: %v\n", err)
-		return 2
+		return failed(e, "mcp", err)
 	}
 	if *relay && len(domains) == 0 {
 		return fail(errors.New("--relay needs at least one --domain"))
@@ -133,7 +132,7 @@ func runMCP(ctx context.Context, e *env) int {
 	}
 	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mailer := func(domain string) *mailout.Mailer {
-		return &mailout.Mailer{Signers: append(slices.Clone(local[domain]), base...), Record: recordSent}
+		return &mailout.Mailer{Signers: append(slices.Clone(local[domain]), base...)}
 	}
 	svc, err := api.NewService(api.Config{Store: st, Relay: *relay, Domains: domains, Mailer: mailer, Logger: log})
 	if err != nil {

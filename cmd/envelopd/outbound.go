@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/envelopd/envelopd/dkim"
-	"github.com/envelopd/envelopd/mailin"
 	"github.com/envelopd/envelopd/mailout"
 	"github.com/envelopd/envelopd/store"
 )
@@ -68,22 +67,13 @@ func (o *outboundFlags) signers() ([]dkim.Signer, error) {
 	return out, nil
 }
 
-// recordSent builds the stored copy of a message we send, with the same
-// analysis as received mail, so threads show both directions.
-func recordSent(raw []byte) *store.Incoming {
-	a := mailin.Analyze(context.Background(), raw, mailin.AnalyzeOptions{})
-	in := mailin.Incoming(a, raw, store.DirOut)
-	in.ReceivedAt = time.Now().UTC()
-	return in
-}
-
 // setup wires the courtesy OOPS composer and the queue worker into rt.
 func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg prometheus.Registerer) error {
 	signers, err := o.signers()
 	if err != nil {
 		return err
 	}
-	mailer := &mailout.Mailer{Signers: signers, Record: recordSent}
+	mailer := &mailout.Mailer{Signers: signers}
 	if oops {
 		rt.pipeline.OOPS = mailer.OOPS
 		// An OOPS is sent only from a domain the operator signs for.
@@ -133,24 +123,11 @@ func (o *outboundFlags) setup(ctx context.Context, rt *runtime, oops bool, reg p
 	if w == nil {
 		return nil
 	}
+	w.Metrics = rt.jobs
 	if w.Wake == nil {
-		// Mail queued by any process (on Postgres: any node, NOTIFY)
-		// wakes the worker at once instead of at its next look.
 		wake := make(chan struct{}, 1)
 		w.Wake = wake
-		rt.workers = append(rt.workers, func(ctx context.Context) error {
-			for {
-				select {
-				case <-st.QueueChanged():
-				case <-ctx.Done():
-					return nil
-				}
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
-			}
-		})
+		rt.workers = append(rt.workers, mailout.WakeOnQueue(st, wake))
 	}
 	rt.workers = append(rt.workers, w.Run)
 	return nil

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -26,8 +26,8 @@ func storeOffer(t *testing.T, db string) int64 {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	a := mailin.Analyze(ctx, []byte(raw), mailin.AnalyzeOptions{})
-	oc, err := st.Ingest(ctx, mailin.Incoming(a, []byte(raw), store.DirIn))
+	a := message.Analyze(ctx, []byte(raw), message.AnalyzeOptions{})
+	oc, err := st.Ingest(ctx, message.Incoming(a, []byte(raw), store.DirIn))
 	if err != nil || oc.Status != store.StatusAccepted {
 		t.Fatalf("ingest OFFER: %+v %v", oc, err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/dkim"
-	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/protocols/aicp"
 	"github.com/envelopd/envelopd/protocols/tunnel"
@@ -43,7 +43,7 @@ func dkimHook(fs *flag.FlagSet) func(context.Context, []byte, *parse.Result, map
 		if err != nil {
 			return err
 		}
-		extra["dkim"] = mailin.VerifyDKIM(ctx, &dkim.Verifier{Resolver: res}, raw, r)
+		extra["dkim"] = message.VerifyDKIM(ctx, &dkim.Verifier{Resolver: res}, raw, r)
 		return nil
 	}
 }
@@ -76,7 +76,7 @@ func tunnelHook(fs *flag.FlagSet) func(context.Context, []byte, *parse.Result, m
 			opts.Now = t
 		}
 		lim, _ := extra["limits"].(parse.Limits) // parseCommand's flags
-		mailin.InspectAttachmentsWithin(r, opts, lim)
+		message.InspectAttachmentsWithin(r, opts, lim)
 		return nil
 	}
 }
@@ -116,15 +116,13 @@ func parseCommand(ctx context.Context, e *env, hooks ...parseHook) int {
 	}
 	raw, err := readMessage(e, args)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd parse: %v\n", err)
-		return 2
+		return failed(e, "parse", err)
 	}
 	r := parse.Parse(raw, parse.Options{Lenient: *lenient, Limits: limits})
 	extra := map[string]any{"limits": limits}
 	for _, step := range steps {
 		if err := step(ctx, raw, r, extra); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd parse: %v\n", err)
-			return 2
+			return failed(e, "parse", err)
 		}
 	}
 	delete(extra, "limits") // passed to the tunnel step, not printed

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/envelopd/envelopd/payments"
@@ -28,23 +27,14 @@ const paymentsUsage = "usage: envelopd payments [list] [--json] [--state S] [--l
 // usage or I/O.
 func runPayments(ctx context.Context, e *env) int {
 	fs := newFlags(e, "payments")
-	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
+	db := dbFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per payment")
 	var f store.PaymentFilter
 	fs.StringVar(&f.State, "state", "", "only payments in this state: "+strings.Join(store.PaymentStates, ", "))
 	fs.IntVar(&f.Limit, "limit", 0, "at most this many (0: all)")
 	rails := rail.RegisterFlags(fs)
 	pos, err := parseArgs(fs, e.args)
-	if err != nil {
-		return 2
-	}
-	f.State = strings.ToLower(f.State)
-	if f.State != "" && !slices.Contains(store.PaymentStates, f.State) {
-		fmt.Fprintf(e.stderr, "envelopd payments: --state %q: want one of %s\n", f.State, strings.Join(store.PaymentStates, ", "))
-		return 2
-	}
-	if f.Limit < 0 {
-		fmt.Fprintln(e.stderr, "envelopd payments: --limit must not be negative")
+	if err != nil || !checkListFlags(e, "payments", &f.State, store.PaymentStates, false, f.Limit) {
 		return 2
 	}
 	verb, id, ok := subcommand(e, "payments", paymentsUsage, "envelopd payments", pos, []string{"list", "collisions"}, []string{"check"})
@@ -62,40 +52,24 @@ func runPayments(ctx context.Context, e *env) int {
 	case "collisions":
 		cs, err := st.ProofCollisions(ctx)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd payments: %v\n", err)
-			return 2
+			return failed(e, "payments", err)
 		}
-		if *asJSON {
-			return writeJSONLines(e, "payments", cs)
-		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "MESSAGE\tSAME TRANSACTION AS\tFOUND")
-		for _, c := range cs {
-			fmt.Fprintf(tw, "%d\t%d\t%s\n", c.MessageID, c.KeptID, c.FoundAt.Local().Format(time.DateTime))
-		}
-		tw.Flush()
-		return 0
+		return writeList(e, "payments", *asJSON, cs, "MESSAGE\tSAME TRANSACTION AS\tFOUND", func(w io.Writer, c store.ProofCollision) {
+			fmt.Fprintf(w, "%d\t%d\t%s\n", c.MessageID, c.KeptID, c.FoundAt.Local().Format(time.DateTime))
+		})
 	}
 	ps, err := st.ListPayments(ctx, f)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd payments: %v\n", err)
-		return 2
+		return failed(e, "payments", err)
 	}
-	if *asJSON {
-		return writeJSONLines(e, "payments", ps)
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tCHAIN\tTX\tAMOUNT\tTOKEN\tFROM\tAUTH\tREASON")
-	for _, p := range ps {
+	return writeList(e, "payments", *asJSON, ps, "ID\tSTATE\tCHAIN\tTX\tAMOUNT\tTOKEN\tFROM\tAUTH\tREASON", func(w io.Writer, p store.Payment) {
 		auth := "no"
 		if p.Authenticated {
 			auth = "yes"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State, termSafe(p.Chain), termSafe(p.Tx),
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State, termSafe(p.Chain), termSafe(p.Tx),
 			termSafe(p.Amount), termSafe(p.Token), termSafe(p.Sender), auth, termSafe(p.Reason))
-	}
-	tw.Flush()
-	return 0
+	})
 }
 
 // checkPayment is `payments check ID`: with rail flags it checks the
@@ -111,8 +85,7 @@ func checkPayment(ctx context.Context, e *env, st payments.Store, rails *rail.Fl
 	}
 	cfg, err := rails.Config()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd payments: %v\n", err)
-		return 2
+		return failed(e, "payments", err)
 	}
 	if len(cfg.Chains()) == 0 {
 		if err := st.RecheckPayment(ctx, id, time.Now()); err != nil {
@@ -123,8 +96,7 @@ func checkPayment(ctx context.Context, e *env, st payments.Store, rails *rail.Fl
 	}
 	set, err := rail.Open(ctx, cfg, nil)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd payments: %v\n", err)
-		return 2
+		return failed(e, "payments", err)
 	}
 	pc := payments.Config{Rails: map[string]rail.Rail{}, Wallets: map[string][]string{}}
 	for _, chain := range set.Chains() {

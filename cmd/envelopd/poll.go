@@ -59,18 +59,15 @@ func runPoll(ctx context.Context, e *env) int {
 	}
 	accounts, err := pollAccounts(urls, config, pwFile, moveTo, address, &imapOAuth)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd poll: %v\n", err)
-		return 2
+		return failed(e, "poll", err)
 	}
 	rt, err := f.build(ctx, e)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd poll: %v\n", err)
-		return 2
+		return failed(e, "poll", err)
 	}
 	defer rt.close()
 	if err := checkOOPS(rt.pipeline, rt.log); err != nil {
-		fmt.Fprintf(e.stderr, "envelopd poll: %v\n", err)
-		return 2
+		return failed(e, "poll", err)
 	}
 	var progress *mailin.Progress
 	if isTerminal(e.stderr) {
@@ -125,8 +122,9 @@ func runPoll(ctx context.Context, e *env) int {
 	return 0
 }
 
-// drainOnce delivers, once, what is due now: the exec and webhook hand-offs
-// and the outbound queue (courtesy OOPS mails), with the same settings as
+// drainOnce delivers, once, what is due now: the exec and webhook
+// hand-offs, the owed courtesy OOPS and the outbound queue (the OOPS
+// mails), with the same settings as
 // the workers build and outboundFlags.setup start. It stops starting new
 // deliveries after timeout; failures stay pending for the next run (at
 // least once).
@@ -152,6 +150,13 @@ func drainOnce(ctx context.Context, rt *runtime, f *ingestFlags, timeout time.Du
 	}
 	if ctx.Err() != nil {
 		return
+	}
+	if rt.oops != nil {
+		// The courtesy OOPS this run's mail is owed, queued before the
+		// queue is sent.
+		if _, err := rt.oops.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			rt.log.Error("courtesy OOPS", "err", err)
+		}
 	}
 	w, err := f.out.worker(rt.store, rt.log)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 // entry's unsent recipients due now; `queue drop ID` gives them up.
 func runQueue(ctx context.Context, e *env) int {
 	fs := newFlags(e, "queue")
-	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
+	db := dbFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per queue entry")
 	state := fs.String("state", "", "only entries with a recipient in this state (pending, sent, failed, dropped)")
 	pos, err := parseArgs(fs, e.args)
@@ -66,15 +66,13 @@ func runQueue(ctx context.Context, e *env) int {
 	}
 	entries, err := st.Queue(ctx, *state)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd queue: %v\n", err)
-		return 2
+		return failed(e, "queue", err)
 	}
 	// Pending entries wait forever when the last serve/poll started with
 	// no smarthost (store.SettingOutbound).
 	mode, _, err := st.Setting(ctx, store.SettingOutbound)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd queue: %v\n", err)
-		return 2
+		return failed(e, "queue", err)
 	}
 	stuck := func(q store.QueueEntry) bool {
 		return mode == store.OutboundNone && slices.ContainsFunc(q.Recipients, func(r store.QueueRecipient) bool {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -234,8 +234,8 @@ func TestWatchFilters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := mailin.Analyze(ctx, raw, mailin.AnalyzeOptions{})
-		if _, err := st.Ingest(ctx, mailin.Incoming(a, raw, store.DirIn)); err != nil {
+		a := message.Analyze(ctx, raw, message.AnalyzeOptions{})
+		if _, err := st.Ingest(ctx, message.Incoming(a, raw, store.DirIn)); err != nil {
 			t.Fatal(err)
 		}
 	}

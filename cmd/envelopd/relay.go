@@ -129,7 +129,9 @@ func (r *relayFlags) setup(ctx context.Context, rt *runtime, f *ingestFlags, cfg
 		}
 		next = sub
 	}
-	w := &mailout.Worker{Store: rt.store, Sender: relay.Sender(next), Wake: wake, Interval: time.Second, Logger: rt.log}
+	w := &mailout.Worker{Store: rt.store, Sender: relay.Sender(next), Wake: wake, Interval: time.Second, Metrics: rt.jobs, Logger: rt.log}
+	// Mail queued by another worker (the courtesy OOPS) wakes it too.
+	rt.workers = append(rt.workers, mailout.WakeOnQueue(rt.store, wake))
 	rt.workers = append(rt.workers, w.Run)
 	cfg.Router = relay
 

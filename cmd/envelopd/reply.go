@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/store"
 )
@@ -44,8 +46,7 @@ func runReply(ctx context.Context, e *env) int {
 	}
 	orig, err := mailout.ResultOf(m)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd reply: %v\n", err)
-		return 2
+		return failed(e, "reply", err)
 	}
 	// The body first, so that ReplyDraft fills the typed ref into it.
 	var body []byte
@@ -62,28 +63,18 @@ func runReply(ctx context.Context, e *env) int {
 	f.jsonFile = "" // the body is in base now
 	d, err := f.draft(e, base)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd reply: %v\n", err)
-		return 2
+		return failed(e, "reply", err)
 	}
 	if d.From == nil {
 		fmt.Fprintln(e.stderr, "envelopd reply: the original has no recipient to send from; give --from")
 		return 2
 	}
 	if *printOnly {
-		signers, err := f.dkim.signers()
-		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd reply: %v\n", err)
-			return 2
+		raw, status := composeSigned(e, "reply", &f, d)
+		if raw == nil {
+			return status
 		}
-		raw, err := mailout.Compose(d)
-		if err != nil {
-			return reportCompose(e, "reply", err)
-		}
-		if raw, err = mailout.Sign(raw, signers); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd reply: dkim: %v\n", err)
-			return 2
-		}
-		if !checkOutbound(ctx, e, "reply", true, st, recordSent(raw), f.force) {
+		if !checkOutbound(ctx, e, "reply", true, st, message.Sent(ctx, raw, time.Now()), f.force) {
 			return 1
 		}
 		e.stdout.Write(raw)

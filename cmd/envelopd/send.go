@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
 
 	"github.com/envelopd/envelopd/mailout"
+	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -45,17 +47,8 @@ func runSend(ctx context.Context, e *env) int {
 	var s sendFlags
 	f.register(fs, false)
 	s.register(fs)
-	pos, err := parseArgs(fs, e.args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(e.stderr, "envelopd send: unexpected argument %q\n", pos[0])
-		return 2
-	}
-	d, err := f.draft(e, mailout.Draft{})
-	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd send: %v\n", err)
+	d, ok := f.fromArgs(e, "send", fs)
+	if !ok {
 		return 2
 	}
 	return sendDraft(ctx, e, "send", d, &f, &s, nil)
@@ -69,18 +62,16 @@ func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draf
 	}
 	signers, err := f.dkim.signers()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
-		return 2
+		return failed(e, cmd, err)
 	}
 	var sub *mailout.Submitter
 	if s.smtpURL != "" {
 		var err error
 		if sub, err = newSubmitter(s.smtpURL, s.passwordFile, &s.oauth); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, err)
-			return 2
+			return failed(e, cmd, err)
 		}
 	}
-	mailer := &mailout.Mailer{Signers: signers, Record: recordSent}
+	mailer := &mailout.Mailer{Signers: signers}
 	out, err := mailer.Prepare(d, "send")
 	if err != nil {
 		return reportCompose(e, cmd, err)
@@ -92,14 +83,19 @@ func sendDraft(ctx context.Context, e *env, cmd string, d mailout.Draft, f *draf
 		}
 		defer st.Close()
 	}
-	if out.Copy != nil && !checkOutbound(ctx, e, cmd, false, st, out.Copy, f.force) {
+	// The copy is checked in the transaction that queues it
+	// (store.EnqueueChecked): refused with nothing queued, or queued.
+	q, err := st.EnqueueChecked(ctx, out, f.force)
+	if refused, ok := errors.AsType[*store.RefusedError](err); ok {
+		reportOutbound(e, cmd, false, refused.Outcome.Errors, false)
 		return 1
 	}
-	id, err := st.Enqueue(ctx, out)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "envelopd %s: queue: %v\n", cmd, err)
 		return 2
 	}
+	reportOutbound(e, cmd, false, q.Copy.Errors, f.force)
+	id := q.ID
 	if sub != nil {
 		w := &mailout.Worker{Store: st, Sender: sub, Logger: newLogger(e.stderr, false)}
 		if _, err := w.RunOnce(ctx); err != nil {
@@ -157,10 +153,16 @@ func checkOutbound(ctx context.Context, e *env, cmd string, prints bool, st stor
 		fmt.Fprintf(e.stderr, "envelopd %s: check: %v\n", cmd, err)
 		return false
 	}
-	if len(oc.Errors) == 0 {
+	return reportOutbound(e, cmd, prints, oc.Errors, force)
+}
+
+// reportOutbound prints an outbound message's problems (errs) and reports
+// whether to go on, as checkOutbound says.
+func reportOutbound(e *env, cmd string, prints bool, errs protocols.Problems, force bool) bool {
+	if len(errs) == 0 {
 		return true
 	}
-	for _, p := range oc.Errors {
+	for _, p := range errs {
 		fmt.Fprintf(e.stderr, "envelopd %s: %v\n", cmd, p)
 	}
 	// compose and reply --print (prints) only print the message; send and
@@ -170,7 +172,7 @@ func checkOutbound(ctx context.Context, e *env, cmd string, prints bool, st stor
 		done, verb = "printed", "print"
 	}
 	if force {
-		fmt.Fprintf(e.stderr, "envelopd %s: --force: %sing anyway despite %d problem(s)\n", cmd, verb, len(oc.Errors))
+		fmt.Fprintf(e.stderr, "envelopd %s: --force: %sing anyway despite %d problem(s)\n", cmd, verb, len(errs))
 		return true
 	}
 	fmt.Fprintf(e.stderr, "envelopd %s: not %s; fix the message, or give --force to %s it anyway\n", cmd, done, verb)

@@ -18,7 +18,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/envelopd/envelopd/dkim"
-	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/store"
 )
@@ -159,8 +159,8 @@ func TestSendOrderReplyFulfill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := mailin.Analyze(ctx, orderRaw, mailin.AnalyzeOptions{Verifier: aliceV})
-	oc, err := wst.Ingest(ctx, mailin.Incoming(a, orderRaw, store.DirIn))
+	a := message.Analyze(ctx, orderRaw, message.AnalyzeOptions{Verifier: aliceV})
+	oc, err := wst.Ingest(ctx, message.Incoming(a, orderRaw, store.DirIn))
 	if err != nil || oc.Status != store.StatusAccepted {
 		t.Fatalf("ingest ORDER: %+v %v", oc, err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/payments"
 	"github.com/envelopd/envelopd/payments/rail"
+	"github.com/envelopd/envelopd/runner"
 	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
 )
@@ -204,6 +205,8 @@ func (f *ingestFlags) handoffs(st mailin.HandoffStore, log *slog.Logger) []*mail
 // runtime is what serve and poll build from ingestFlags.
 type runtime struct {
 	reg      *prometheus.Registry
+	jobs     *runner.Metrics // every worker's claims and outcomes
+	oops     *mailin.OOPSWorker
 	store    store.DB
 	pipeline *mailin.Pipeline
 	log      *slog.Logger
@@ -220,7 +223,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", dbName(f.db), err)
 	}
-	rt := &runtime{store: st, log: log}
+	rt := &runtime{store: st, log: log, jobs: &runner.Metrics{}}
 	f.checkDatabase(ctx, st, log)
 	rt.closers = append(rt.closers, func() {
 		// The group commit figures, for tuning (mean batch = writes/commits).
@@ -243,6 +246,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		Name: "envelopd_store_writes_total",
 		Help: "Store writes (ingests, enqueues, …) committed; writes/commits is the mean group commit size.",
 	}, func() float64 { return float64(st.Stats().Writes) }))
+	reg.MustRegister(jobsCollector{rt.jobs})
 	p := &mailin.Pipeline{
 		Store:      st,
 		Verifier:   verifier,
@@ -259,18 +263,17 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 	}
 	p.DMARCEnforce = f.dmarcEnforce
 	rt.pipeline = p
-	if ow, ok := st.(mailin.OwedOOPSStore); ok {
-		// Courtesy OOPS whose ingest died before queueing them (any
-		// node's, on Postgres) are composed here.
-		rt.workers = append(rt.workers, func(ctx context.Context) error { return p.RunOwedOOPS(ctx, ow, time.Minute) })
-	}
+	// The courtesy OOPS the ingests (any node's, on Postgres) record as
+	// owed are composed, signed and queued here, woken by each commit.
+	rt.oops = &mailin.OOPSWorker{Pipeline: p, Store: st, Metrics: rt.jobs}
+	rt.workers = append(rt.workers, rt.oops.Run)
 	if err := f.openRails(ctx, log); err != nil {
 		rt.close()
 		return nil, err
 	}
 	if len(f.payments.Rails) > 0 {
 		cfg := f.payments
-		cfg.Logger = log
+		cfg.Logger, cfg.Metrics = log, rt.jobs
 		cfg.OnRejected = func(ctx context.Context, pay store.Payment) {
 			// The courtesy OOPS for a rejected payment, by the
 			// ingest's rules (none when --oops=false).
@@ -285,6 +288,7 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 	rt.reg = reg
 	for _, h := range f.handoffs(st, log) {
 		p.Handoff = append(p.Handoff, h.Target)
+		h.Metrics = rt.jobs
 		rt.workers = append(rt.workers, h.Run)
 	}
 	if err := f.out.setup(ctx, rt, f.oops, reg); err != nil {
@@ -311,6 +315,22 @@ func (f *ingestFlags) build(ctx context.Context, e *env) (*runtime, error) {
 		log.Info("metrics", "addr", ln.Addr().String())
 	}
 	return rt, nil
+}
+
+// jobsCollector exports the workers' counters (runner.Metrics) as
+// envelopd_worker_jobs_total{worker, outcome}.
+type jobsCollector struct{ m *runner.Metrics }
+
+var jobsDesc = prometheus.NewDesc("envelopd_worker_jobs_total",
+	"Jobs of the background workers (queue, handoff_TARGET, webhooks, payments, oops) by outcome: claimed, succeeded, retried, dropped, released.",
+	[]string{"worker", "outcome"}, nil)
+
+func (c jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- jobsDesc }
+
+func (c jobsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, n := range c.m.Snapshot() {
+		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.CounterValue, float64(n.Value), n.Worker, n.Outcome)
+	}
 }
 
 // start runs the background workers until ctx ends; the returned wait
@@ -502,6 +522,16 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	stopWorkers()
 	wait()
+	if rt.oops != nil {
+		// The SMTP server has stopped: the courtesy OOPS owed to mail it
+		// accepted are queued before serve exits (bounded; what is left
+		// stays owed, for the next start).
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := rt.oops.RunOnce(dctx); err != nil && dctx.Err() == nil {
+			rt.log.Error("courtesy OOPS", "err", err)
+		}
+		cancel()
+	}
 	return code
 }
 

@@ -86,6 +86,21 @@ type inboxLine struct {
 	MessageID  string `json:"message_id"`
 }
 
+// waitInbox is inboxJSON once it lists n messages (or after 10 s): the
+// courtesy OOPS a mail is owed is queued, with its stored copy, by the
+// owed-OOPS worker just after the mail's commit, not before the 250.
+func waitInbox(t *testing.T, db string, n int) []inboxLine {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		all := inboxJSON(t, db)
+		if len(all) >= n || time.Now().After(deadline) {
+			return all
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func inboxJSON(t *testing.T, db string, filter ...string) []inboxLine {
 	t.Helper()
 	out, _ := cli(t, append([]string{"inbox", "--json", "--db", db}, filter...)...)
@@ -132,7 +147,7 @@ func testServeInboxThreadWatch(t *testing.T, db string) {
 		smtpSend(t, addr, "agent@client.test", "agent@server.test", k.sign(t, b))
 	}
 
-	all := inboxJSON(t, db)
+	all := waitInbox(t, db, 9)
 	// 8 received, and the courtesy OOPS answering the replayed proof.
 	if len(all) != 9 {
 		t.Fatalf("inbox lists %d messages, want 9", len(all))
@@ -196,13 +211,14 @@ func TestServeCourtesyOOPS(t *testing.T) {
 	addr := startServe(t, db, k.flags("worker.test")...)
 	smtpSend(t, addr, "alice@buyer.test", "bob@worker.test", k.sign(t, []byte("From: alice@buyer.test\r\nTo: bob@worker.test\r\n"+
 		"Subject: REFUND | please\r\nMessage-ID: <refund-1@buyer.test>\r\n\r\nhello\r\n")))
+	waitInbox(t, db, 2) // its OOPS, stored (in its thread) before the next mail
 	smtpSend(t, addr, "carol@x.test", "bob@worker.test", k.sign(t, []byte("From: carol@x.test\r\nTo: bob@worker.test\r\n"+
 		"Subject: OOPS\r\nMessage-ID: <oops-in@x.test>\r\n\r\n{\"v\":\"0.2.0\",\"type\":\"oops\"}\r\n")))
 	smtpSend(t, addr, "", "bob@worker.test", k.sign(t, []byte("From: mailer-daemon@x.test\r\nTo: bob@worker.test\r\n"+
 		"Subject: NOPE\r\nMessage-ID: <bounce@x.test>\r\n\r\nbounce\r\n")))
 	smtpSend(t, addr, "x@attacker.test", "bob@worker.test", []byte("From: victim@buyer.test\r\nTo: bob@worker.test\r\n"+
 		"Subject: REFUND | forged\r\nMessage-ID: <forged@attacker.test>\r\n\r\nhello\r\n"))
-	all := inboxJSON(t, db)
+	all := waitInbox(t, db, 5)
 	if len(all) != 5 {
 		t.Fatalf("%d messages stored, want 4 received + 1 OOPS", len(all))
 	}

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -16,7 +16,7 @@ import (
 // thread id.
 func runThread(ctx context.Context, e *env) int {
 	fs := newFlags(e, "thread")
-	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
+	db := dbFlag(fs)
 	pos, err := parseArgs(fs, e.args)
 	if err != nil || len(pos) != 1 {
 		fmt.Fprintln(e.stderr, "usage: envelopd thread ID [--db FILE]  (row id, Message-ID, Envelopay id or thread id)")
@@ -39,15 +39,13 @@ func runThread(ctx context.Context, e *env) int {
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd thread: %v\n", err)
-		return 2
+		return failed(e, "thread", err)
 	}
 	views := make([]json.RawMessage, 0, len(msgs))
 	for i := range msgs {
-		b, err := mailin.View(&msgs[i])
+		b, err := message.View(&msgs[i])
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd thread: %v\n", err)
-			return 2
+			return failed(e, "thread", err)
 		}
 		views = append(views, b)
 	}

@@ -99,19 +99,14 @@ func runVersion(ctx context.Context, e *env) int {
 	fs := newFlags(e, "version")
 	asJSON := fs.Bool("json", false, "print one JSON object (version, revision, revision_time, modified, module, go_version, platform)")
 	pos, err := parseArgs(fs, e.args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(e.stderr, "envelopd version: unexpected argument %q\n", pos[0])
+	if err != nil || !noArgs(e, "version", pos) {
 		return 2
 	}
 	bi, _ := debug.ReadBuildInfo()
 	v := versionOf(bi)
 	if *asJSON {
 		if err := json.NewEncoder(e.stdout).Encode(v); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd version: %v\n", err)
-			return 2
+			return failed(e, "version", err)
 		}
 		return 0
 	}

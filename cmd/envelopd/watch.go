@@ -18,7 +18,7 @@ import (
 // "payment.rejected", "event_id", "payment": {…}}; docs/payments.md).
 func runWatch(ctx context.Context, e *env) int {
 	fs := newFlags(e, "watch")
-	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
+	db := dbFlag(fs)
 	since := fs.String("since", "", "cursor: print messages after this id (default: only new ones)")
 	all := fs.Bool("all", false, "start from the first stored message")
 	once := fs.Bool("once", false, "print what is there and exit")
@@ -48,8 +48,7 @@ func runWatch(ctx context.Context, e *env) int {
 		// filters select what is printed, not where "new" begins.
 		top, err := newestID(ctx, st)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd watch: %v\n", err)
-			return 2
+			return failed(e, "watch", err)
 		}
 		f.AfterID = top
 	}
@@ -58,8 +57,7 @@ func runWatch(ctx context.Context, e *env) int {
 	if *pays && !*once {
 		from, err := st.LastEventID(ctx)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd watch: %v\n", err)
-			return 2
+			return failed(e, "watch", err)
 		}
 		go watchPayments(ctx, e, st, from, &out)
 	}
@@ -77,8 +75,7 @@ func runWatch(ctx context.Context, e *env) int {
 			if ctx.Err() != nil {
 				return 0
 			}
-			fmt.Fprintf(e.stderr, "envelopd watch: %v\n", err)
-			return 2
+			return failed(e, "watch", err)
 		}
 		out.Lock()
 		code := printJSONL(e, msgs)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/envelopd/envelopd/store"
@@ -39,23 +39,18 @@ type webhookRow struct {
 // webhooks it made.
 func runWebhook(ctx context.Context, e *env) int {
 	const usage = "usage: envelopd webhook list [--json] | webhook disable ID | webhook delete ID"
-	if len(e.args) == 0 {
-		fmt.Fprintln(e.stderr, usage)
+	verb, fs, db, ok := verbFlags(e, "webhook", usage)
+	if !ok {
 		return 2
 	}
-	verb := e.args[0]
-	fs := newFlags(e, "webhook "+verb)
-	db := fs.String("db", defaultDB, "SQLite database file, or a postgres:// URL (several nodes on one database)")
 	asJSON := fs.Bool("json", false, "print JSON (list)")
 	args, err := parseArgs(fs, e.args[1:])
 	if err != nil {
 		return 2
 	}
 	want := map[string]int{"list": 0, "disable": 1, "delete": 1}
-	n, ok := want[verb]
-	if !ok || len(args) != n {
-		fmt.Fprintln(e.stderr, usage)
-		return 2
+	if n, known := want[verb]; !known || len(args) != n {
+		return usageError(e, usage)
 	}
 	st, ok := openExistingStore(ctx, e, "webhook "+verb, *db)
 	if !ok {
@@ -66,29 +61,21 @@ func runWebhook(ctx context.Context, e *env) int {
 	case "list":
 		ws, err := st.Webhooks(ctx, 0, "", 0)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "envelopd webhook: %v\n", err)
-			return 2
+			return failed(e, "webhook", err)
 		}
 		rows := make([]webhookRow, 0, len(ws))
 		for _, w := range ws {
 			rows = append(rows, webhookRow{ID: w.ID, URL: w.URL, EventTypes: orEmpty(w.EventTypes), InboxIDs: orEmpty(w.InboxIDs),
 				KeyID: w.KeyID, State: w.State(), DisabledReason: w.DisabledReason, Failures: w.Failures, ClientID: w.ClientID, CreatedAt: w.CreatedAt})
 		}
-		if *asJSON {
-			return writeJSONLines(e, "webhook list", rows)
-		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSTATE\tOWNER\tINBOXES\tEVENTS\tURL")
-		for _, r := range rows {
+		return writeList(e, "webhook list", *asJSON, rows, "ID\tSTATE\tOWNER\tINBOXES\tEVENTS\tURL", func(w io.Writer, r webhookRow) {
 			state := r.State
 			if r.DisabledReason != "" {
 				state += " (" + r.DisabledReason + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, state, orDash(r.KeyID), termSafe(listOrStar(r.InboxIDs)),
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, state, orDash(r.KeyID), termSafe(listOrStar(r.InboxIDs)),
 				termSafe(listOrStar(r.EventTypes)), termSafe(r.URL))
-		}
-		tw.Flush()
-		return 0
+		})
 	case "disable":
 		w, err := st.WebhookByID(ctx, args[0])
 		if err == nil {
@@ -108,8 +95,7 @@ func webhookDone(e *env, id string, err error) int {
 		fmt.Fprintf(e.stderr, "envelopd webhook: no webhook %s\n", id)
 		return 1
 	case err != nil:
-		fmt.Fprintf(e.stderr, "envelopd webhook: %v\n", err)
-		return 2
+		return failed(e, "webhook", err)
 	}
 	return 0
 }

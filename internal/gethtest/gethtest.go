@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,6 +33,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/envelopd/envelopd/internal/freeport"
 )
 
 // Version is the geth release the interop suite is written against.
@@ -100,7 +101,7 @@ func Start(t testing.TB) *Node {
 	t.Cleanup(func() { n.Stop() })
 	var last error
 	for try := 0; try < 3; try++ {
-		port, err := freePort()
+		port, err := freeport.Loopback()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,15 +123,6 @@ func Start(t testing.TB) *Node {
 	return n
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // start launches geth on n.port with n.dir and waits until it answers.
 func (n *Node) start() error {
 	n.mu.Lock()
@@ -143,7 +135,7 @@ func (n *Node) start() error {
 	if err != nil {
 		return err
 	}
-	authPort, err := freePort()
+	authPort, err := freeport.Loopback()
 	if err != nil {
 		logf.Close()
 		return err

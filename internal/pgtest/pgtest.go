@@ -28,7 +28,6 @@ package pgtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -39,6 +38,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/envelopd/envelopd/internal/freeport"
 )
 
 var (
@@ -207,7 +208,7 @@ func start() (string, error) {
 	if err := run(initdb, "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"); err != nil {
 		return "", err
 	}
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	if err != nil {
 		return "", err
 	}
@@ -254,13 +255,4 @@ func stop() {
 	cmd.Run()
 	os.RemoveAll(filepath.Dir(dataDir))
 	dataDir = ""
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

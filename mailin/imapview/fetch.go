@@ -406,22 +406,20 @@ func (m *searchMsg) match(seq uint32, c *imap.SearchCriteria) (bool, error) {
 			}
 		}
 	}
-	for _, text := range c.Text {
-		ent, err := m.entity()
-		if err != nil {
-			return false, err
-		}
-		if !matchEntity(ent, text, true) {
-			return false, nil
-		}
-	}
-	for _, body := range c.Body {
-		ent, err := m.entity()
-		if err != nil {
-			return false, err
-		}
-		if !matchEntity(ent, body, false) {
-			return false, nil
+	// TEXT searches the header and the body, BODY the body only
+	// (RFC 9051 section 6.4.4).
+	for _, s := range [...]struct {
+		texts      []string
+		withHeader bool
+	}{{c.Text, true}, {c.Body, false}} {
+		for _, text := range s.texts {
+			ent, err := m.entity()
+			if err != nil {
+				return false, err
+			}
+			if !matchEntity(ent, text, s.withHeader) {
+				return false, nil
+			}
 		}
 	}
 	for i := range c.Not {

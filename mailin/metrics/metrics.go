@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 )
 
@@ -74,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // Observe records one stored message (mailin.Metrics).
-func (m *Metrics) Observe(in *store.Incoming, a *mailin.Analysis, out store.Outcome, d time.Duration) {
+func (m *Metrics) Observe(in *store.Incoming, a *message.Analysis, out store.Outcome, d time.Duration) {
 	if m == nil {
 		return
 	}

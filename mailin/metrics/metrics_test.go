@@ -11,6 +11,7 @@ import (
 
 	"github.com/envelopd/envelopd/dkim"
 	"github.com/envelopd/envelopd/mailin"
+	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/parse"
 	"github.com/envelopd/envelopd/senderauth"
 	"github.com/envelopd/envelopd/store"
@@ -68,7 +69,7 @@ func TestMetricsCountStatusTypeAndCodes(t *testing.T) {
 func TestMetricsOOPSSuppressedAndBusy(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	var _ mailin.BusyObserver = m
-	a := &mailin.Analysis{Result: &parse.Result{Type: "pay"}}
+	a := &message.Analysis{Result: &parse.Result{Type: "pay"}}
 	for _, out := range []store.Outcome{
 		{Status: store.StatusQuarantined, OOPS: &store.OOPSRecord{Reason: store.OOPSSenderUnverified}},
 		{Status: store.StatusQuarantined, OOPS: &store.OOPSRecord{Reason: store.OOPSSenderUnverified}},

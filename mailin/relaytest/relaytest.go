@@ -125,13 +125,19 @@ func Start(t testing.TB, opts ...Option) *Relay {
 	}
 	iv := imapview.New(imapview.Options{Store: st, Authenticate: relay.Authenticate, Hostname: "relaytest"})
 	w := &mailout.Worker{Store: st, Sender: relay.Sender(nil), Wake: wake, Interval: time.Second, Initial: 200 * time.Millisecond}
-	var wg sync.WaitGroup
-	for _, run := range []func(){
+	runs := []func(){
 		func() { mx.Serve() },
 		func() { sub.Serve() },
 		func() { iv.Serve(ln) },
 		func() { w.Run(ctx) },
-	} {
+	}
+	// The courtesy OOPS, queued by the owed-OOPS worker, wakes the queue
+	// worker.
+	wakeQueue := mailout.WakeOnQueue(st, wake)
+	runs = append(runs, func() { wakeQueue(ctx) },
+		func() { (&mailin.OOPSWorker{Pipeline: p, Store: st}).Run(ctx) })
+	var wg sync.WaitGroup
+	for _, run := range runs {
 		wg.Add(1)
 		go func() { defer wg.Done(); run() }()
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/protocols/canonjson"
+	"github.com/envelopd/envelopd/protocols/internal/jsondoc"
 )
 
 // Protocol is the name reported in protocols.Report.
@@ -64,7 +65,7 @@ func Validate(doc []byte) protocols.Report {
 type checker struct{ errs protocols.Problems }
 
 func (c *checker) add(code protocols.Code, field, format string, args ...any) {
-	c.errs = append(c.errs, protocols.New(code, field, format, args...))
+	c.errs.Add(code, field, format, args...)
 }
 
 func (c *checker) request(m map[string]any, sum map[string]any) {
@@ -144,9 +145,8 @@ func (c *checker) request(m map[string]any, sum map[string]any) {
 }
 
 func (c *checker) object(m map[string]any, key, path string) (map[string]any, bool) {
-	v, ok := m[key]
+	v, ok := jsondoc.Member(&c.errs, m, key, path)
 	if !ok {
-		c.add(protocols.CodeMissingField, path, "%s is required", path)
 		return nil, false
 	}
 	o, ok := v.(map[string]any)

@@ -158,7 +158,7 @@ type checker struct {
 }
 
 func (c *checker) add(code protocols.Code, field, format string, args ...any) {
-	c.errs = append(c.errs, protocols.New(code, field, format, args...))
+	c.errs.Add(code, field, format, args...)
 }
 
 // field returns m[name] and reports missing_field when it is absent.

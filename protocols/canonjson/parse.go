@@ -143,14 +143,11 @@ func (p *parser) lit(s string) bool {
 }
 
 func (p *parser) object(depth int) (any, error) {
-	if depth > MaxDepth {
-		return nil, p.errf("nesting deeper than %d", MaxDepth)
-	}
-	p.pos++ // {
 	m := map[string]any{}
-	p.ws()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
+	switch empty, err := p.open(depth, '}'); {
+	case err != nil:
+		return nil, err
+	case empty:
 		return m, nil
 	}
 	for {
@@ -177,31 +174,21 @@ func (p *parser) object(depth int) (any, error) {
 			return nil, err
 		}
 		m[k] = v
-		p.ws()
-		if p.pos >= len(p.data) {
-			return nil, p.errf("unexpected end of input in object")
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
+		switch end, err := p.sep('}', "object"); {
+		case err != nil:
+			return nil, err
+		case end:
 			return m, nil
-		default:
-			return nil, p.errf("expected ',' or '}'")
 		}
 	}
 }
 
 func (p *parser) array(depth int) (any, error) {
-	if depth > MaxDepth {
-		return nil, p.errf("nesting deeper than %d", MaxDepth)
-	}
-	p.pos++ // [
 	a := []any{}
-	p.ws()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
+	switch empty, err := p.open(depth, ']'); {
+	case err != nil:
+		return nil, err
+	case empty:
 		return a, nil
 	}
 	for {
@@ -211,20 +198,46 @@ func (p *parser) array(depth int) (any, error) {
 			return nil, err
 		}
 		a = append(a, v)
-		p.ws()
-		if p.pos >= len(p.data) {
-			return nil, p.errf("unexpected end of input in array")
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
+		switch end, err := p.sep(']', "array"); {
+		case err != nil:
+			return nil, err
+		case end:
 			return a, nil
-		default:
-			return nil, p.errf("expected ',' or ']'")
 		}
 	}
+}
+
+// open reads the opening of an object or array nested depth deep and
+// whether it closes at once (closer, true: it is empty).
+func (p *parser) open(depth int, closer byte) (empty bool, err error) {
+	if depth > MaxDepth {
+		return false, p.errf("nesting deeper than %d", MaxDepth)
+	}
+	p.pos++ // { or [
+	p.ws()
+	if p.pos < len(p.data) && p.data[p.pos] == closer {
+		p.pos++
+		return true, nil
+	}
+	return false, nil
+}
+
+// sep reads what follows a member or an element: ',' (another follows)
+// or closer (the end, true); what names the container in errors.
+func (p *parser) sep(closer byte, what string) (end bool, err error) {
+	p.ws()
+	if p.pos >= len(p.data) {
+		return false, p.errf("unexpected end of input in %s", what)
+	}
+	switch p.data[p.pos] {
+	case ',':
+		p.pos++
+		return false, nil
+	case closer:
+		p.pos++
+		return true, nil
+	}
+	return false, p.errf("expected ',' or '%c'", closer)
 }
 
 func (p *parser) number() (any, error) {

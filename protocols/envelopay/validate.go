@@ -157,7 +157,7 @@ type checker struct {
 }
 
 func (c *checker) err(code protocols.Code, field, format string, args ...any) {
-	c.errs = append(c.errs, protocols.New(code, c.prefix+field, format, args...))
+	c.errs.Add(code, c.prefix+field, format, args...)
 }
 
 // get returns a member; JSON null counts as absent.

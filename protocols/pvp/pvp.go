@@ -15,15 +15,13 @@ import (
 // reports its problems and a summary (session, sender, type, id, and seq
 // when present).
 func Validate(doc []byte) protocols.Report {
-	r := protocols.Report{Protocol: Protocol, Errors: protocols.Problems{}, Summary: map[string]any{}}
-	env, p, ok := jsondoc.Object(doc, "a PVP message")
+	r, env, ok := jsondoc.Start(doc, Protocol, "a PVP message")
 	if !ok {
-		r.Errors = append(r.Errors, p)
 		return r
 	}
 	var c checker
 	c.envelope(env)
-	r.Errors = append(r.Errors, c.problems...)
+	r.Errors = append(r.Errors, c.Problems...)
 	for _, k := range [...]string{"session", "sender", "type", "id"} {
 		if s, ok := env[k].(string); ok {
 			r.Summary[k] = s
@@ -52,34 +50,29 @@ func Validate(doc []byte) protocols.Report {
 	return r
 }
 
-type checker struct {
-	problems protocols.Problems
-}
-
-func (c *checker) add(code protocols.Code, field, format string, args ...any) {
-	c.problems = append(c.problems, protocols.New(code, field, format, args...))
-}
+// checker collects the problems of a message in field order.
+type checker struct{ protocols.Problems }
 
 // envelope checks MessageEnvelope (§4.1) and then the payload of its type.
 func (c *checker) envelope(env map[string]any) {
 	if v, ok := env["v"]; !ok {
-		c.add(protocols.CodeMissingField, "v", "v is required")
+		c.Add(protocols.CodeMissingField, "v", "v is required")
 	} else if n, isNum := v.(json.Number); !isNum {
-		c.add(protocols.CodeInvalidField, "v", "v must be the integer 1, not %s", jsondoc.TypeName(v))
+		c.Add(protocols.CodeInvalidField, "v", "v must be the integer 1, not %s", jsondoc.TypeName(v))
 	} else if f, err := strconv.ParseFloat(string(n), 64); err != nil || f != Version {
-		c.add(protocols.CodeUnsupportedVersion, "v", "protocol version %s is not supported (only 1, §3.3)", n)
+		c.Add(protocols.CodeUnsupportedVersion, "v", "protocol version %s is not supported (only 1, §3.3)", n)
 	}
 	for _, f := range [...]string{"id", "session", "sender"} {
 		c.nonEmpty(env, f)
 	}
 	if _, ok := env["ts"]; !ok {
-		c.add(protocols.CodeMissingField, "ts", "ts is required")
+		c.Add(protocols.CodeMissingField, "ts", "ts is required")
 	} else {
 		c.check(env, "", field{name: "ts", kind: kTime})
 	}
 	msgType, typeOK := c.nonEmpty(env, "type")
 	if typeOK && !IsPrimitive(msgType) {
-		c.add(protocols.CodeUnknownType, "type", "type %q is not one of the 41 PVP primitives (§4.3)", msgType)
+		c.Add(protocols.CodeUnknownType, "type", "type %q is not one of the 41 PVP primitives (§4.3)", msgType)
 		typeOK = false
 	}
 	c.check(env, "", opt("ref", kString))
@@ -89,12 +82,12 @@ func (c *checker) envelope(env map[string]any) {
 
 	p, ok := env["payload"]
 	if !ok {
-		c.add(protocols.CodeMissingField, "payload", "payload is required")
+		c.Add(protocols.CodeMissingField, "payload", "payload is required")
 		return
 	}
 	payload, ok := p.(map[string]any)
 	if !ok {
-		c.add(protocols.CodeInvalidField, "payload", "payload must be an object, not %s", jsondoc.TypeName(p))
+		c.Add(protocols.CodeInvalidField, "payload", "payload must be an object, not %s", jsondoc.TypeName(p))
 		return
 	}
 	if !typeOK {
@@ -111,7 +104,7 @@ func (c *checker) rules(msgType string, p map[string]any) {
 	switch msgType {
 	case "context.add": // §9.1
 		if p["content"] == nil && p["content_ref"] == nil {
-			c.add(protocols.CodeMissingField, "payload.content", "context.add needs content or content_ref (§9.1)")
+			c.Add(protocols.CodeMissingField, "payload.content", "context.add needs content or content_ref (§9.1)")
 		}
 	case "session.join": // §6.3
 		if vs, ok := p["supported_versions"].([]any); ok {
@@ -122,17 +115,17 @@ func (c *checker) rules(msgType string, p map[string]any) {
 					}
 				}
 			}
-			c.add(protocols.CodeUnsupportedVersion, "payload.supported_versions", "the participant does not support protocol version 1 (§6.3)")
+			c.Add(protocols.CodeUnsupportedVersion, "payload.supported_versions", "the participant does not support protocol version 1 (§6.3)")
 		}
 	case "interrupt.acknowledge": // §15.2
 		if p["action_taken"] == "ignored" {
 			if s, _ := p["ignore_reason"].(string); s == "" {
-				c.add(protocols.CodeMissingField, "payload.ignore_reason", "an ignored interrupt needs an ignore_reason (§15.2)")
+				c.Add(protocols.CodeMissingField, "payload.ignore_reason", "an ignored interrupt needs an ignore_reason (§15.2)")
 			}
 		}
 	case "secret.share": // §20.3
 		if _, ok := p["value"]; ok {
-			c.add(protocols.CodeInvalidField, "payload.value", "secret.share carries value_ref, never the secret value (§10, §20.3)")
+			c.Add(protocols.CodeInvalidField, "payload.value", "secret.share carries value_ref, never the secret value (§10, §20.3)")
 		}
 	}
 }
@@ -149,21 +142,7 @@ func AckAllowed(urgency, actionTaken string) bool {
 
 // nonEmpty checks a required non-empty string member.
 func (c *checker) nonEmpty(obj map[string]any, name string) (string, bool) {
-	v, ok := obj[name]
-	if !ok {
-		c.add(protocols.CodeMissingField, name, "%s is required", name)
-		return "", false
-	}
-	s, ok := v.(string)
-	if !ok {
-		c.add(protocols.CodeInvalidField, name, "%s must be a string, not %s", name, jsondoc.TypeName(v))
-		return "", false
-	}
-	if s == "" {
-		c.add(protocols.CodeInvalidField, name, "%s must not be empty", name)
-		return "", false
-	}
-	return s, true
+	return jsondoc.NonEmptyString(&c.Problems, obj, name, name, jsondoc.NullWrongType)
 }
 
 // check checks one field of obj; prefix is the JSON path of obj.
@@ -172,7 +151,7 @@ func (c *checker) check(obj map[string]any, prefix string, f field) {
 	v, ok := obj[f.name]
 	if !ok {
 		if f.req {
-			c.add(protocols.CodeMissingField, path, "%s is required", path)
+			c.Add(protocols.CodeMissingField, path, "%s is required", path)
 		}
 		return
 	}
@@ -186,7 +165,7 @@ func (c *checker) check(obj map[string]any, prefix string, f field) {
 
 func (c *checker) value(v any, path string, f field) {
 	bad := func(want string) {
-		c.add(protocols.CodeInvalidField, path, "%s must be %s, not %s", path, want, jsondoc.TypeName(v))
+		c.Add(protocols.CodeInvalidField, path, "%s must be %s, not %s", path, want, jsondoc.TypeName(v))
 	}
 	switch f.kind {
 	case kAny:
@@ -205,7 +184,7 @@ func (c *checker) value(v any, path string, f field) {
 	case kCount:
 		if n, ok := v.(json.Number); !ok || !isCount(n) {
 			if ok {
-				c.add(protocols.CodeInvalidField, path, "%s must be a non-negative integer, not %s", path, n)
+				c.Add(protocols.CodeInvalidField, path, "%s must be a non-negative integer, not %s", path, n)
 			} else {
 				bad("a non-negative integer")
 			}
@@ -225,14 +204,14 @@ func (c *checker) value(v any, path string, f field) {
 		if !ok {
 			bad("an ISO 8601 timestamp string")
 		} else if !isTimestamp(s) {
-			c.add(protocols.CodeInvalidField, path, "%s %q is not an ISO 8601 timestamp", path, s)
+			c.Add(protocols.CodeInvalidField, path, "%s %q is not an ISO 8601 timestamp", path, s)
 		}
 	case kEnum:
 		s, ok := v.(string)
 		if !ok {
 			bad("a string")
 		} else if !oneOf(s, f.enum) {
-			c.add(protocols.CodeInvalidField, path, "%s %q is not one of %q", path, s, f.enum)
+			c.Add(protocols.CodeInvalidField, path, "%s %q is not one of %q", path, s, f.enum)
 		}
 	case kStrings, kCounts, kEnums, kStructs:
 		arr, ok := v.([]any)
@@ -259,7 +238,7 @@ func (c *checker) value(v any, path string, f field) {
 		switch t := v.(type) {
 		case string:
 			if t != "all" && t != "approvers_only" {
-				c.add(protocols.CodeInvalidField, path, "%s %q is not \"all\", \"approvers_only\" or a list of participants", path, t)
+				c.Add(protocols.CodeInvalidField, path, "%s %q is not \"all\", \"approvers_only\" or a list of participants", path, t)
 			}
 		case []any:
 			c.value(v, path, field{kind: kStrings})
@@ -273,7 +252,7 @@ func (c *checker) value(v any, path string, f field) {
 func (c *checker) quorum(v any, path string) {
 	q, ok := v.(map[string]any)
 	if !ok {
-		c.add(protocols.CodeInvalidField, path, "%s must be a quorum rule object, not %s", path, jsondoc.TypeName(v))
+		c.Add(protocols.CodeInvalidField, path, "%s must be a quorum rule object, not %s", path, jsondoc.TypeName(v))
 		return
 	}
 	c.check(q, path+".", reqEnum("type", quorumTypes))
@@ -287,7 +266,7 @@ func (c *checker) quorum(v any, path string) {
 	case "specific":
 		c.check(q, path+".", req("participants", kStrings))
 		if ps, ok := q["participants"].([]any); ok && len(ps) == 0 {
-			c.add(protocols.CodeInvalidField, path+".participants", "%s.participants must name at least one participant", path)
+			c.Add(protocols.CodeInvalidField, path+".participants", "%s.participants must name at least one participant", path)
 		}
 	}
 }
@@ -297,7 +276,7 @@ func (c *checker) positive(obj map[string]any, prefix, name string) {
 	c.check(obj, prefix, req(name, kCount))
 	if n, ok := obj[name].(json.Number); ok && isCount(n) {
 		if f, _ := strconv.ParseFloat(string(n), 64); f < 1 {
-			c.add(protocols.CodeInvalidField, prefix+name, "%s%s must be at least 1", prefix, name)
+			c.Add(protocols.CodeInvalidField, prefix+name, "%s%s must be at least 1", prefix, name)
 		}
 	}
 }

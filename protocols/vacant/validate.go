@@ -89,7 +89,7 @@ type wireParser struct {
 }
 
 func (p *wireParser) add(code protocols.Code, field, format string, args ...any) {
-	p.errs = append(p.errs, protocols.New(code, field, format, args...))
+	p.errs.Add(code, field, format, args...)
 }
 
 // bad records a problem with a field the signing bytes need.

@@ -49,7 +49,7 @@ func (c *checker) moneyValue(v any, path string, top bool) {
 	case nil:
 	case json.Number:
 		if !isInteger(t) {
-			c.add(protocols.CodeInvalidField, path, "%s is %s: money is an integer in minor units, never a float", path, t)
+			c.problems.Add(protocols.CodeInvalidField, path, "%s is %s: money is an integer in minor units, never a float", path, t)
 		}
 	case map[string]any:
 		for _, k := range sortedKeys(t) {
@@ -61,10 +61,10 @@ func (c *checker) moneyValue(v any, path string, top bool) {
 		}
 	case string:
 		if top {
-			c.add(protocols.CodeInvalidField, path, "%s is a string: money is a JSON integer in minor units", path)
+			c.problems.Add(protocols.CodeInvalidField, path, "%s is a string: money is a JSON integer in minor units", path)
 		}
 	default:
-		c.add(protocols.CodeInvalidField, path, "%s is %s: money is a JSON integer in minor units", path, jsondoc.TypeName(v))
+		c.problems.Add(protocols.CodeInvalidField, path, "%s is %s: money is a JSON integer in minor units", path, jsondoc.TypeName(v))
 	}
 }
 

@@ -35,15 +35,11 @@ var (
 // reports its problems, a summary (id, from, to, kind) and, for a valid
 // envelope with an idempotency key, the idempotency claim.
 func Validate(doc []byte) protocols.Report {
-	r := protocols.Report{Protocol: Protocol, Errors: protocols.Problems{}, Summary: map[string]any{}}
-	env, p, ok := jsondoc.Object(doc, "a VCP envelope")
+	r, env, ok := jsondoc.Start(doc, Protocol, "a VCP envelope")
 	if !ok {
-		r.Errors = append(r.Errors, p)
 		return r
 	}
-	var c checker
-	c.envelope(env)
-	r.Errors = append(r.Errors, c.problems...)
+	r.Errors = append(r.Errors, check(env)...)
 	summarise(env, r.Summary)
 	r.Valid = len(r.Errors) == 0
 	if r.Valid {
@@ -62,42 +58,45 @@ type checker struct {
 	problems protocols.Problems
 }
 
-func (c *checker) add(code protocols.Code, field, format string, args ...any) {
-	c.problems = append(c.problems, protocols.New(code, field, format, args...))
+// check returns the problems of an envelope, in field order.
+func check(env map[string]any) protocols.Problems {
+	var c checker
+	c.envelope(env)
+	return c.problems
 }
 
 // envelope checks the top-level fields in the order of "Fields".
 func (c *checker) envelope(env map[string]any) {
 	if s, ok := c.str(env, "protocol", false); ok && s != Protocol {
-		c.add(protocols.CodeInvalidField, "protocol", "protocol is %q, must be \"vcp\"", s)
+		c.problems.Add(protocols.CodeInvalidField, "protocol", "protocol is %q, must be \"vcp\"", s)
 	}
 	if s, ok := c.str(env, "version", false); ok {
 		if m := versionRE.FindStringSubmatch(s); m == nil {
-			c.add(protocols.CodeInvalidField, "version", "version %q is not MAJOR.MINOR", s)
+			c.problems.Add(protocols.CodeInvalidField, "version", "version %q is not MAJOR.MINOR", s)
 		} else if m[1] != "1" {
-			c.add(protocols.CodeUnsupportedVersion, "version", "version %q: only major version 1 is supported", s)
+			c.problems.Add(protocols.CodeUnsupportedVersion, "version", "version %q: only major version 1 is supported", s)
 		}
 	}
 	c.str(env, "msg_id", false)
 	if s, ok := c.str(env, "ts", false); ok {
 		if _, err := time.Parse(time.RFC3339Nano, s); err != nil || !hasZone(s) {
-			c.add(protocols.CodeInvalidField, "ts", "ts %q is not an RFC 3339 timestamp with a zone", s)
+			c.problems.Add(protocols.CodeInvalidField, "ts", "ts %q is not an RFC 3339 timestamp with a zone", s)
 		}
 	}
 	for _, f := range [...]string{"from", "to"} {
 		if s, ok := c.str(env, f, false); ok {
 			switch {
 			case s == "*":
-				c.add(protocols.CodeInvalidField, f, "%s: \"*\" is reserved", f)
+				c.problems.Add(protocols.CodeInvalidField, f, "%s: \"*\" is reserved", f)
 			case !addressRE.MatchString(s):
-				c.add(protocols.CodeInvalidField, f, "%s %q is not shaped <side>[:<role>]", f, s)
+				c.problems.Add(protocols.CodeInvalidField, f, "%s %q is not shaped <side>[:<role>]", f, s)
 			}
 		}
 	}
 	c.str(env, "session_id", false)
 	c.str(env, "in_reply_to", true)
 	if s, ok := c.str(env, "idempotency_key", true); ok && utf8.RuneCountInString(s) > MaxIdempotencyKey {
-		c.add(protocols.CodeInvalidField, "idempotency_key", "idempotency_key is %d characters, at most %d allowed", utf8.RuneCountInString(s), MaxIdempotencyKey)
+		c.problems.Add(protocols.CodeInvalidField, "idempotency_key", "idempotency_key is %d characters, at most %d allowed", utf8.RuneCountInString(s), MaxIdempotencyKey)
 	}
 	c.signature(env)
 	c.action(env)
@@ -106,27 +105,11 @@ func (c *checker) envelope(env map[string]any) {
 // str checks that field is present and a non-empty string (or null when
 // nullable). It returns the string and whether there is one to check further.
 func (c *checker) str(obj map[string]any, field string, nullable bool) (string, bool) {
-	v, present := obj[field]
-	if !present {
-		c.add(protocols.CodeMissingField, field, "%s is required", field)
-		return "", false
+	null := jsondoc.NullRefused
+	if nullable {
+		null = jsondoc.NullAllowed
 	}
-	if v == nil {
-		if !nullable {
-			c.add(protocols.CodeInvalidField, field, "%s must not be null", field)
-		}
-		return "", false
-	}
-	s, ok := v.(string)
-	if !ok {
-		c.add(protocols.CodeInvalidField, field, "%s must be a string, not %s", field, jsondoc.TypeName(v))
-		return "", false
-	}
-	if s == "" {
-		c.add(protocols.CodeInvalidField, field, "%s must not be empty", field)
-		return "", false
-	}
-	return s, true
+	return jsondoc.NonEmptyString(&c.problems, obj, field, field, null)
 }
 
 // signature is reserved: null, or a populated AP2-style signature (a
@@ -134,50 +117,38 @@ func (c *checker) str(obj map[string]any, field string, nullable bool) (string, 
 func (c *checker) signature(env map[string]any) {
 	v, present := env["signature"]
 	if !present {
-		c.add(protocols.CodeMissingField, "signature", "signature is required (null when unsigned)")
+		c.problems.Add(protocols.CodeMissingField, "signature", "signature is required (null when unsigned)")
 		return
 	}
 	switch s := v.(type) {
 	case nil:
 	case string:
 		if s == "" {
-			c.add(protocols.CodeInvalidField, "signature", "signature must be null or populated, not empty")
+			c.problems.Add(protocols.CodeInvalidField, "signature", "signature must be null or populated, not empty")
 		}
 	case map[string]any:
 		if len(s) == 0 {
-			c.add(protocols.CodeInvalidField, "signature", "signature must be null or populated, not empty")
+			c.problems.Add(protocols.CodeInvalidField, "signature", "signature must be null or populated, not empty")
 		}
 	default:
-		c.add(protocols.CodeInvalidField, "signature", "signature must be null, a string or an object, not %s", jsondoc.TypeName(v))
+		c.problems.Add(protocols.CodeInvalidField, "signature", "signature must be null, a string or an object, not %s", jsondoc.TypeName(v))
 	}
 }
 
 func (c *checker) action(env map[string]any) {
-	v, present := env["action"]
-	if !present {
-		c.add(protocols.CodeMissingField, "action", "action is required")
-		return
-	}
-	act, ok := v.(map[string]any)
+	act, ok := jsondoc.RequiredObject(&c.problems, env, "action", "action")
 	if !ok {
-		c.add(protocols.CodeInvalidField, "action", "action must be an object, not %s", jsondoc.TypeName(v))
 		return
 	}
 	if kind, ok := c.strAt(act, "action.", "kind"); ok {
 		if m := kindRE.FindStringSubmatch(kind); m == nil {
-			c.add(protocols.CodeInvalidField, "action.kind", "action.kind %q is not <namespace>.<verb>", kind)
+			c.problems.Add(protocols.CodeInvalidField, "action.kind", "action.kind %q is not <namespace>.<verb>", kind)
 		} else if !knownNamespace(m[1]) {
-			c.add(protocols.CodeUnknownType, "action.kind", "action.kind %q: unknown namespace %q (commerce, delegate, platform, world)", kind, m[1])
+			c.problems.Add(protocols.CodeUnknownType, "action.kind", "action.kind %q: unknown namespace %q (commerce, delegate, platform, world)", kind, m[1])
 		}
 	}
-	p, present := act["payload"]
-	if !present {
-		c.add(protocols.CodeMissingField, "action.payload", "action.payload is required")
-		return
-	}
-	payload, ok := p.(map[string]any)
+	payload, ok := jsondoc.RequiredObject(&c.problems, act, "payload", "action.payload")
 	if !ok {
-		c.add(protocols.CodeInvalidField, "action.payload", "action.payload must be an object, not %s", jsondoc.TypeName(p))
 		return
 	}
 	c.money(payload, "action.payload")
@@ -185,14 +156,7 @@ func (c *checker) action(env map[string]any) {
 
 // strAt is str for a nested object whose path is prefix.
 func (c *checker) strAt(obj map[string]any, prefix, field string) (string, bool) {
-	var sub checker
-	s, ok := sub.str(obj, field, false)
-	for _, p := range sub.problems {
-		p.Field = prefix + p.Field
-		p.Message = prefix + p.Message
-		c.problems = append(c.problems, p)
-	}
-	return s, ok
+	return jsondoc.NonEmptyString(&c.problems, obj, field, prefix+field, jsondoc.NullRefused)
 }
 
 func knownNamespace(ns string) bool {

@@ -32,24 +32,21 @@ func testOOPSLimits(t *testing.T, open func(t *testing.T) Rules) {
 				in.InReplyTo = []string{irt}
 			}
 			in.OOPSLimits = lim
-			in.OOPS = func(o store.Outcome) *store.OOPSPlan {
-				return &store.OOPSPlan{Code: protocols.CodeUnknownType, To: "x@peer.test", Suppressed: suppress,
-					Compose: func() (*store.Outgoing, json.RawMessage, error) {
-						return oopsMail(in, o), json.RawMessage(`{"v":"0.2.0","type":"oops"}`), nil
-					}}
-			}
+			in.OOPS = &store.OOPSTerms{Codes: []protocols.Code{protocols.CodeUnknownType}, To: "x@peer.test", From: "agent@here.test",
+				Suppressed: suppress}
 		})
 	}
 	type step struct {
 		in     *store.Incoming
 		reason string // "" = sent
 	}
-	check := func(s store.Store, name string, st step) {
+	check := func(s Rules, name string, st step) {
 		t.Helper()
 		out, err := s.Ingest(ctx, st.in)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		settleOwed(t, s, &out, func(o store.OwedOOPS) *store.Outgoing { return oopsMail(st.in, o.Code) }, `{"v":"0.2.0","type":"oops"}`)
 		if out.Status != store.StatusQuarantined || out.OOPS == nil {
 			t.Fatalf("%s: outcome %+v, want quarantined with an OOPS decision", name, out)
 		}
@@ -129,30 +126,47 @@ func testProblemTexts(t *testing.T, open func(t *testing.T) Rules) {
 	}
 }
 
-// testOwedOOPS: the ingest records an allowed OOPS as owed in
-// its transaction and composes it after the commit. When the process dies
-// in between (here: the store is closed under the composer), the mail is
-// stored, the OOPS stays owed (its rate slot taken, its record pending),
-// and a worker settles it later — exactly once, even when two nodes' workers
-// race for it.
+// settleOwed plays the owed-OOPS worker after an ingest whose outcome out
+// owes an OOPS: it claims the owed row and queues mail(owed) for it, and
+// fills out's OOPS record and queue id as ResolveOOPS leaves them.
+func settleOwed(t *testing.T, ow store.OOPSLog, out *store.Outcome, mail func(store.OwedOOPS) *store.Outgoing, body string) {
+	t.Helper()
+	if out.OOPS == nil || !out.OOPS.Pending {
+		return
+	}
+	ctx := context.Background()
+	owed, err := ow.ClaimOwedOOPS(ctx, time.Now(), time.Minute, 10)
+	if err != nil || len(owed) != 1 || owed[0].MessageID != out.ID {
+		t.Fatalf("claim owed OOPS: %+v %v, want the one of message %d", owed, err, out.ID)
+	}
+	rec, err := ow.ResolveOOPS(ctx, owed[0], mail(owed[0]), json.RawMessage(body), "")
+	if err != nil || rec == nil {
+		t.Fatalf("resolve owed OOPS: %+v %v", rec, err)
+	}
+	out.OOPS, out.QueuedOOPS = rec, rec.QueueID
+}
+
+// testOwedOOPS: the ingest records an allowed OOPS as owed, a row in its
+// transaction, and composes nothing. When the process dies before a
+// worker composes it (here: the store is closed right after the commit),
+// the mail is stored, the OOPS stays owed (its rate slot taken, its record
+// pending), and a worker settles it later: a claim leases it to one
+// worker at a time (again after the lease, when that worker died), and
+// ResolveOOPS settles it exactly once, even when two nodes' workers race
+// for it.
 func testOwedOOPS(t *testing.T, open func(t *testing.T) Rules) {
 	ctx := context.Background()
 	s := open(t)
 	in := msg("owed@peer.test", "x@peer.test", "", func(in *store.Incoming) {
 		in.Type, in.Subject, in.Status = "", "REFUND | x", store.StatusQuarantined
 		in.Errors = protocols.Problems{protocols.New(protocols.CodeUnknownType, "subject", "unknown type")}
-		in.OOPS = func(o store.Outcome) *store.OOPSPlan {
-			return &store.OOPSPlan{Code: protocols.CodeUnknownType, To: "x@peer.test",
-				Compose: func() (*store.Outgoing, json.RawMessage, error) {
-					s.Close() // the process dies after the commit, before queueing
-					return oopsMail(in, o), json.RawMessage(`{"type":"oops"}`), nil
-				}}
-		}
+		in.OOPS = &store.OOPSTerms{Codes: []protocols.Code{protocols.CodeUnknownType}, To: "x@peer.test", From: "agent@here.test"}
 	})
 	out, err := s.Ingest(ctx, in)
 	if err != nil {
 		t.Fatalf("the mail must be stored even though its OOPS was not queued: %v", err)
 	}
+	s.Close() // the process dies after the commit, before any worker ran
 	if out.OOPS == nil || !out.OOPS.Pending || out.OOPS.Sent || out.QueuedOOPS != 0 {
 		t.Fatalf("outcome OOPS %+v queued %d, want pending", out.OOPS, out.QueuedOOPS)
 	}
@@ -168,15 +182,40 @@ func testOwedOOPS(t *testing.T, open func(t *testing.T) Rules) {
 	if got, err := ow.OwedOOPSList(ctx, base.Add(-time.Second), 10); err != nil || len(got) != 0 {
 		t.Fatalf("owed before its decision time: %v %v, want none", got, err)
 	}
-	owed, err := ow.OwedOOPSList(ctx, base.Add(time.Hour), 10)
-	if err != nil || len(owed) != 1 || owed[0].MessageID != out.ID || owed[0].Code != protocols.CodeUnknownType || owed[0].To != "x@peer.test" {
-		t.Fatalf("owed %+v %v, want the one for message %d", owed, err, out.ID)
+	listed, err := ow.OwedOOPSList(ctx, base.Add(time.Hour), 10)
+	if err != nil || len(listed) != 1 || listed[0].MessageID != out.ID || listed[0].Code != protocols.CodeUnknownType ||
+		listed[0].To != "x@peer.test" || listed[0].From != "agent@here.test" {
+		t.Fatalf("owed %+v %v, want the one for message %d", listed, err, out.ID)
+	}
+	// Two nodes' workers claim at once: one gets it, leased.
+	now := time.Now()
+	claims := make([][]store.OwedOOPS, len(ns))
+	errs := make([]error, len(ns))
+	race(len(ns), func(i int) {
+		claims[i], errs[i] = ns[i].ClaimOwedOOPS(ctx, now, time.Minute, 10)
+	})
+	claimed := 0
+	for i, c := range claims {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		claimed += len(c)
+	}
+	if claimed != 1 {
+		t.Fatalf("claimed %d times, want 1: %+v", claimed, claims)
+	}
+	if again, err := ow.ClaimOwedOOPS(ctx, now.Add(59*time.Second), time.Minute, 10); err != nil || len(again) != 0 {
+		t.Fatalf("claimed within the lease: %+v %v", again, err)
+	}
+	// The worker that claimed it died: after the lease it is claimed again.
+	owed, err := ow.ClaimOwedOOPS(ctx, now.Add(time.Minute), time.Minute, 10)
+	if err != nil || len(owed) != 1 || owed[0].ID != listed[0].ID || owed[0].Attempts != 2 || owed[0].From != "agent@here.test" {
+		t.Fatalf("claim after the lease: %+v %v, want the row again, attempt 2", owed, err)
 	}
 	// Two nodes' workers settle it at once: once.
 	recs := make([]*store.OOPSRecord, len(ns))
-	errs := make([]error, len(ns))
 	race(len(ns), func(i int) {
-		recs[i], errs[i] = ns[i].ResolveOOPS(ctx, owed[0], oopsMail(in, out), json.RawMessage(`{"type":"oops"}`), "")
+		recs[i], errs[i] = ns[i].ResolveOOPS(ctx, owed[0], oopsMail(in, owed[0].Code), json.RawMessage(`{"type":"oops"}`), "")
 	})
 	settled := 0
 	for i, r := range recs {
@@ -199,6 +238,9 @@ func testOwedOOPS(t *testing.T, open func(t *testing.T) Rules) {
 	}
 	if got, err := ow.OwedOOPSList(ctx, base.Add(time.Hour), 10); err != nil || len(got) != 0 {
 		t.Errorf("still owed: %v %v", got, err)
+	}
+	if got, err := ow.ClaimOwedOOPS(ctx, now.Add(time.Hour), time.Minute, 10); err != nil || len(got) != 0 {
+		t.Errorf("claimable after it was queued: %v %v", got, err)
 	}
 	m, err = ns[2].Message(ctx, out.ID)
 	if err != nil || m.OOPS == nil || !m.OOPS.Sent || m.OOPS.Pending || m.OOPS.QueueID != q[0].ID {

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -195,14 +194,19 @@ func testPayments(t *testing.T, open func(t *testing.T) Payments) {
 	// The courtesy OOPS of a rejected payment: decided once per message,
 	// by the store's limits, queued when allowed.
 	rejected := r // settled not_found above, then rechecked: its message has no decision yet
-	plan := &store.OOPSPlan{Code: protocols.CodeTxNotFound, To: "s1@a.test", Compose: func() (*store.Outgoing, json.RawMessage, error) {
-		raw := []byte("Message-ID: <oops.pay@here.test>\r\nSubject: OOPS | tx_not_found\r\n\r\n{}\r\n")
-		return &store.Outgoing{From: "agent@here.test", Recipients: []string{"s1@a.test"}, Raw: raw, MessageID: "oops.pay@here.test", Kind: "oops"},
-			json.RawMessage(`{"type":"oops"}`), nil
-	}}
+	plan := &store.OOPSPlan{Code: protocols.CodeTxNotFound, To: "s1@a.test", From: "agent@here.test"}
 	rec, err := pays[0].OwePaymentOOPS(ctx, rejected, plan, store.OOPSLimits{}, later)
-	if err != nil || rec == nil || !rec.Sent || rec.QueueID == 0 {
-		t.Errorf("payment OOPS: %+v %v, want sent", rec, err)
+	if err != nil || rec == nil || !rec.Pending {
+		t.Errorf("payment OOPS: %+v %v, want owed", rec, err)
+	}
+	// The owed-OOPS worker queues it.
+	out := store.Outcome{ID: rejected, OOPS: rec}
+	settleOwed(t, ss[0], &out, func(o store.OwedOOPS) *store.Outgoing {
+		raw := []byte("Message-ID: <oops.pay@here.test>\r\nSubject: OOPS | tx_not_found\r\n\r\n{}\r\n")
+		return &store.Outgoing{From: o.From, Recipients: []string{o.To}, Raw: raw, MessageID: "oops.pay@here.test", Kind: "oops"}
+	}, `{"type":"oops"}`)
+	if rec = out.OOPS; rec == nil || !rec.Sent || rec.QueueID == 0 {
+		t.Errorf("payment OOPS: %+v, want sent", rec)
 	}
 	if rec, err := pays[1].OwePaymentOOPS(ctx, rejected, plan, store.OOPSLimits{}, later); err != nil || rec != nil {
 		t.Errorf("payment OOPS again: %+v %v, want no second decision", rec, err)

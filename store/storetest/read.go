@@ -198,12 +198,13 @@ func testBadInput(t *testing.T, open func(t *testing.T) Rules) {
 	if err := s.RecordDelivery(ctx, 1, "x", "lost", "", time.Now()); !errors.Is(err, store.ErrBadInput) {
 		t.Errorf("RecordDelivery with unknown state: %v, want ErrBadInput", err)
 	}
-	// A panicking OOPS callback fails that message only, as an error.
+	// A panicking rule run inside the ingest transaction (a protocol's
+	// tally) fails that message only, as an error.
 	_, err := s.Ingest(ctx, msg("p@x.test", "x@x.test", "", func(in *store.Incoming) {
-		in.OOPS = func(store.Outcome) *store.OOPSPlan { panic("boom") }
+		in.Sets = []protocols.StateSet{{Kind: "k", Key: "a", Value: "v", If: &protocols.Tally{Kind: "k", Prefix: "a", Rule: panicRule{}}}}
 	}))
 	if err == nil {
-		t.Errorf("Ingest with a panicking OOPS callback succeeded")
+		t.Errorf("Ingest with a panicking tally rule succeeded")
 	}
 	if ms, _ := s.Messages(ctx, store.Filter{}); len(ms) != 0 {
 		t.Errorf("%d messages stored after the failed ingest, want 0", len(ms))
@@ -258,3 +259,8 @@ func testBadInput(t *testing.T, open func(t *testing.T) Rules) {
 func pr(code protocols.Code) protocols.Problem {
 	return protocols.New(code, "", "test %s", code)
 }
+
+// panicRule is a protocols.TallyRule that panics.
+type panicRule struct{}
+
+func (panicRule) Resolved(claims, states map[string]string) bool { panic("boom") }

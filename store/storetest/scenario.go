@@ -197,34 +197,34 @@ func (in input) incoming(t *testing.T) *store.Incoming {
 	return x
 }
 
-// oopsFor returns a callback like the pipeline's: an OOPS back to the
-// sender, replying to the message, when the outcome has errors.
-func oopsFor(x *store.Incoming) func(store.Outcome) *store.OOPSPlan {
-	return func(o store.Outcome) *store.OOPSPlan {
-		if o.Redelivery || len(o.Errors) == 0 {
-			return nil
-		}
-		return &store.OOPSPlan{Code: o.Errors[0].Code, To: x.Sender, Compose: func() (*store.Outgoing, json.RawMessage, error) {
-			return oopsMail(x, o), json.RawMessage(`{"type":"oops"}`), nil
-		}}
-	}
+// oopsFor returns terms like the pipeline's: an OOPS back to the
+// sender, from its first recipient, for the first error of the outcome
+// among the codes the scenarios use.
+func oopsFor(x *store.Incoming) *store.OOPSTerms {
+	return &store.OOPSTerms{To: x.Sender, From: oopsSender(x), Codes: []protocols.Code{
+		protocols.CodeUnknownType, protocols.CodeDuplicateID, protocols.CodeDuplicateProof, protocols.CodeAmountMismatch}}
 }
 
-// oopsMail is the OOPS oopsFor queues.
-func oopsMail(x *store.Incoming, o store.Outcome) *store.Outgoing {
+func oopsSender(x *store.Incoming) string {
+	if len(x.Recipients) > 0 {
+		return x.Recipients[0]
+	}
+	return "agent@here.test"
+}
+
+// oopsMail is the OOPS answering x's error code, as the owed-OOPS worker
+// queues it.
+func oopsMail(x *store.Incoming, code protocols.Code) *store.Outgoing {
 	mid := "oops." + x.MessageID
 	raw := []byte("Message-ID: <" + mid + ">\r\nIn-Reply-To: <" + x.MessageID + ">\r\nSubject: OOPS | " +
-		string(o.Errors[0].Code) + "\r\n\r\n{}\r\n")
-	from := "agent@here.test"
-	if len(x.Recipients) > 0 {
-		from = x.Recipients[0]
-	}
+		string(code) + "\r\n\r\n{}\r\n")
+	from := oopsSender(x)
 	return &store.Outgoing{
 		From: from, Recipients: []string{x.Sender}, Raw: raw, MessageID: mid, Kind: "oops",
 		Copy: &store.Incoming{
 			Mailbox: x.Mailbox, Direction: store.DirOut, Raw: raw, MessageID: mid,
 			InReplyTo: []string{x.MessageID}, Sender: from, Recipients: []string{x.Sender},
-			Subject: "OOPS | " + string(o.Errors[0].Code), Type: "oops", Refs: map[string]string{"ref": x.EnvelopayID},
+			Subject: "OOPS | " + string(code), Type: "oops", Refs: map[string]string{"ref": x.EnvelopayID},
 			Status: store.StatusAccepted, ReceivedAt: x.ReceivedAt,
 		},
 	}
@@ -296,10 +296,12 @@ func runScenario(t *testing.T, s Rules, sc scenario) {
 		if name == "" {
 			name = fmt.Sprint(i)
 		}
-		out, err := s.Ingest(ctx, st.In.incoming(t))
+		in := st.In.incoming(t)
+		out, err := s.Ingest(ctx, in)
 		if err != nil {
 			t.Fatalf("step %s: Ingest: %v", name, err)
 		}
+		settleOwed(t, s, &out, func(o store.OwedOOPS) *store.Outgoing { return oopsMail(in, o.Code) }, `{"type":"oops"}`)
 		ids[name] = out.ID
 		w := st.Want
 		if w.Status == "" {

@@ -71,6 +71,7 @@ type Payments interface {
 	store.Ingester
 	store.Reader
 	store.EventLog
+	store.OOPSLog // a rejected payment's owed OOPS
 	io.Closer
 }
 
@@ -120,6 +121,7 @@ func RunRules(t *testing.T, open func(t *testing.T) Rules) {
 	t.Run("Nodes", func(t *testing.T) { testNodes(t, open) })
 	t.Run("OwedOOPS", func(t *testing.T) { testOwedOOPS(t, open) })
 	t.Run("HandoffHold", func(t *testing.T) { testHandoffHold(t, open) })
+	t.Run("EnqueueChecked", func(t *testing.T) { testEnqueueChecked(t, open) })
 }
 
 // RunRelay runs the suite of relay mode's mailboxes and folders.
@@ -133,6 +135,7 @@ func RunAPI(t *testing.T, open func(t *testing.T) API) {
 	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, open) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, open) })
 	t.Run("WebhookOwners", func(t *testing.T) { testWebhookOwners(t, open) })
+	t.Run("EventTypes", func(t *testing.T) { testEventTypes(t, open) })
 }
 
 // RunPayments runs the payments' suite.

@@ -9,7 +9,9 @@
 //     order, the same event ids as the webhook's, and a reconnect with
 //     last_event_id that gets what it missed;
 //   - Idempotency-Key (requestOptions.idempotencyKey): a resend answers
-//     the first response and sends nothing; another body → 409.
+//     the first response and sends nothing; another body → 409;
+//   - message.received.blocked and message.rejected (the inbox's lists),
+//     and the inbox events (client.inboxes.events.list) of labels.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
@@ -155,6 +157,37 @@ test("webhooks, websocket and Idempotency-Key through the AgentMail SDK", async 
     return l.messages.some((x) => x.subject === "once") ? l.messages.filter((x) => x.subject === "once") : null;
   });
   assert.equal(onceCopies.length, 1);
+
+  // The variants: mail from a sender the shop's receive lists block is
+  // message.received.blocked (the message labelled blocked); a send the
+  // shop's send lists refuse is message.rejected, with its Reject.
+  const v = await subscribe({ inboxIds: [SHOP] });
+  await client.inboxes.lists.create(SHOP, "receive", "block", { entry: "buyer.test" });
+  await client.inboxes.lists.create(SHOP, "send", "block", { entry: "evil.test" });
+  const spam = await client.inboxes.messages.send(BOB, { to: SHOP, subject: "blocked", text: "from a blocked domain" });
+  await assert.rejects(client.inboxes.messages.send(SHOP, { to: "x@evil.test", subject: "no", text: "refused" }),
+    (err) => err instanceof AgentMailError && err.statusCode === 403);
+  const blocked = await waitFor("message.received.blocked", () => v.events.find((e) => e.eventType === "message.received.blocked"));
+  assert.equal(blocked.message.messageId, spam.messageId);
+  assert.ok(blocked.message.labels.includes("blocked"));
+  assert.equal(blocked.thread.threadId, spam.threadId);
+  const rejected = await waitFor("message.rejected", () => v.events.find((e) => e.eventType === "message.rejected"));
+  assert.equal(rejected.reject.inboxId, SHOP);
+  assert.match(rejected.reject.reason, /evil\.test/);
+  assert.match(rejected.reject.messageId, /@shop\.test>$/);
+  assert.ok(rejected.reject.threadId && rejected.reject.timestamp instanceof Date);
+  assert.ok(!v.events.some((e) => e.eventType === "message.received"));
+  v.socket.close();
+
+  // Inbox events: the labels added and removed through the API.
+  await client.inboxes.messages.update(SHOP, spam.messageId, { addLabels: ["vip"] });
+  await client.inboxes.messages.update(SHOP, spam.messageId, { removeLabels: ["vip"] });
+  const ie = await client.inboxes.events.list(SHOP, { limit: 10 });
+  assert.equal(ie.count, 2);
+  assert.deepEqual(ie.events.map((e) => e.eventType + " " + e.label), ["label.removed vip", "label.added vip"]);
+  assert.equal(ie.events[0].messageId, spam.messageId);
+  assert.equal(ie.events[0].inboxId, SHOP);
+  assert.ok(ie.events[0].eventAt instanceof Date && ie.events[0].createdAt instanceof Date);
 
   // Webhook update and delete.
   const upd = await client.webhooks.update(hook.webhookId, { eventTypes: ["message.bounced"] });

@@ -144,6 +144,45 @@ test("Envelopay exchange through the AgentMail SDK", async () => {
   assert.equal(page2.count, 3);
   assert.equal(page2.nextPageToken, undefined);
 
+  // Batch calls: messages of one inbox by id, in the order asked; an id
+  // the inbox does not hold is left out (count < limit).
+  const bg = await client.inboxes.messages.batchGet(SHOP, { messageIds: [p2.messageId, "<nope@shop.test>", p1.messageId] });
+  assert.equal(bg.limit, 3);
+  assert.deepEqual(bg.messages.map((x) => x.messageId), [p2.messageId, p1.messageId]);
+  assert.equal(bg.messages[0].text, undefined);
+  const bu = await client.inboxes.messages.batchUpdate(SHOP, { messageIds: [p1.messageId, p2.messageId], addLabels: ["batch"] });
+  assert.equal(bu.count, 2);
+  assert.ok(bu.updates.every((x) => x.labels.includes("batch")), JSON.stringify(bu.updates));
+  await assert.rejects(client.inboxes.messages.batchUpdate(SHOP, { messageIds: [p1.messageId, p1.messageId], addLabels: ["x"] }), AgentMail.ValidationError);
+
+  // A draft's attachment, by the inbox, organisation and pod routes.
+  const dr = await client.inboxes.drafts.create(SHOP, { to: [BOB], subject: "with a file", text: "see",
+    attachments: [{ filename: "a.txt", contentType: "text/plain", content: Buffer.from("hello file").toString("base64") }] });
+  assert.equal(dr.attachments[0].attachmentId, "att_1");
+  for (const a of [await client.inboxes.drafts.getAttachment(SHOP, dr.draftId, "att_1"), await client.drafts.getAttachment(dr.draftId, "att_1"),
+    await client.pods.drafts.getAttachment("envelopd", dr.draftId, "att_1")]) {
+    assert.equal(a.size, 10);
+    assert.equal(a.filename, "a.txt");
+    assert.equal(await (await fetch(a.downloadUrl)).text(), "hello file");
+  }
+  await client.inboxes.drafts.delete(SHOP, dr.draftId);
+
+  // Metrics from the event log (metrics.queryEvents: metrics.query's query and answer).
+  const since = new Date(Date.now() - 86400e3);
+  const me = await client.metrics.queryEvents({ eventTypes: ["message.sent"], start: since, period: "1d" });
+  assert.ok(me["message.sent"].reduce((n, b) => n + b.count, 0) >= 4, JSON.stringify(me));
+  assert.ok((await client.inboxes.metrics.queryEvents(SHOP, { eventTypes: ["message.sent"], start: since }))["message.sent"].length >= 1);
+  assert.ok("message.sent" in (await client.pods.metrics.queryEvents("envelopd", { eventTypes: ["message.sent"], start: since })));
+
+  // The one pod's webhooks are the organisation's.
+  const ph = await client.pods.webhooks.create("envelopd", { url: "https://agent.test/hook", eventTypes: ["message.received"] });
+  assert.equal((await client.webhooks.get(ph.webhookId)).secret, ph.secret);
+  assert.equal((await client.pods.webhooks.get("envelopd", ph.webhookId)).webhookId, ph.webhookId);
+  assert.ok((await client.pods.webhooks.list("envelopd")).webhooks.some((w) => w.webhookId === ph.webhookId));
+  assert.deepEqual((await client.pods.webhooks.update("envelopd", ph.webhookId, { eventTypes: ["message.sent"] })).eventTypes, ["message.sent"]);
+  await client.pods.webhooks.delete("envelopd", ph.webhookId);
+  await assert.rejects(client.webhooks.get(ph.webhookId), AgentMail.NotFoundError);
+
   // Search (the TypeScript SDK has it; the Python SDK 0.5.0 does not):
   // every word a prefix in a subject or note.
   const found = await client.inboxes.messages.search(SHOP, { q: "pay" });

@@ -17,7 +17,7 @@ const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/cli
 const SHOP = "shop@shop.test";
 const BOB = "bob@buyer.test";
 const TOOLS = ["aicp_sign", "create_draft", "create_inbox", "create_list_entry", "delete_draft", "delete_inbox",
-  "delete_list_entry", "delete_thread", "forward_message", "get_attachment", "get_draft", "get_inbox", "get_list_entry",
+  "delete_list_entry", "delete_thread", "forward_message", "get_attachment", "get_draft", "get_draft_attachment", "get_inbox", "get_list_entry",
   "get_message", "get_raw", "get_thread", "label_message", "list_drafts", "list_inboxes", "list_list_entries",
   "list_messages", "list_threads", "reply", "reply_to_message", "search_inboxes", "search_messages", "search_threads",
   "send_draft", "send_envelopay", "send_message", "update_draft", "update_inbox", "update_message", "update_thread",

@@ -1,6 +1,7 @@
 // Package jsondoc decodes the JSON documents of the strict protocol
-// validators (pvp, vcp) with canonjson.Parse and names the JSON types of
-// the values in their error messages.
+// validators (pvp, vcp) with canonjson.Parse, names the JSON types of the
+// values in their error messages, and holds the member checks they share
+// (a required non-empty string, a required object).
 package jsondoc
 
 import (
@@ -35,6 +36,18 @@ func Object(doc []byte, what string) (obj map[string]any, p protocols.Problem, o
 	return obj, protocols.Problem{}, true
 }
 
+// Start begins the report of one document of protocol: it decodes doc
+// as a JSON object (see Object); when that fails, ok is false and the
+// report is final, holding the one problem that says why.
+func Start(doc []byte, protocol, what string) (r protocols.Report, obj map[string]any, ok bool) {
+	r = protocols.Report{Protocol: protocol, Errors: protocols.Problems{}, Summary: map[string]any{}}
+	obj, p, ok := Object(doc, what)
+	if !ok {
+		r.Errors = append(r.Errors, p)
+	}
+	return r, obj, ok
+}
+
 // TypeName names the JSON type of a value of canonjson's value tree, with
 // its article: "null", "a boolean", "a number", "a string", "an array",
 // "an object".
@@ -54,4 +67,69 @@ func TypeName(v any) string {
 		return "an object"
 	}
 	return "an unknown value"
+}
+
+// Null says what a required string member set to null is.
+type Null int
+
+const (
+	// NullWrongType: null is a value of the wrong type ("must be a
+	// string, not null").
+	NullWrongType Null = iota
+	// NullRefused: null is refused as such ("must not be null").
+	NullRefused
+	// NullAllowed: null stands for no value; no problem is reported.
+	NullAllowed
+)
+
+// Member returns obj's member name, adding missing_field to ps (path as
+// the field) when it is absent.
+func Member(ps *protocols.Problems, obj map[string]any, name, path string) (any, bool) {
+	v, present := obj[name]
+	if !present {
+		ps.Add(protocols.CodeMissingField, path, "%s is required", path)
+	}
+	return v, present
+}
+
+// NonEmptyString checks that obj's member name is present and a non-empty
+// string, adding missing_field or invalid_field to ps with path as the
+// field (the member's JSON path). It returns the string and whether there
+// is one to check further (false for an allowed null too).
+func NonEmptyString(ps *protocols.Problems, obj map[string]any, name, path string, null Null) (string, bool) {
+	v, present := Member(ps, obj, name, path)
+	if !present {
+		return "", false
+	}
+	if v == nil && null != NullWrongType {
+		if null == NullRefused {
+			ps.Add(protocols.CodeInvalidField, path, "%s must not be null", path)
+		}
+		return "", false
+	}
+	s, ok := v.(string)
+	if !ok {
+		ps.Add(protocols.CodeInvalidField, path, "%s must be a string, not %s", path, TypeName(v))
+		return "", false
+	}
+	if s == "" {
+		ps.Add(protocols.CodeInvalidField, path, "%s must not be empty", path)
+		return "", false
+	}
+	return s, true
+}
+
+// RequiredObject checks that obj's member name is present and a JSON
+// object, adding missing_field or invalid_field to ps with path as the
+// field. It returns the object and whether there is one.
+func RequiredObject(ps *protocols.Problems, obj map[string]any, name, path string) (map[string]any, bool) {
+	v, present := Member(ps, obj, name, path)
+	if !present {
+		return nil, false
+	}
+	o, ok := v.(map[string]any)
+	if !ok {
+		ps.Add(protocols.CodeInvalidField, path, "%s must be an object, not %s", path, TypeName(v))
+	}
+	return o, ok
 }

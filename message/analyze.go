@@ -1,4 +1,4 @@
-package mailin
+package message
 
 import (
 	"context"
