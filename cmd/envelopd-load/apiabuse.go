@@ -51,17 +51,20 @@ import (
 // p99, and the p99 ratios against idle. Every loop is bounded by its
 // phase.
 //
-// What each phase cost in CPU is printed beside it: process_cpu_seconds
-// is this process's (the server and the valid client, and the strangers
-// too unless --strangers-process runs them in a process of their own,
-// whose CPU is then strangers_cpu_seconds). list_slowest names the
+// The strangers run in a process of their own by default, as an attack
+// does: goroutines of the load generator inside the server's process
+// would share its scheduler and locks, which no outside client can
+// (--strangers-process=false runs them here, to profile them). What each
+// phase cost in CPU is printed beside it: process_cpu_seconds is this
+// process's (the server and the valid client, and the strangers when
+// they run here), strangers_cpu_seconds the strangers process's. list_slowest names the
 // slowest list requests of a phase by round and time into the phase.
 // --profile DIR writes a CPU profile of each strangers phase
 // (cpu.N.pprof) and the block and mutex profiles of all of them, the
 // goroutines labelled role=server, strangers or webhooks.
 //
-//	envelopd-load api-abuse [--rounds 4] [--requests 400] [--sends 100] [--strangers 100]
-//	    [--strangers-process] [--profile DIR]
+//	envelopd-load api-abuse [--rounds 8] [--requests 800] [--sends 400] [--strangers 100]
+//	    [--strangers-process=false] [--profile DIR]
 
 type abusePhase struct {
 	List *latency `json:"list_messages"`
@@ -130,16 +133,16 @@ type abuseResult struct {
 func runAPIAbuse(ctx context.Context, e *env) int {
 	fs := flag.NewFlagSet("api-abuse", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	requests := fs.Int("requests", 400, "list requests of the valid client per phase")
-	sends := fs.Int("sends", 100, "sends of the valid client per phase")
+	requests := fs.Int("requests", 800, "list requests of the valid client per phase")
+	sends := fs.Int("sends", 400, "sends of the valid client per phase")
 	rate := fs.Float64("rate", 50, "valid client requests a second (within the per-key limit)")
 	strangers := fs.Int("strangers", 100, "unauthenticated clients, each from its own loopback address")
 	strangerRate := fs.Float64("stranger-rate", 50, "requests a second of each unauthenticated client")
 	dead := fs.Int("dead-webhooks", 20, "webhooks of one tenant pointing at an endpoint that never answers")
 	tenantMail := fs.Float64("tenant-mail", 20, "mails a second the tenant's inboxes receive in the dead-webhooks phase")
 	dir := fs.String("dir", "", "directory of the store (default: a temporary one)")
-	rounds := fs.Int("rounds", 4, "rounds of the three phases in turn (the samples of a phase are split over them)")
-	apart := fs.Bool("strangers-process", false, "run the strangers in a process of their own and report its CPU")
+	rounds := fs.Int("rounds", 8, "rounds of the three phases in turn (the samples of a phase are split over them)")
+	apart := fs.Bool("strangers-process", true, "run the strangers in a process of their own and report its CPU (false: in this process, beside the server)")
 	profile := fs.String("profile", "", "directory to write CPU, block and mutex profiles of the strangers phases to")
 	if err := fs.Parse(e.args); err != nil {
 		return 2
