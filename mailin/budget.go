@@ -118,12 +118,24 @@ func readBudgeted(ctx context.Context, budget *byteBudget, wait time.Duration, d
 	}
 	var used int64
 	const chunk = 32 << 10
+	// Past segment bytes without a SIZE, a full buffer is set aside and
+	// the next one starts empty, rather than buf doubling: a DATA that
+	// ends over the limit then never held more than the limit (doubling
+	// holds the old array beside one twice its size), and one that is
+	// stored is joined once at its end.
+	const segment = 1 << 20
+	var full [][]byte
 	for {
 		// Read straight into buf's spare room (a 32 KiB array here
 		// escaped to the heap: one allocation per message), at most a
 		// chunk beyond what the budget covers.
 		if buf.Available() < 4<<10 {
-			buf.Grow(chunk)
+			if buf.Cap() >= segment {
+				full = append(full, buf.Bytes())
+				*buf = *bytes.NewBuffer(make([]byte, 0, segment))
+			} else {
+				buf.Grow(chunk)
+			}
 		}
 		spare := buf.AvailableBuffer()
 		spare = spare[:min(cap(spare), chunk)]
@@ -140,6 +152,13 @@ func readBudgeted(ctx context.Context, budget *byteBudget, wait time.Duration, d
 		}
 		if rerr == io.EOF {
 			budget.release(held - used)
+			if full != nil {
+				all := make([]byte, 0, used)
+				for _, b := range full {
+					all = append(all, b...)
+				}
+				*buf = *bytes.NewBuffer(append(all, buf.Bytes()...))
+			}
 			return used, nil
 		}
 		if rerr != nil {

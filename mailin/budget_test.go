@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -192,6 +193,64 @@ func TestLimitsQuarantineKeepsRaw(t *testing.T) {
 			stored := len(m.Result) + len(eb) + len(wb) + len(m.DKIM)
 			if max := 4*len(tc.raw) + 64<<10; stored > max {
 				t.Fatalf("stored analysis %d bytes > %d", stored, max)
+			}
+		})
+	}
+}
+
+// oddReader hands out its bytes in reads of varying length, as a TCP
+// connection does.
+type oddReader struct {
+	b []byte
+	n int
+}
+
+func (o *oddReader) Read(p []byte) (int, error) {
+	if len(o.b) == 0 {
+		return 0, io.EOF
+	}
+	o.n++
+	k := min(len(p), len(o.b), 1+(o.n*7919)%40000)
+	copy(p, o.b[:k])
+	o.b = o.b[k:]
+	return k, nil
+}
+
+// TestReadBudgetedExact: what readBudgeted returns is the stream byte for
+// byte, whether it fits the first buffer, is read past the size the
+// client announced, or is set aside in segments and joined at its end; the
+// budget is whole again once the bytes are released.
+func TestReadBudgetedExact(t *testing.T) {
+	t.Parallel()
+	src := make([]byte, 3<<20+12345)
+	for i := range src {
+		src[i] = byte(i*31 + i>>9)
+	}
+	for _, tc := range []struct {
+		name     string
+		size     int
+		declared int64
+	}{
+		{"small", 5000, 0},
+		{"one segment exactly", 1 << 20, 0},
+		{"segments", len(src), 0},
+		{"declared", len(src), int64(len(src))},
+		{"past declared", len(src), 2 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newByteBudget(64 << 20)
+			var buf bytes.Buffer
+			held, err := readBudgeted(context.Background(), b, 0, tc.declared, &buf, &oddReader{b: src[:tc.size]})
+			if err != nil || held != int64(tc.size) {
+				t.Fatalf("readBudgeted = %d, %v; want %d, nil", held, err, tc.size)
+			}
+			if !bytes.Equal(buf.Bytes(), src[:tc.size]) {
+				t.Fatalf("read %d bytes that differ from the %d sent", buf.Len(), tc.size)
+			}
+			b.release(held)
+			if got := b.available(); got != 64<<20 {
+				t.Errorf("budget %d after release, want %d", got, 64<<20)
 			}
 		})
 	}
