@@ -123,6 +123,17 @@ func (h *Handoff) RunOnce(ctx context.Context) (int, error) {
 	return tried, err
 }
 
+// RunDue is RunOnce for the deliveries due at by: one whose retry falls
+// due while it runs (its own failures' backoff) waits for the next run, so
+// a caller looping until nothing is tried hands each delivery off at most
+// once (`envelopd poll --once`).
+func (h *Handoff) RunDue(ctx context.Context, by time.Time) (int, error) {
+	l := h.loop()
+	l.Now = func() time.Time { return by }
+	tried, _, err := l.Once(ctx)
+	return tried, err
+}
+
 // handoffJobs is the hand-off as a runner.Worker.
 type handoffJobs struct{ h *Handoff }
 

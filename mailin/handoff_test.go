@@ -3,6 +3,7 @@ package mailin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
 	"io"
@@ -209,4 +210,31 @@ func (c cancelAfterClaim) ClaimDeliveries(ctx context.Context, target string, no
 	ds, err := c.Store.ClaimDeliveries(ctx, target, now, lease, limit)
 	c.cancel()
 	return ds, err
+}
+
+// TestHandoffRunDueOncePerRun: a delivery that fails while RunDue runs is
+// not tried again in the same pass, however soon its retry falls due;
+// RunOnce in the same loop would try it again.
+func TestHandoffRunDueOncePerRun(t *testing.T) {
+	ts := startServer(t, SMTPConfig{}, func(p *Pipeline) { p.Handoff = []string{"exec"} })
+	ts.deliver(t, "../testdata/flows/replay/01-pay.eml")
+	var calls atomic.Int32
+	h := &Handoff{Store: ts.store, Target: "exec", MinBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond,
+		Deliver: func(context.Context, Event, []byte) error {
+			calls.Add(1)
+			time.Sleep(time.Millisecond) // past the retry's due time
+			return errors.New("agent down")
+		}}
+	start := time.Now()
+	for range 5 {
+		if n, err := h.RunDue(context.Background(), start); err != nil || n == 0 {
+			break
+		}
+	}
+	if got := calls.Load(); got != 1 {
+		t.Fatalf("RunDue passes tried the delivery %d times, want 1", got)
+	}
+	if n, err := h.RunOnce(context.Background()); n != 1 || err != nil || calls.Load() != 2 {
+		t.Fatalf("the next run: %d tried, %v, %d calls; want the retry", n, err, calls.Load())
+	}
 }

@@ -132,11 +132,13 @@ func drainOnce(ctx context.Context, rt *runtime, f *ingestFlags, timeout time.Du
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	hs := f.handoffs(rt.store, rt.log)
+	start := time.Now()
 	for _, h := range hs {
-		// RunOnce takes a batch; failures are rescheduled into the
-		// future, so this ends when nothing more is due.
+		// RunDue takes a batch of what was due at the start; failures
+		// are rescheduled past it, so this ends when nothing more was
+		// due, each delivery tried at most once.
 		for ctx.Err() == nil {
-			n, err := h.RunOnce(ctx)
+			n, err := h.RunDue(ctx, start)
 			if err != nil {
 				if ctx.Err() == nil {
 					rt.log.Error("hand-off", "target", h.Target, "err", err)
