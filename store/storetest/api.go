@@ -11,12 +11,6 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// apiNodes returns the node stores as the HTTP API's store.
-func apiNodes(t *testing.T, open func(t *testing.T) API) []API {
-	t.Helper()
-	return openNodes(t, open)
-}
-
 // testNodesAPI: the HTTP API's state over several
 // store instances at once. Uniqueness comes from the database's keys:
 // one inbox per client_id, one webhook per client_id, one claim per
@@ -25,7 +19,7 @@ func apiNodes(t *testing.T, open func(t *testing.T) API) []API {
 // takes every message.
 func testNodesAPI(t *testing.T, open func(t *testing.T) API) {
 	t.Run("inbox client_id", func(t *testing.T) {
-		ss := apiNodes(t, open)
+		ss := openNodes(t, open)
 		ctx := context.Background()
 		var created atomic.Int32
 		race(nodeRacers, func(i int) {
@@ -54,7 +48,7 @@ func testNodesAPI(t *testing.T, open func(t *testing.T) API) {
 		}
 	})
 	t.Run("webhook client_id", func(t *testing.T) {
-		ss := apiNodes(t, open)
+		ss := openNodes(t, open)
 		ctx := context.Background()
 		var created atomic.Int32
 		ids := make([]string, nodeRacers)
@@ -81,7 +75,7 @@ func testNodesAPI(t *testing.T, open func(t *testing.T) API) {
 		}
 	})
 	t.Run("idempotency key", func(t *testing.T) {
-		ss := apiNodes(t, open)
+		ss := openNodes(t, open)
 		ctx := context.Background()
 		var claimed, inFlight atomic.Int32
 		req := []byte("request-hash")
@@ -113,40 +107,23 @@ func testNodesAPI(t *testing.T, open func(t *testing.T) API) {
 		}
 	})
 	t.Run("event cursor", func(t *testing.T) {
-		ss := apiNodes(t, open)
+		ss := openNodes(t, open)
 		writers := openNodes(t, open)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		const nw, each = 6, 15
-		seen := map[int64]bool{}
-		done := make(chan error, 1)
-		go func() {
-			var after int64
-			for len(seen) < nw*each {
-				if err := ss[0].WaitEvents(ctx, after); err != nil {
-					done <- err
-					return
+		seen, done := follow(ctx, nw*each, ss[0].WaitEvents,
+			func(ctx context.Context, after int64) ([]store.Event, error) {
+				return ss[0].Events(ctx, store.EventFilter{After: after, Limit: 1000})
+			},
+			func(e store.Event) int64 { return e.ID },
+			func(e store.Event) string { return fmt.Sprintf("event %d", e.ID) },
+			func(e store.Event) error {
+				if e.Type != store.EventReceived || e.Inbox != "rcpt@node.test" {
+					return fmt.Errorf("event %+v, want message.received for rcpt@node.test", e)
 				}
-				es, err := ss[0].Events(ctx, store.EventFilter{After: after, Limit: 1000})
-				if err != nil {
-					done <- err
-					return
-				}
-				for _, e := range es {
-					if seen[e.ID] {
-						done <- fmt.Errorf("event %d seen twice", e.ID)
-						return
-					}
-					if e.Type != store.EventReceived || e.Inbox != "rcpt@node.test" {
-						done <- fmt.Errorf("event %+v, want message.received for rcpt@node.test", e)
-						return
-					}
-					seen[e.ID] = true
-					after = e.ID
-				}
-			}
-			done <- nil
-		}()
+				return nil
+			})
 		race(nw, func(w int) {
 			for i := range each {
 				in := msg(fmt.Sprintf("ev%d.%d@node.test", w, i), fmt.Sprintf("w%d@node.test", w), fmt.Sprintf("ord_ev%d", i), nil)

@@ -18,10 +18,8 @@ import (
 // (writing nothing) unless forced, is idempotent per Message-ID, and
 // writes the raw bytes once: the queue entry reads them, byte for byte,
 // from its stored copy.
-func testEnqueueChecked(t *testing.T, open func(t *testing.T) Rules) {
+func testEnqueueChecked(t *testing.T, s Rules) {
 	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
 	now := time.Now().UTC()
 	body := strings.Repeat("a line of text that compresses well\r\n", 40)
 	send := func(mid string, refs map[string]string) *store.Outgoing {

@@ -25,10 +25,8 @@ type eventTypesStore interface {
 // (.blocked, and that inbox's label blocked, while another inbox of the
 // same mail gets message.received) — and a refused send is logged as
 // message.rejected with its detail, in the order of the facts.
-func testEventTypes(t *testing.T, open func(t *testing.T) API) {
+func testEventTypes(t *testing.T, st API) {
 	ctx := context.Background()
-	st := open(t)
-	defer st.Close()
 	s, ok := st.(eventTypesStore)
 	if !ok {
 		t.Skipf("%T keeps no event log", st)

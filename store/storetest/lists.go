@@ -12,10 +12,8 @@ import (
 // testLists: the allow/block rule (ListVerdict): the most specific scope
 // with entries for the direction decides; a block entry matches the
 // address or its domain; a non-empty allow list blocks the rest.
-func testLists(t *testing.T, open func(t *testing.T) Lists) {
+func testLists(t *testing.T, s Lists) {
 	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
 	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	put := func(scope, dir, typ, entry string) {
 		t.Helper()

@@ -24,17 +24,11 @@ func outgoing(mid string, rcpts ...string) *store.Outgoing {
 }
 
 func dueKeys(ds []store.Due) []string {
-	var ks []string
-	for _, d := range ds {
-		ks = append(ks, d.Rcpt)
-	}
-	return ks
+	return each(ds, func(d store.Due) string { return d.Rcpt })
 }
 
-func testQueue(t *testing.T, open func(t *testing.T) Rules) {
+func testQueue(t *testing.T, s Rules) {
 	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
 	now := time.Now().UTC()
 
 	id, err := s.Enqueue(ctx, outgoing("q1@here.test", "a@a.test", "b@b.test"))
@@ -167,10 +161,8 @@ func testQueue(t *testing.T, open func(t *testing.T) Rules) {
 	}
 }
 
-func testDeliveries(t *testing.T, open func(t *testing.T) Rules) {
+func testDeliveries(t *testing.T, s Rules) {
 	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
 	var ids []int64
 	for _, m := range []string{"d1@a.test", "d2@a.test", "d3@a.test"} {
 		out, err := s.Ingest(ctx, msg(m, "a@a.test", "", func(in *store.Incoming) {

@@ -13,10 +13,8 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-func testState(t *testing.T, open func(t *testing.T) Rules) {
+func testState(t *testing.T, s Rules) {
 	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
 	if v, u, err := s.IMAPState(ctx, "none"); err != nil || v != 0 || u != 0 {
 		t.Errorf("unknown IMAP key: %d %d %v, want 0 0 nil", v, u, err)
 	}
@@ -44,10 +42,8 @@ func testState(t *testing.T, open func(t *testing.T) Rules) {
 	}
 }
 
-func testRead(t *testing.T, open func(t *testing.T) Rules) {
+func testRead(t *testing.T, s Rules) {
 	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
 	if _, err := s.Message(ctx, 1); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Message(1) on empty store: %v, want ErrNotFound", err)
 	}
@@ -167,10 +163,8 @@ func equalIDs(a, b []int64) bool {
 	return true
 }
 
-func testBadInput(t *testing.T, open func(t *testing.T) Rules) {
+func testBadInput(t *testing.T, s Rules) {
 	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
 	for _, c := range []struct {
 		name string
 		in   *store.Incoming

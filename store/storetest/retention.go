@@ -13,8 +13,7 @@ import (
 // forgotten after their retention, never an event that may still be
 // delivered to a webhook (not fanned out yet, or at or after a pending
 // delivery).
-func testRetention(t *testing.T, open func(t *testing.T) API) {
-	st := open(t)
+func testRetention(t *testing.T, st API) {
 	s, p := st, st
 	ctx := context.Background()
 	now := time.Now()

@@ -236,11 +236,7 @@ func quote(s string) string {
 }
 
 func codes(ps protocols.Problems) []protocols.Code {
-	cs := []protocols.Code{}
-	for _, p := range ps {
-		cs = append(cs, p.Code)
-	}
-	return cs
+	return each(ps, func(p protocols.Problem) protocols.Code { return p.Code })
 }
 
 func loadScenarios(t *testing.T) map[string]scenario {
@@ -279,8 +275,7 @@ func testScenarios(t *testing.T, open func(t *testing.T) Rules) {
 	for _, name := range names {
 		sc := scs[name]
 		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			defer s.Close()
+			s := openStore(t, open)
 			runScenario(t, s, sc)
 		})
 	}
@@ -433,17 +428,7 @@ func runScenario(t *testing.T, s Rules, sc scenario) {
 			t.Errorf("chain %s tip %d %s, want %v %v", chain, seq, hash, tip[0], tip[1])
 		}
 	}
-	q, err := s.Queue(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range q {
-		if e.Kind == "oops" {
-			n++
-		}
-	}
-	if n != sc.QueuedOOPS {
+	if n := queuedOOPS(t, s); n != sc.QueuedOOPS {
 		t.Errorf("%d OOPS queued, want %d", n, sc.QueuedOOPS)
 	}
 }
