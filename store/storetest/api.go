@@ -109,55 +109,28 @@ func testNodesAPI(t *testing.T, open func(t *testing.T) API) {
 	t.Run("event cursor", func(t *testing.T) {
 		ss := openNodes(t, open)
 		writers := openNodes(t, open)
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		const nw, each = 6, 15
-		seen, done := follow(ctx, nw*each, ss[0].WaitEvents,
-			func(ctx context.Context, after int64) ([]store.Event, error) {
+		n := cursorRace(t, writers, 6, 15, func(w, i int) *store.Incoming {
+			in := msg(fmt.Sprintf("ev%d.%d@node.test", w, i), fmt.Sprintf("w%d@node.test", w), fmt.Sprintf("ord_ev%d", i), nil)
+			in.Recipients = []string{"rcpt@node.test"}
+			return in
+		}, cursor[store.Event]{
+			wait: ss[0].WaitEvents,
+			read: func(ctx context.Context, after int64) ([]store.Event, error) {
 				return ss[0].Events(ctx, store.EventFilter{After: after, Limit: 1000})
 			},
-			func(e store.Event) int64 { return e.ID },
-			func(e store.Event) string { return fmt.Sprintf("event %d", e.ID) },
-			func(e store.Event) error {
+			all: func(ctx context.Context) ([]store.Event, error) {
+				return ss[1].Events(ctx, store.EventFilter{Limit: 1000})
+			},
+			id:   func(e store.Event) int64 { return e.ID },
+			name: func(e store.Event) string { return fmt.Sprintf("event %d", e.ID) },
+			check: func(e store.Event) error {
 				if e.Type != store.EventReceived || e.Inbox != "rcpt@node.test" {
 					return fmt.Errorf("event %+v, want message.received for rcpt@node.test", e)
 				}
 				return nil
-			})
-		race(nw, func(w int) {
-			for i := range each {
-				in := msg(fmt.Sprintf("ev%d.%d@node.test", w, i), fmt.Sprintf("w%d@node.test", w), fmt.Sprintf("ord_ev%d", i), nil)
-				in.Recipients = []string{"rcpt@node.test"}
-				if _, err := writers[w%nodes].Ingest(ctx, in); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-		// Every event is committed: the reader has seconds to see them
-		// all (a skipped one never comes).
-		var err error
-		select {
-		case err = <-done:
-		case <-time.After(10 * time.Second):
-			cancel()
-			err = <-done
-		}
-		if err != nil {
-			t.Fatalf("event cursor: %v (saw %d of %d)", err, len(seen), nw*each)
-		}
-		all, err := ss[1].Events(context.Background(), store.EventFilter{Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(all) != nw*each {
-			t.Errorf("%d events, want %d", len(all), nw*each)
-		}
-		for _, e := range all {
-			if !seen[e.ID] {
-				t.Errorf("the cursor skipped event %d", e.ID)
-			}
-		}
+			},
+		}, 10*time.Second) // every event is committed: a skipped one never comes
+		ctx := context.Background()
 		// The inbox index, synced by every node at once, takes each
 		// message once.
 		race(nodes, func(i int) {
@@ -169,8 +142,8 @@ func testNodesAPI(t *testing.T, open func(t *testing.T) API) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ms) != nw*each {
-			t.Errorf("the inbox lists %d messages, want %d", len(ms), nw*each)
+		if len(ms) != n {
+			t.Errorf("the inbox lists %d messages, want %d", len(ms), n)
 		}
 	})
 }

@@ -25,8 +25,7 @@ type eventTypesStore interface {
 // (.blocked, and that inbox's label blocked, while another inbox of the
 // same mail gets message.received) — and a refused send is logged as
 // message.rejected with its detail, in the order of the facts.
-func testEventTypes(t *testing.T, st API) {
-	ctx := context.Background()
+func testEventTypes(ctx context.Context, t *testing.T, st API) {
 	s, ok := st.(eventTypesStore)
 	if !ok {
 		t.Skipf("%T keeps no event log", st)

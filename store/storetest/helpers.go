@@ -6,16 +6,17 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/envelopd/envelopd/store"
 )
 
 // test is one named test of a suite over the contract S: one runs on a
-// fresh store, open on the factory itself (a test that reopens its store,
-// or opens several over one data set).
+// fresh store, with the test's context; open on the factory itself (a
+// test that reopens its store, or opens several over one data set).
 type test[S io.Closer] struct {
 	name string
-	one  func(t *testing.T, s S)
+	one  func(ctx context.Context, t *testing.T, s S)
 	open func(t *testing.T, open func(t *testing.T) S)
 }
 
@@ -24,7 +25,7 @@ func runTests[S io.Closer](t *testing.T, open func(t *testing.T) S, tests []test
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.one != nil {
-				tc.one(t, openStore(t, open))
+				tc.one(t.Context(), t, openStore(t, open))
 				return
 			}
 			tc.open(t, open)
@@ -113,44 +114,90 @@ func claimRace[T any, K comparable](t *testing.T, n int, claim func(i int) ([]T,
 	return got
 }
 
-// follow reads a cursor as watch does, in a goroutine, until it has seen
-// want items: it waits for news after the last id seen, then reads what
-// follows that id. Each item must come exactly once and pass check (when
-// not nil); name says which item an error is about. The channel gets nil
-// or the first error, and seen (ids seen) may be read once it has.
-func follow[T any](ctx context.Context, want int, wait func(ctx context.Context, after int64) error,
-	read func(ctx context.Context, after int64) ([]T, error), id func(T) int64, name func(T) string, check func(T) error,
-) (seen map[int64]bool, done <-chan error) {
-	seen = map[int64]bool{}
-	ch := make(chan error, 1)
+// cursor is a cursor a reader follows as watch does (wait for news after
+// the last id seen, then read what follows that id), over items of T.
+type cursor[T any] struct {
+	wait func(ctx context.Context, after int64) error
+	read func(ctx context.Context, after int64) ([]T, error)
+	// all reads every item, to find one the cursor skipped.
+	all   func(ctx context.Context) ([]T, error)
+	id    func(T) int64
+	name  func(T) string // which item an error is about
+	check func(T) error  // when not nil, vets each item
+}
+
+// cursorRace has writers on the nodes ws ingest each messages apiece
+// (writer w's i-th is msg(w, i)) while a reader follows c. The reader
+// must see every item exactly once, within grace of the last commit: an
+// item committed late, below an id already passed, would be skipped.
+// It returns the number of items.
+func cursorRace[S store.Ingester, T any](t *testing.T, ws []S, writers, each int, msg func(w, i int) *store.Incoming,
+	c cursor[T], grace time.Duration,
+) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	want := writers * each
+	seen := map[int64]bool{}
+	done := make(chan error, 1)
 	go func() {
-		ch <- func() error {
+		done <- func() error {
 			var after int64
 			for len(seen) < want {
-				if err := wait(ctx, after); err != nil {
+				if err := c.wait(ctx, after); err != nil {
 					return err
 				}
-				xs, err := read(ctx, after)
+				xs, err := c.read(ctx, after)
 				if err != nil {
 					return err
 				}
 				for _, x := range xs {
-					if seen[id(x)] {
-						return fmt.Errorf("%s seen twice", name(x))
+					if seen[c.id(x)] {
+						return fmt.Errorf("%s seen twice", c.name(x))
 					}
-					if check != nil {
-						if err := check(x); err != nil {
+					if c.check != nil {
+						if err := c.check(x); err != nil {
 							return err
 						}
 					}
-					seen[id(x)] = true
-					after = id(x)
+					seen[c.id(x)] = true
+					after = c.id(x)
 				}
 			}
 			return nil
 		}()
 	}()
-	return seen, ch
+	race(writers, func(w int) {
+		for i := range each {
+			if _, err := ws[w%len(ws)].Ingest(ctx, msg(w, i)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(grace):
+		cancel()
+		err = <-done
+	}
+	if err != nil {
+		t.Fatalf("cursor: %v (saw %d of %d)", err, len(seen), want)
+	}
+	all, err := c.all(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != want {
+		t.Errorf("%d stored, want %d", len(all), want)
+	}
+	for _, x := range all {
+		if !seen[c.id(x)] {
+			t.Errorf("the cursor skipped %s", c.name(x))
+		}
+	}
+	return want
 }
 
 // each maps f over xs (never nil: an empty list prints as []).

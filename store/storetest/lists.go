@@ -12,8 +12,7 @@ import (
 // testLists: the allow/block rule (ListVerdict): the most specific scope
 // with entries for the direction decides; a block entry matches the
 // address or its domain; a non-empty allow list blocks the rest.
-func testLists(t *testing.T, s Lists) {
-	ctx := context.Background()
+func testLists(ctx context.Context, t *testing.T, s Lists) {
 	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	put := func(scope, dir, typ, entry string) {
 		t.Helper()

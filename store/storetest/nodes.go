@@ -155,39 +155,17 @@ func testNodesHandoffs(t *testing.T, open func(t *testing.T) Rules) {
 // committed late, below an id already passed, would be skipped.
 func testNodesCursor(t *testing.T, open func(t *testing.T) Rules) {
 	ss := openNodes(t, open)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	const writers, each = 6, 15
-	seen, done := follow(ctx, writers*each, ss[0].WaitNew,
-		func(ctx context.Context, after int64) ([]store.Message, error) {
+	cursorRace(t, ss, 6, 15, func(w, i int) *store.Incoming {
+		return msg(fmt.Sprintf("nc%d.%d@node.test", w, i), fmt.Sprintf("w%d@node.test", w), fmt.Sprintf("ord_%d", i), nil)
+	}, cursor[store.Message]{
+		wait: ss[0].WaitNew,
+		read: func(ctx context.Context, after int64) ([]store.Message, error) {
 			return ss[0].Messages(ctx, store.Filter{AfterID: after})
 		},
-		func(m store.Message) int64 { return m.ID },
-		func(m store.Message) string { return fmt.Sprintf("message %d (%s)", m.ID, m.MessageID) }, nil)
-	race(writers, func(w int) {
-		for i := range each {
-			in := msg(fmt.Sprintf("nc%d.%d@node.test", w, i), fmt.Sprintf("w%d@node.test", w), fmt.Sprintf("ord_%d", i), nil)
-			if _, err := ss[w%nodes].Ingest(ctx, in); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	})
-	if err := <-done; err != nil {
-		t.Fatalf("cursor: %v (saw %d of %d)", err, len(seen), writers*each)
-	}
-	all, err := ss[0].Messages(context.Background(), store.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(all) != writers*each {
-		t.Errorf("%d stored, want %d", len(all), writers*each)
-	}
-	for _, m := range all {
-		if _, ok := seen[m.ID]; !ok {
-			t.Errorf("the cursor skipped message %d (%s)", m.ID, m.MessageID)
-		}
-	}
+		all:  func(ctx context.Context) ([]store.Message, error) { return ss[0].Messages(ctx, store.Filter{}) },
+		id:   func(m store.Message) int64 { return m.ID },
+		name: func(m store.Message) string { return fmt.Sprintf("message %d (%s)", m.ID, m.MessageID) },
+	}, time.Minute)
 }
 
 // testNodesFirstKey: nodes starting together each generate a relay DKIM

@@ -89,8 +89,7 @@ func testOOPSLimits(t *testing.T, open func(t *testing.T) Rules) {
 // testProblemTexts: a duplicate's problem text (which a courtesy OOPS
 // carries to the peer) names the earlier message by its Envelopay id and
 // Message-ID, never by the store's internal row id.
-func testProblemTexts(t *testing.T, s Rules) {
-	ctx := context.Background()
+func testProblemTexts(ctx context.Context, t *testing.T, s Rules) {
 	first, err := s.Ingest(ctx, msg("first@a.test", "a@a.test", "pay_1", func(in *store.Incoming) { in.ProofFingerprint = "fp" }))
 	if err != nil {
 		t.Fatal(err)

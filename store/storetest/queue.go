@@ -27,8 +27,7 @@ func dueKeys(ds []store.Due) []string {
 	return each(ds, func(d store.Due) string { return d.Rcpt })
 }
 
-func testQueue(t *testing.T, s Rules) {
-	ctx := context.Background()
+func testQueue(ctx context.Context, t *testing.T, s Rules) {
 	now := time.Now().UTC()
 
 	id, err := s.Enqueue(ctx, outgoing("q1@here.test", "a@a.test", "b@b.test"))
@@ -161,8 +160,7 @@ func testQueue(t *testing.T, s Rules) {
 	}
 }
 
-func testDeliveries(t *testing.T, s Rules) {
-	ctx := context.Background()
+func testDeliveries(ctx context.Context, t *testing.T, s Rules) {
 	var ids []int64
 	for _, m := range []string{"d1@a.test", "d2@a.test", "d3@a.test"} {
 		out, err := s.Ingest(ctx, msg(m, "a@a.test", "", func(in *store.Incoming) {
