@@ -16,7 +16,6 @@ import (
 // due scheduled draft is leased to exactly one of several racing
 // claimers, claimed again after its lease ends, and not before.
 func testDrafts(ctx context.Context, t *testing.T, s Drafts) {
-	base := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	mk := func(id, inbox string, at time.Time) store.Draft {
 		return store.Draft{ID: id, Inbox: inbox, Request: []byte(`{"subject":"` + id + `"}`), CreatedAt: at, UpdatedAt: at}
 	}

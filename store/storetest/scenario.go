@@ -25,7 +25,9 @@ import (
 //go:embed testdata/*.json
 var scenarioFS embed.FS
 
-// Base is the receive time of step 0; a step's at is seconds after it.
+// base is the suite's fixed clock: the receive time of a scenario's step
+// 0 (a step's at is seconds after it) and the time the other tests count
+// from.
 var base = time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
 
 type scenario struct {
