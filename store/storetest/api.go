@@ -11,12 +11,6 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// apiNodes returns the node stores as the HTTP API's store.
-func apiNodes(t *testing.T, open func(t *testing.T) API) []API {
-	t.Helper()
-	return openNodes(t, open)
-}
-
 // testNodesAPI: the HTTP API's state over several
 // store instances at once. Uniqueness comes from the database's keys:
 // one inbox per client_id, one webhook per client_id, one claim per
@@ -25,7 +19,7 @@ func apiNodes(t *testing.T, open func(t *testing.T) API) []API {
 // takes every message.
 func testNodesAPI(t *testing.T, open func(t *testing.T) API) {
 	t.Run("inbox client_id", func(t *testing.T) {
-		ss := apiNodes(t, open)
+		ss := openNodes(t, open)
 		ctx := context.Background()
 		var created atomic.Int32
 		race(nodeRacers, func(i int) {
@@ -54,7 +48,7 @@ func testNodesAPI(t *testing.T, open func(t *testing.T) API) {
 		}
 	})
 	t.Run("webhook client_id", func(t *testing.T) {
-		ss := apiNodes(t, open)
+		ss := openNodes(t, open)
 		ctx := context.Background()
 		var created atomic.Int32
 		ids := make([]string, nodeRacers)
@@ -81,7 +75,7 @@ func testNodesAPI(t *testing.T, open func(t *testing.T) API) {
 		}
 	})
 	t.Run("idempotency key", func(t *testing.T) {
-		ss := apiNodes(t, open)
+		ss := openNodes(t, open)
 		ctx := context.Background()
 		var claimed, inFlight atomic.Int32
 		req := []byte("request-hash")
@@ -113,74 +107,30 @@ func testNodesAPI(t *testing.T, open func(t *testing.T) API) {
 		}
 	})
 	t.Run("event cursor", func(t *testing.T) {
-		ss := apiNodes(t, open)
+		ss := openNodes(t, open)
 		writers := openNodes(t, open)
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		const nw, each = 6, 15
-		seen := map[int64]bool{}
-		done := make(chan error, 1)
-		go func() {
-			var after int64
-			for len(seen) < nw*each {
-				if err := ss[0].WaitEvents(ctx, after); err != nil {
-					done <- err
-					return
+		n := cursorRace(t, writers, 6, 15, func(w, i int) *store.Incoming {
+			in := msg(fmt.Sprintf("ev%d.%d@node.test", w, i), fmt.Sprintf("w%d@node.test", w), fmt.Sprintf("ord_ev%d", i), nil)
+			in.Recipients = []string{"rcpt@node.test"}
+			return in
+		}, cursor[store.Event]{
+			wait: ss[0].WaitEvents,
+			read: func(ctx context.Context, after int64) ([]store.Event, error) {
+				return ss[0].Events(ctx, store.EventFilter{After: after, Limit: 1000})
+			},
+			all: func(ctx context.Context) ([]store.Event, error) {
+				return ss[1].Events(ctx, store.EventFilter{Limit: 1000})
+			},
+			id:   func(e store.Event) int64 { return e.ID },
+			name: func(e store.Event) string { return fmt.Sprintf("event %d", e.ID) },
+			check: func(e store.Event) error {
+				if e.Type != store.EventReceived || e.Inbox != "rcpt@node.test" {
+					return fmt.Errorf("event %+v, want message.received for rcpt@node.test", e)
 				}
-				es, err := ss[0].Events(ctx, store.EventFilter{After: after, Limit: 1000})
-				if err != nil {
-					done <- err
-					return
-				}
-				for _, e := range es {
-					if seen[e.ID] {
-						done <- fmt.Errorf("event %d seen twice", e.ID)
-						return
-					}
-					if e.Type != store.EventReceived || e.Inbox != "rcpt@node.test" {
-						done <- fmt.Errorf("event %+v, want message.received for rcpt@node.test", e)
-						return
-					}
-					seen[e.ID] = true
-					after = e.ID
-				}
-			}
-			done <- nil
-		}()
-		race(nw, func(w int) {
-			for i := range each {
-				in := msg(fmt.Sprintf("ev%d.%d@node.test", w, i), fmt.Sprintf("w%d@node.test", w), fmt.Sprintf("ord_ev%d", i), nil)
-				in.Recipients = []string{"rcpt@node.test"}
-				if _, err := writers[w%nodes].Ingest(ctx, in); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-		// Every event is committed: the reader has seconds to see them
-		// all (a skipped one never comes).
-		var err error
-		select {
-		case err = <-done:
-		case <-time.After(10 * time.Second):
-			cancel()
-			err = <-done
-		}
-		if err != nil {
-			t.Fatalf("event cursor: %v (saw %d of %d)", err, len(seen), nw*each)
-		}
-		all, err := ss[1].Events(context.Background(), store.EventFilter{Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(all) != nw*each {
-			t.Errorf("%d events, want %d", len(all), nw*each)
-		}
-		for _, e := range all {
-			if !seen[e.ID] {
-				t.Errorf("the cursor skipped event %d", e.ID)
-			}
-		}
+				return nil
+			},
+		}, 10*time.Second) // every event is committed: a skipped one never comes
+		ctx := context.Background()
 		// The inbox index, synced by every node at once, takes each
 		// message once.
 		race(nodes, func(i int) {
@@ -192,8 +142,8 @@ func testNodesAPI(t *testing.T, open func(t *testing.T) API) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ms) != nw*each {
-			t.Errorf("the inbox lists %d messages, want %d", len(ms), nw*each)
+		if len(ms) != n {
+			t.Errorf("the inbox lists %d messages, want %d", len(ms), n)
 		}
 	})
 }

@@ -16,10 +16,9 @@ import (
 func testDomains(t *testing.T, open func(t *testing.T) Domains) {
 	ds := openNodes(t, open)
 	ctx := context.Background()
-	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	var added atomic.Int32
 	race(nodeRacers, func(i int) {
-		err := ds[i%nodes].AddDomain(ctx, store.ManagedDomain{Name: "agents.example.com", Config: `{"hostname":"mx.example.com"}`, CreatedAt: t0})
+		err := ds[i%nodes].AddDomain(ctx, store.ManagedDomain{Name: "agents.example.com", Config: `{"hostname":"mx.example.com"}`, CreatedAt: base})
 		switch {
 		case err == nil:
 			added.Add(1)
@@ -34,16 +33,16 @@ func testDomains(t *testing.T, open func(t *testing.T) Domains) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Status != store.DomainPending || d.Config != `{"hostname":"mx.example.com"}` || !d.CreatedAt.Equal(t0) || !d.CheckedAt.IsZero() || !d.VerifiedAt.IsZero() {
+	if d.Status != store.DomainPending || d.Config != `{"hostname":"mx.example.com"}` || !d.CreatedAt.Equal(base) || !d.CheckedAt.IsZero() || !d.VerifiedAt.IsZero() {
 		t.Errorf("added: %+v", d)
 	}
 	if _, err := ds[0].ManagedDomain(ctx, "other.example.com"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown domain: %v, want ErrNotFound", err)
 	}
-	if err := ds[0].AddDomain(ctx, store.ManagedDomain{Name: "b.example.org", Config: "{}", ClientID: "c1", CreatedAt: t0.Add(time.Second)}); err != nil {
+	if err := ds[0].AddDomain(ctx, store.ManagedDomain{Name: "b.example.org", Config: "{}", ClientID: "c1", CreatedAt: base.Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ds[0].AddDomain(ctx, store.ManagedDomain{Name: "c.example.org", Config: "{}", ClientID: "c1", CreatedAt: t0}); !errors.Is(err, store.ErrDomainExists) {
+	if err := ds[0].AddDomain(ctx, store.ManagedDomain{Name: "c.example.org", Config: "{}", ClientID: "c1", CreatedAt: base}); !errors.Is(err, store.ErrDomainExists) {
 		t.Errorf("same client_id: %v, want ErrDomainExists", err)
 	}
 	if err := ds[0].AddDomain(ctx, store.ManagedDomain{Name: "", Config: "{}"}); !errors.Is(err, store.ErrBadInput) {
@@ -77,7 +76,7 @@ func testDomains(t *testing.T, open func(t *testing.T) Domains) {
 		{true, store.DomainVerified, 2}, // verifies again
 	}
 	for i, st := range steps {
-		at := t0.Add(time.Duration(i+1) * time.Minute)
+		at := base.Add(time.Duration(i+1) * time.Minute)
 		got, err := ds[i%nodes].SetDomainCheck(ctx, "agents.example.com", st.ok, `[{"step":1}]`, at)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
@@ -100,10 +99,10 @@ func testDomains(t *testing.T, open func(t *testing.T) Domains) {
 		}
 	}
 	again, _ := ds[1].ManagedDomain(ctx, "agents.example.com")
-	if !again.VerifiedAt.Equal(t0.Add(2 * time.Minute)) {
+	if !again.VerifiedAt.Equal(base.Add(2 * time.Minute)) {
 		t.Errorf("verified_at moved: %v", again.VerifiedAt)
 	}
-	if _, err := ds[0].SetDomainCheck(ctx, "nope.example", true, "", t0); !errors.Is(err, store.ErrNotFound) {
+	if _, err := ds[0].SetDomainCheck(ctx, "nope.example", true, "", base); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("check of unknown domain: %v", err)
 	}
 	if err := ds[1].DeleteDomain(ctx, "agents.example.com"); err != nil {

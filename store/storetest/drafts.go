@@ -15,11 +15,7 @@ import (
 // nothing), idempotent per client_id, listed newest first by keyset; a
 // due scheduled draft is leased to exactly one of several racing
 // claimers, claimed again after its lease ends, and not before.
-func testDrafts(t *testing.T, open func(t *testing.T) Drafts) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
-	base := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+func testDrafts(ctx context.Context, t *testing.T, s Drafts) {
 	mk := func(id, inbox string, at time.Time) store.Draft {
 		return store.Draft{ID: id, Inbox: inbox, Request: []byte(`{"subject":"` + id + `"}`), CreatedAt: at, UpdatedAt: at}
 	}

@@ -18,10 +18,7 @@ import (
 // (writing nothing) unless forced, is idempotent per Message-ID, and
 // writes the raw bytes once: the queue entry reads them, byte for byte,
 // from its stored copy.
-func testEnqueueChecked(t *testing.T, open func(t *testing.T) Rules) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
+func testEnqueueChecked(ctx context.Context, t *testing.T, s Rules) {
 	now := time.Now().UTC()
 	body := strings.Repeat("a line of text that compresses well\r\n", 40)
 	send := func(mid string, refs map[string]string) *store.Outgoing {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/envelopd/envelopd/store"
 )
@@ -25,17 +24,13 @@ type eventTypesStore interface {
 // (.blocked, and that inbox's label blocked, while another inbox of the
 // same mail gets message.received) — and a refused send is logged as
 // message.rejected with its detail, in the order of the facts.
-func testEventTypes(t *testing.T, open func(t *testing.T) API) {
-	ctx := context.Background()
-	st := open(t)
-	defer st.Close()
+func testEventTypes(ctx context.Context, t *testing.T, st API) {
 	s, ok := st.(eventTypesStore)
 	if !ok {
 		t.Skipf("%T keeps no event log", st)
 	}
-	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	if _, err := s.PutListEntry(ctx, store.ListEntry{Scope: "a@shop.test", Direction: store.ListReceive, Type: store.ListBlock,
-		Entry: "evil.test", CreatedAt: now}); err != nil {
+		Entry: "evil.test", CreatedAt: base}); err != nil {
 		t.Fatal(err)
 	}
 	verdict := func(as any) json.RawMessage {
@@ -44,7 +39,7 @@ func testEventTypes(t *testing.T, open func(t *testing.T) API) {
 	}
 	in := func(id, from string, result json.RawMessage) *store.Incoming {
 		return &store.Incoming{Direction: store.DirIn, MessageID: id, Sender: from, Recipients: []string{"a@shop.test", "b@shop.test"},
-			Raw: []byte("Message-ID: <" + id + ">\r\n\r\nx"), Status: store.StatusAccepted, ReceivedAt: now, Result: result}
+			Raw: []byte("Message-ID: <" + id + ">\r\n\r\nx"), Status: store.StatusAccepted, ReceivedAt: base, Result: result}
 	}
 	for _, m := range []*store.Incoming{
 		in("plain@x.test", "alice@good.test", nil),                     // no verdict: message.received
@@ -57,7 +52,7 @@ func testEventTypes(t *testing.T, open func(t *testing.T) API) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.LogRejected(ctx, "A@shop.test", store.RejectDetail{ThreadID: "t1", MessageID: "<r@shop.test>", Reason: "recipient x@evil.test is on the send block list"}, now); err != nil {
+	if err := s.LogRejected(ctx, "A@shop.test", store.RejectDetail{ThreadID: "t1", MessageID: "<r@shop.test>", Reason: "recipient x@evil.test is on the send block list"}, base); err != nil {
 		t.Fatal(err)
 	}
 	evs, err := s.Events(ctx, store.EventFilter{Limit: 100})
@@ -82,7 +77,7 @@ func testEventTypes(t *testing.T, open func(t *testing.T) API) {
 	last := evs[len(evs)-1]
 	var d store.RejectDetail
 	if err := json.Unmarshal([]byte(last.Detail), &d); err != nil || d.ThreadID != "t1" || d.MessageID != "<r@shop.test>" || last.MessageID != 0 ||
-		!last.CreatedAt.Equal(now) {
+		!last.CreatedAt.Equal(base) {
 		t.Errorf("message.rejected: %+v detail %+v (%v)", last, d, err)
 	}
 	// A subscription to a variant gets that variant only, and so does a
@@ -93,7 +88,7 @@ func testEventTypes(t *testing.T, open func(t *testing.T) API) {
 	}
 	if ws, ok := st.(store.APIStore); ok {
 		if _, _, err := ws.CreateWebhook(ctx, store.Webhook{ID: "wh_blocked", URL: "http://127.0.0.1:9/", Secret: "whsec_AAAA", Enabled: true,
-			EventTypes: []string{store.EventReceivedBlocked, store.EventRejected}, CreatedAt: now, UpdatedAt: now}, store.WebhookLimits{}); err != nil {
+			EventTypes: []string{store.EventReceivedBlocked, store.EventRejected}, CreatedAt: base, UpdatedAt: base}, store.WebhookLimits{}); err != nil {
 			t.Fatal(err)
 		}
 		ds, err := ws.WebhookDeliveries(ctx)

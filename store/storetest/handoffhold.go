@@ -13,10 +13,7 @@ import (
 // worker's claim passes them over) and releases them; a hand-off that
 // also waits for its payment waits for it again once released, and stays
 // held by the person when the payment is verified meanwhile.
-func testHandoffHold(t *testing.T, open func(t *testing.T) Rules) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
+func testHandoffHold(ctx context.Context, t *testing.T, s Rules) {
 	plain, err := s.Ingest(ctx, msg("hold1@a.test", "a@a.test", "ord_h1", func(in *store.Incoming) { in.Handoff = []string{"exec"} }))
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/envelopd/envelopd/store"
 )
@@ -12,14 +11,10 @@ import (
 // testLists: the allow/block rule (ListVerdict): the most specific scope
 // with entries for the direction decides; a block entry matches the
 // address or its domain; a non-empty allow list blocks the rest.
-func testLists(t *testing.T, open func(t *testing.T) Lists) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
-	now := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+func testLists(ctx context.Context, t *testing.T, s Lists) {
 	put := func(scope, dir, typ, entry string) {
 		t.Helper()
-		if _, err := s.PutListEntry(ctx, store.ListEntry{Scope: scope, Direction: dir, Type: typ, Entry: entry, Reason: "r", CreatedAt: now}); err != nil {
+		if _, err := s.PutListEntry(ctx, store.ListEntry{Scope: scope, Direction: dir, Type: typ, Entry: entry, Reason: "r", CreatedAt: base}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,7 +56,7 @@ func testLists(t *testing.T, open func(t *testing.T) Lists) {
 	if l, _ := s.ListEntries(ctx, "", store.ListReceive, store.ListBlock, "a.test", 10); len(l) != 1 || l[0].Entry != "spam.test" {
 		t.Errorf("page 2: %+v", l)
 	}
-	if e, err := s.GetListEntry(ctx, "", store.ListReceive, store.ListBlock, "SPAM.test"); err != nil || e.Reason != "r" || !e.CreatedAt.Equal(now) {
+	if e, err := s.GetListEntry(ctx, "", store.ListReceive, store.ListBlock, "SPAM.test"); err != nil || e.Reason != "r" || !e.CreatedAt.Equal(base) {
 		t.Errorf("get: %+v %v", e, err)
 	}
 	if err := s.DeleteListEntry(ctx, "", store.ListReceive, store.ListBlock, "spam.test"); err != nil {

@@ -21,19 +21,11 @@ func folderUIDs(t *testing.T, s store.Mailboxes, mbox, folder string) []store.Fo
 }
 
 func uidsOf(ms []store.FolderMessage) []uint32 {
-	out := []uint32{}
-	for _, m := range ms {
-		out = append(out, m.UID)
-	}
-	return out
+	return each(ms, func(m store.FolderMessage) uint32 { return m.UID })
 }
 
 func idsOf(ms []store.FolderMessage) []int64 {
-	out := []int64{}
-	for _, m := range ms {
-		out = append(out, m.ID)
-	}
-	return out
+	return each(ms, func(m store.FolderMessage) int64 { return m.ID })
 }
 
 // testMailboxes checks relay mailboxes and their folder view: creation on

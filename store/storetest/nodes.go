@@ -3,8 +3,6 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"io"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,43 +22,14 @@ const nodes = 3
 // lease, and a cursor (WaitNew, Messages AfterID) that never skips a
 // message, whatever order the instances commit in.
 func testNodes(t *testing.T, open func(t *testing.T) Rules) {
-	t.Run("same proof", func(t *testing.T) { testNodesSameProof(t, open) })
-	t.Run("same message", func(t *testing.T) { testNodesSameMessage(t, open) })
-	t.Run("queue claims", func(t *testing.T) { testNodesQueue(t, open) })
-	t.Run("hand-off claims", func(t *testing.T) { testNodesHandoffs(t, open) })
-	t.Run("cursor", func(t *testing.T) { testNodesCursor(t, open) })
-	t.Run("first key wins", func(t *testing.T) { testNodesFirstKey(t, open) })
-}
-
-// openNodes opens the store nodes times over one data set, each node
-// taken as the contract S of the suite.
-func openNodes[S io.Closer](t *testing.T, open func(t *testing.T) S) []S {
-	ss := make([]S, nodes)
-	for i := range ss {
-		ss[i] = open(t)
-	}
-	t.Cleanup(func() {
-		for _, s := range ss {
-			s.Close()
-		}
+	runTests(t, open, []test[Rules]{
+		{name: "same proof", open: testNodesSameProof},
+		{name: "same message", open: testNodesSameMessage},
+		{name: "queue claims", open: testNodesQueue},
+		{name: "hand-off claims", open: testNodesHandoffs},
+		{name: "cursor", open: testNodesCursor},
+		{name: "first key wins", open: testNodesFirstKey},
 	})
-	return ss
-}
-
-// race runs n goroutines released together; racer i gets its index.
-func race(n int, f func(i int)) {
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			f(i)
-		}()
-	}
-	close(start)
-	wg.Wait()
 }
 
 // nodeRacers is how many goroutines race across the nodes.
@@ -68,18 +37,12 @@ const nodeRacers = 24
 
 func testNodesSameProof(t *testing.T, open func(t *testing.T) Rules) {
 	ss := openNodes(t, open)
-	outs := make([]store.Outcome, nodeRacers)
-	errs := make([]error, nodeRacers)
-	race(nodeRacers, func(i int) {
-		in := msg(fmt.Sprintf("np%d@node.test", i), fmt.Sprintf("s%d@node.test", i), fmt.Sprintf("pay_%d", i),
+	outs := raceIngest(t, ss, nodeRacers, func(i int) *store.Incoming {
+		return msg(fmt.Sprintf("np%d@node.test", i), fmt.Sprintf("s%d@node.test", i), fmt.Sprintf("pay_%d", i),
 			func(in *store.Incoming) { in.ProofFingerprint = "fp-nodes" })
-		outs[i], errs[i] = ss[i%nodes].Ingest(context.Background(), in)
 	})
 	accepted := 0
 	for i, o := range outs {
-		if errs[i] != nil {
-			t.Fatalf("racer %d: %v", i, errs[i])
-		}
 		switch {
 		case o.Status == store.StatusAccepted:
 			accepted++
@@ -104,16 +67,9 @@ func testNodesSameProof(t *testing.T, open func(t *testing.T) Rules) {
 
 func testNodesSameMessage(t *testing.T, open func(t *testing.T) Rules) {
 	ss := openNodes(t, open)
-	outs := make([]store.Outcome, nodeRacers)
-	errs := make([]error, nodeRacers)
-	race(nodeRacers, func(i int) {
-		outs[i], errs[i] = ss[i%nodes].Ingest(context.Background(), msg("same@node.test", "a@node.test", "ord_1", nil))
-	})
+	outs := raceIngest(t, ss, nodeRacers, func(int) *store.Incoming { return msg("same@node.test", "a@node.test", "ord_1", nil) })
 	fresh := 0
 	for i, o := range outs {
-		if errs[i] != nil {
-			t.Fatalf("racer %d: %v", i, errs[i])
-		}
 		if o.ID != outs[0].ID || o.Status != store.StatusAccepted {
 			t.Errorf("racer %d: row %d %s, want row %d accepted", i, o.ID, o.Status, outs[0].ID)
 		}
@@ -147,25 +103,8 @@ func testNodesQueue(t *testing.T, open func(t *testing.T) Rules) {
 		want[fmt.Sprintf("%d %s", id, "b@b.test")] = true
 	}
 	now := time.Now().Add(time.Second)
-	var mu sync.Mutex
-	got := map[string]int{}
-	race(nodeRacers, func(i int) {
-		for {
-			ds, err := ss[i%nodes].ClaimDue(ctx, now, time.Hour, 3)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if len(ds) == 0 {
-				return
-			}
-			mu.Lock()
-			for _, d := range ds {
-				got[fmt.Sprintf("%d %s", d.QueueID, d.Rcpt)]++
-			}
-			mu.Unlock()
-		}
-	})
+	got := claimRace(t, nodeRacers, func(i int) ([]store.Due, error) { return ss[i%nodes].ClaimDue(ctx, now, time.Hour, 3) },
+		func(d store.Due) string { return fmt.Sprintf("%d %s", d.QueueID, d.Rcpt) })
 	for k, n := range got {
 		if n != 1 || !want[k] {
 			t.Errorf("%s claimed %d times (queued: %v), want once", k, n, want[k])
@@ -197,25 +136,9 @@ func testNodesHandoffs(t *testing.T, open func(t *testing.T) Rules) {
 		}
 	}
 	now := base.Add(time.Hour)
-	var mu sync.Mutex
-	got := map[int64]int{}
-	race(nodeRacers, func(i int) {
-		for {
-			ds, err := ss[i%nodes].ClaimDeliveries(ctx, "exec", now, time.Hour, 3)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if len(ds) == 0 {
-				return
-			}
-			mu.Lock()
-			for _, d := range ds {
-				got[d.ID]++
-			}
-			mu.Unlock()
-		}
-	})
+	got := claimRace(t, nodeRacers, func(i int) ([]store.Delivery, error) {
+		return ss[i%nodes].ClaimDeliveries(ctx, "exec", now, time.Hour, 3)
+	}, func(d store.Delivery) int64 { return d.ID })
 	for id, n := range got {
 		if n != 1 {
 			t.Errorf("hand-off %d claimed %d times, want once", id, n)
@@ -232,58 +155,17 @@ func testNodesHandoffs(t *testing.T, open func(t *testing.T) Rules) {
 // committed late, below an id already passed, would be skipped.
 func testNodesCursor(t *testing.T, open func(t *testing.T) Rules) {
 	ss := openNodes(t, open)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	const writers, each = 6, 15
-	seen := map[int64]string{}
-	done := make(chan error, 1)
-	go func() {
-		var after int64
-		for len(seen) < writers*each {
-			if err := ss[0].WaitNew(ctx, after); err != nil {
-				done <- err
-				return
-			}
-			ms, err := ss[0].Messages(ctx, store.Filter{AfterID: after})
-			if err != nil {
-				done <- err
-				return
-			}
-			for _, m := range ms {
-				if prev, dup := seen[m.ID]; dup {
-					done <- fmt.Errorf("message %d (%s) seen twice (first as %s)", m.ID, m.MessageID, prev)
-					return
-				}
-				seen[m.ID] = m.MessageID
-				after = m.ID
-			}
-		}
-		done <- nil
-	}()
-	race(writers, func(w int) {
-		for i := range each {
-			in := msg(fmt.Sprintf("nc%d.%d@node.test", w, i), fmt.Sprintf("w%d@node.test", w), fmt.Sprintf("ord_%d", i), nil)
-			if _, err := ss[w%nodes].Ingest(ctx, in); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	})
-	if err := <-done; err != nil {
-		t.Fatalf("cursor: %v (saw %d of %d)", err, len(seen), writers*each)
-	}
-	all, err := ss[0].Messages(context.Background(), store.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(all) != writers*each {
-		t.Errorf("%d stored, want %d", len(all), writers*each)
-	}
-	for _, m := range all {
-		if _, ok := seen[m.ID]; !ok {
-			t.Errorf("the cursor skipped message %d (%s)", m.ID, m.MessageID)
-		}
-	}
+	cursorRace(t, ss, 6, 15, func(w, i int) *store.Incoming {
+		return msg(fmt.Sprintf("nc%d.%d@node.test", w, i), fmt.Sprintf("w%d@node.test", w), fmt.Sprintf("ord_%d", i), nil)
+	}, cursor[store.Message]{
+		wait: ss[0].WaitNew,
+		read: func(ctx context.Context, after int64) ([]store.Message, error) {
+			return ss[0].Messages(ctx, store.Filter{AfterID: after})
+		},
+		all:  func(ctx context.Context) ([]store.Message, error) { return ss[0].Messages(ctx, store.Filter{}) },
+		id:   func(m store.Message) int64 { return m.ID },
+		name: func(m store.Message) string { return fmt.Sprintf("message %d (%s)", m.ID, m.MessageID) },
+	}, time.Minute)
 }
 
 // testNodesFirstKey: nodes starting together each generate a relay DKIM

@@ -81,17 +81,7 @@ func testOOPSLimits(t *testing.T, open func(t *testing.T) Rules) {
 	check(s, "third thread, same hour, after reopen", step{bad("o5@peer.test", "", 600, ""), store.OOPSRateRecipient})
 	check(s, "first thread again, after reopen", step{bad("o6@peer.test", "o1@peer.test", 700, ""), store.OOPSRateThread})
 	check(s, "an hour after the first", step{bad("o7@peer.test", "", 3601, ""), ""})
-	q, err := s.Queue(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range q {
-		if e.Kind == "oops" {
-			n++
-		}
-	}
-	if n != 3 {
+	if n := queuedOOPS(t, s); n != 3 {
 		t.Errorf("%d OOPS queued, want 3", n)
 	}
 }
@@ -99,10 +89,7 @@ func testOOPSLimits(t *testing.T, open func(t *testing.T) Rules) {
 // testProblemTexts: a duplicate's problem text (which a courtesy OOPS
 // carries to the peer) names the earlier message by its Envelopay id and
 // Message-ID, never by the store's internal row id.
-func testProblemTexts(t *testing.T, open func(t *testing.T) Rules) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
+func testProblemTexts(ctx context.Context, t *testing.T, s Rules) {
 	first, err := s.Ingest(ctx, msg("first@a.test", "a@a.test", "pay_1", func(in *store.Incoming) { in.ProofFingerprint = "fp" }))
 	if err != nil {
 		t.Fatal(err)

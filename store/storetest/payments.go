@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,27 +65,13 @@ func testPayments(t *testing.T, open func(t *testing.T) Payments) {
 	}
 
 	// Every node claims in a loop: each payment is taken exactly once.
-	var mu sync.Mutex
-	got := map[int64]int{}
-	race(len(ss)*2, func(i int) {
-		for {
-			ps, err := pays[i%len(ss)].ClaimPayments(ctx, now, time.Minute, 3, nil)
-			if err != nil {
-				t.Errorf("claim: %v", err)
-				return
-			}
-			if len(ps) == 0 {
-				return
-			}
-			mu.Lock()
-			for _, p := range ps {
-				got[p.ID]++
-				if p.Attempts != 1 {
-					t.Errorf("payment %d: attempts %d, want 1", p.ID, p.Attempts)
-				}
-			}
-			mu.Unlock()
+	got := claimRace(t, len(ss)*2, func(i int) ([]store.Payment, error) {
+		return pays[i%len(ss)].ClaimPayments(ctx, now, time.Minute, 3, nil)
+	}, func(p store.Payment) int64 {
+		if p.Attempts != 1 {
+			t.Errorf("payment %d: attempts %d, want 1", p.ID, p.Attempts)
 		}
+		return p.ID
 	})
 	if len(got) != n {
 		t.Errorf("%d payments claimed, want %d", len(got), n)
@@ -102,8 +87,7 @@ func testPayments(t *testing.T, open func(t *testing.T) Payments) {
 	}
 	// A restarted node finds them after the lease.
 	ss[2].Close()
-	re := open(t)
-	defer re.Close()
+	re := openStore(t, open)
 	later := now.Add(2 * time.Minute)
 	pays[2] = re
 	ps, err := pays[2].ClaimPayments(ctx, later, time.Minute, 100, nil)

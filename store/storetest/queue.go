@@ -24,17 +24,10 @@ func outgoing(mid string, rcpts ...string) *store.Outgoing {
 }
 
 func dueKeys(ds []store.Due) []string {
-	var ks []string
-	for _, d := range ds {
-		ks = append(ks, d.Rcpt)
-	}
-	return ks
+	return each(ds, func(d store.Due) string { return d.Rcpt })
 }
 
-func testQueue(t *testing.T, open func(t *testing.T) Rules) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
+func testQueue(ctx context.Context, t *testing.T, s Rules) {
 	now := time.Now().UTC()
 
 	id, err := s.Enqueue(ctx, outgoing("q1@here.test", "a@a.test", "b@b.test"))
@@ -167,10 +160,7 @@ func testQueue(t *testing.T, open func(t *testing.T) Rules) {
 	}
 }
 
-func testDeliveries(t *testing.T, open func(t *testing.T) Rules) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
+func testDeliveries(ctx context.Context, t *testing.T, s Rules) {
 	var ids []int64
 	for _, m := range []string{"d1@a.test", "d2@a.test", "d3@a.test"} {
 		out, err := s.Ingest(ctx, msg(m, "a@a.test", "", func(in *store.Incoming) {

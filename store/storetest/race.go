@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,29 +50,11 @@ func testRaces(t *testing.T, open func(t *testing.T) Rules) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := open(t)
-			defer s.Close()
-			outs := make([]store.Outcome, racers)
-			errs := make([]error, racers)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range racers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					in := c.msg(i)
-					<-start
-					outs[i], errs[i] = s.Ingest(context.Background(), in)
-				}()
-			}
-			close(start)
-			wg.Wait()
+			s := openStore(t, open)
+			outs := raceIngest(t, []Rules{s}, racers, c.msg)
 			winners := 0
 			ids := map[int64]bool{}
 			for i, o := range outs {
-				if errs[i] != nil {
-					t.Fatalf("racer %d: %v", i, errs[i])
-				}
 				ids[o.ID] = true
 				if o.Status == store.StatusAccepted && !o.Redelivery {
 					winners++

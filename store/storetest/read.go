@@ -13,10 +13,7 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-func testState(t *testing.T, open func(t *testing.T) Rules) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
+func testState(ctx context.Context, t *testing.T, s Rules) {
 	if v, u, err := s.IMAPState(ctx, "none"); err != nil || v != 0 || u != 0 {
 		t.Errorf("unknown IMAP key: %d %d %v, want 0 0 nil", v, u, err)
 	}
@@ -44,10 +41,7 @@ func testState(t *testing.T, open func(t *testing.T) Rules) {
 	}
 }
 
-func testRead(t *testing.T, open func(t *testing.T) Rules) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
+func testRead(ctx context.Context, t *testing.T, s Rules) {
 	if _, err := s.Message(ctx, 1); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Message(1) on empty store: %v, want ErrNotFound", err)
 	}
@@ -167,10 +161,7 @@ func equalIDs(a, b []int64) bool {
 	return true
 }
 
-func testBadInput(t *testing.T, open func(t *testing.T) Rules) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
+func testBadInput(ctx context.Context, t *testing.T, s Rules) {
 	for _, c := range []struct {
 		name string
 		in   *store.Incoming

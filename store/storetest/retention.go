@@ -13,10 +13,8 @@ import (
 // forgotten after their retention, never an event that may still be
 // delivered to a webhook (not fanned out yet, or at or after a pending
 // delivery).
-func testRetention(t *testing.T, open func(t *testing.T) API) {
-	st := open(t)
+func testRetention(ctx context.Context, t *testing.T, st API) {
 	s, p := st, st
-	ctx := context.Background()
 	now := time.Now()
 	if _, _, err := s.CreateWebhook(ctx, store.Webhook{ID: "wh_keep", URL: "http://127.0.0.1:9/", Secret: "whsec_AAAA", Enabled: true,
 		CreatedAt: now, UpdatedAt: now}, store.WebhookLimits{}); err != nil {

@@ -25,7 +25,9 @@ import (
 //go:embed testdata/*.json
 var scenarioFS embed.FS
 
-// Base is the receive time of step 0; a step's at is seconds after it.
+// base is the suite's fixed clock: the receive time of a scenario's step
+// 0 (a step's at is seconds after it) and the time the other tests count
+// from.
 var base = time.Date(2026, 5, 6, 12, 0, 0, 0, time.UTC)
 
 type scenario struct {
@@ -67,45 +69,36 @@ type input struct {
 	// Chain and ProofJSON: a proof as the mail carries it, identified by
 	// package payments/proof (Proof is then its fingerprint), with a
 	// payment row checked by a rail when Rail is set.
-	Chain      string           `json:"chain"`
-	ProofJSON  json.RawMessage  `json:"proof_json"`
-	Rail       bool             `json:"rail"`
-	Body       string           `json:"body"` // BodyFingerprint
-	OfferWant  *store.Asset     `json:"offer_want"`
-	AcceptPaid *store.Asset     `json:"accept_paid"`
-	Errors     []protocols.Code `json:"errors"` // stateless errors
-	Claims     []claim          `json:"claims"`
-	Links      []protocols.Link `json:"links"`
-	Checks     []check          `json:"checks"`
-	Sets       []set            `json:"sets"`
-	Handoff    []string         `json:"handoff"`
+	Chain      string                 `json:"chain"`
+	ProofJSON  json.RawMessage        `json:"proof_json"`
+	Rail       bool                   `json:"rail"`
+	Body       string                 `json:"body"` // BodyFingerprint
+	OfferWant  *store.Asset           `json:"offer_want"`
+	AcceptPaid *store.Asset           `json:"accept_paid"`
+	Errors     []protocols.Code       `json:"errors"` // stateless errors
+	Claims     []claim                `json:"claims"`
+	Links      []protocols.Link       `json:"links"`
+	Checks     []protocols.StateCheck `json:"checks"` // kind, key, want, default
+	Sets       []set                  `json:"sets"`
+	Handoff    []string               `json:"handoff"`
 	// OOPS: install a callback that queues an OOPS (with a stored copy
 	// replying to this message) whenever the outcome has errors.
 	OOPS bool `json:"oops"`
 }
 
+// claim is a protocols.Claim as a scenario writes it: kind, key, value
+// and window are its fields by name.
 type claim struct {
-	Kind       string         `json:"kind"`
-	Key        string         `json:"key"`
-	Value      string         `json:"value"`
-	Window     int64          `json:"window"`
+	protocols.Claim
 	OnSame     protocols.Code `json:"on_same"`
 	OnConflict protocols.Code `json:"on_conflict"`
 }
 
-type check struct {
-	Kind    string         `json:"kind"`
-	Key     string         `json:"key"`
-	Want    string         `json:"want"`
-	Default protocols.Code `json:"default"`
-}
-
+// set is a protocols.StateSet as a scenario writes it (kind, key, value,
+// keep), with its tally written as one.
 type set struct {
-	Kind  string   `json:"kind"`
-	Key   string   `json:"key"`
-	Value string   `json:"value"`
-	Keep  []string `json:"keep"`
-	If    *tally   `json:"if"`
+	protocols.StateSet
+	If *tally `json:"if"`
 }
 
 // tally is a protocols.Tally over claims only whose rule is: at least
@@ -177,14 +170,13 @@ func (in input) incoming(t *testing.T) *store.Incoming {
 		x.Status = store.StatusQuarantined
 	}
 	for _, c := range in.Claims {
-		x.Claims = append(x.Claims, protocols.Claim{Kind: c.Kind, Key: c.Key, Value: c.Value, Window: c.Window,
-			OnSame: c.OnSame, OnConflict: c.OnConflict})
+		cl := c.Claim
+		cl.OnSame, cl.OnConflict = c.OnSame, c.OnConflict
+		x.Claims = append(x.Claims, cl)
 	}
-	for _, c := range in.Checks {
-		x.Checks = append(x.Checks, protocols.StateCheck{Kind: c.Kind, Key: c.Key, Want: c.Want, Default: c.Default})
-	}
+	x.Checks = in.Checks
 	for _, st := range in.Sets {
-		ps := protocols.StateSet{Kind: st.Kind, Key: st.Key, Value: st.Value, Keep: st.Keep}
+		ps := st.StateSet
 		if st.If != nil {
 			ps.If = &protocols.Tally{Kind: st.If.Kind, Prefix: st.If.Prefix,
 				Rule: countRule{value: st.If.Value, atLeast: st.If.AtLeast}}
@@ -236,11 +228,7 @@ func quote(s string) string {
 }
 
 func codes(ps protocols.Problems) []protocols.Code {
-	cs := []protocols.Code{}
-	for _, p := range ps {
-		cs = append(cs, p.Code)
-	}
-	return cs
+	return each(ps, func(p protocols.Problem) protocols.Code { return p.Code })
 }
 
 func loadScenarios(t *testing.T) map[string]scenario {
@@ -279,8 +267,7 @@ func testScenarios(t *testing.T, open func(t *testing.T) Rules) {
 	for _, name := range names {
 		sc := scs[name]
 		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			defer s.Close()
+			s := openStore(t, open)
 			runScenario(t, s, sc)
 		})
 	}
@@ -433,17 +420,7 @@ func runScenario(t *testing.T, s Rules, sc scenario) {
 			t.Errorf("chain %s tip %d %s, want %v %v", chain, seq, hash, tip[0], tip[1])
 		}
 	}
-	q, err := s.Queue(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range q {
-		if e.Kind == "oops" {
-			n++
-		}
-	}
-	if n != sc.QueuedOOPS {
+	if n := queuedOOPS(t, s); n != sc.QueuedOOPS {
 		t.Errorf("%d OOPS queued, want %d", n, sc.QueuedOOPS)
 	}
 }

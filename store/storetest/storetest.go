@@ -108,52 +108,56 @@ func Run(t *testing.T, open Factory) {
 
 // RunRules runs the rules core's suite.
 func RunRules(t *testing.T, open func(t *testing.T) Rules) {
-	t.Run("Scenarios", func(t *testing.T) { testScenarios(t, open) })
-	t.Run("Races", func(t *testing.T) { testRaces(t, open) })
-	t.Run("Restart", func(t *testing.T) { testRestart(t, open) })
-	t.Run("Queue", func(t *testing.T) { testQueue(t, open) })
-	t.Run("Deliveries", func(t *testing.T) { testDeliveries(t, open) })
-	t.Run("State", func(t *testing.T) { testState(t, open) })
-	t.Run("Read", func(t *testing.T) { testRead(t, open) })
-	t.Run("BadInput", func(t *testing.T) { testBadInput(t, open) })
-	t.Run("OOPSLimits", func(t *testing.T) { testOOPSLimits(t, open) })
-	t.Run("ProblemTexts", func(t *testing.T) { testProblemTexts(t, open) })
-	t.Run("Nodes", func(t *testing.T) { testNodes(t, open) })
-	t.Run("OwedOOPS", func(t *testing.T) { testOwedOOPS(t, open) })
-	t.Run("HandoffHold", func(t *testing.T) { testHandoffHold(t, open) })
-	t.Run("EnqueueChecked", func(t *testing.T) { testEnqueueChecked(t, open) })
+	runTests(t, open, []test[Rules]{
+		{name: "Scenarios", open: testScenarios},
+		{name: "Races", open: testRaces},
+		{name: "Restart", open: testRestart},
+		{name: "Queue", one: testQueue},
+		{name: "Deliveries", one: testDeliveries},
+		{name: "State", one: testState},
+		{name: "Read", one: testRead},
+		{name: "BadInput", one: testBadInput},
+		{name: "OOPSLimits", open: testOOPSLimits},
+		{name: "ProblemTexts", one: testProblemTexts},
+		{name: "Nodes", open: testNodes},
+		{name: "OwedOOPS", open: testOwedOOPS},
+		{name: "HandoffHold", one: testHandoffHold},
+		{name: "EnqueueChecked", one: testEnqueueChecked},
+	})
 }
 
 // RunRelay runs the suite of relay mode's mailboxes and folders.
 func RunRelay(t *testing.T, open func(t *testing.T) Relay) {
-	t.Run("Mailboxes", func(t *testing.T) { testMailboxes(t, open) })
+	runTests(t, open, []test[Relay]{{name: "Mailboxes", open: testMailboxes}})
 }
 
 // RunAPI runs the suite of the HTTP API's rooms.
 func RunAPI(t *testing.T, open func(t *testing.T) API) {
-	t.Run("NodesAPI", func(t *testing.T) { testNodesAPI(t, open) })
-	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, open) })
-	t.Run("Retention", func(t *testing.T) { testRetention(t, open) })
-	t.Run("WebhookOwners", func(t *testing.T) { testWebhookOwners(t, open) })
-	t.Run("EventTypes", func(t *testing.T) { testEventTypes(t, open) })
+	runTests(t, open, []test[API]{
+		{name: "NodesAPI", open: testNodesAPI},
+		{name: "Webhooks", one: testWebhooks},
+		{name: "Retention", one: testRetention},
+		{name: "WebhookOwners", one: testWebhookOwners},
+		{name: "EventTypes", one: testEventTypes},
+	})
 }
 
 // RunPayments runs the payments' suite.
 func RunPayments(t *testing.T, open func(t *testing.T) Payments) {
-	t.Run("Payments", func(t *testing.T) { testPayments(t, open) })
+	runTests(t, open, []test[Payments]{{name: "Payments", open: testPayments}})
 }
 
 // RunDomains runs the managed domains' suite.
 func RunDomains(t *testing.T, open func(t *testing.T) Domains) {
-	t.Run("Domains", func(t *testing.T) { testDomains(t, open) })
+	runTests(t, open, []test[Domains]{{name: "Domains", open: testDomains}})
 }
 
 // RunDrafts runs the drafts' suite.
 func RunDrafts(t *testing.T, open func(t *testing.T) Drafts) {
-	t.Run("Drafts", func(t *testing.T) { testDrafts(t, open) })
+	runTests(t, open, []test[Drafts]{{name: "Drafts", one: testDrafts}})
 }
 
 // RunLists runs the allow/block lists' suite.
 func RunLists(t *testing.T, open func(t *testing.T) Lists) {
-	t.Run("Lists", func(t *testing.T) { testLists(t, open) })
+	runTests(t, open, []test[Lists]{{name: "Lists", one: testLists}})
 }

@@ -16,10 +16,7 @@ import (
 // revoking a key disables its webhooks; claims are fair across
 // endpoints (one delivery per webhook in flight, oldest event first)
 // and a failing endpoint is backed off as a whole.
-func testWebhooks(t *testing.T, open func(t *testing.T) API) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
+func testWebhooks(ctx context.Context, t *testing.T, s API) {
 	now := time.Now()
 	key := func(id string) {
 		if err := s.CreateAPIKey(ctx, store.APIKey{ID: id, Hash: []byte("h"), CreatedAt: now}); err != nil {
@@ -134,10 +131,7 @@ func testWebhooks(t *testing.T, open func(t *testing.T) API) {
 
 // testWebhookOwners: a claim gives one owner (API key) at most perOwner
 // deliveries in flight, counting those the caller has in flight already.
-func testWebhookOwners(t *testing.T, open func(t *testing.T) API) {
-	ctx := context.Background()
-	s := open(t)
-	defer s.Close()
+func testWebhookOwners(ctx context.Context, t *testing.T, s API) {
 	now := time.Now()
 	for i, owner := range []string{"k1", "k1", "k1", "k2"} {
 		if _, _, err := s.CreateWebhook(ctx, store.Webhook{ID: fmt.Sprintf("wh_%d", i), URL: "http://127.0.0.1:9/", Secret: "whsec_AAAA",
