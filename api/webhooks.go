@@ -677,14 +677,8 @@ func (ws *WebhookSender) deliverOne(ctx context.Context, st WebhookStore, client
 // MinBackoff (default 1 s) doubled per failure up to MaxBackoff (default
 // 1 h), the upper half drawn at random.
 func (ws *WebhookSender) backoff(attempts int) time.Duration {
-	lo, hi := ws.MinBackoff, ws.MaxBackoff
-	if lo <= 0 {
-		lo = time.Second
-	}
-	if hi <= 0 {
-		hi = time.Hour
-	}
-	return runner.Backoff{Initial: lo, Max: hi, Jitter: 0.5}.Delay(attempts)
+	b := runner.Backoff{Initial: ws.MinBackoff, Max: ws.MaxBackoff, Jitter: 0.5}
+	return b.Or(time.Second, time.Hour).Delay(attempts)
 }
 
 func (ws *WebhookSender) post(ctx context.Context, client *http.Client, d store.WebhookDelivery) error {

@@ -177,14 +177,8 @@ func (h *Handoff) deliverOne(ctx context.Context, d store.Delivery) (runner.Outc
 // (default 1 s) doubled per attempt up to MaxBackoff (default 1 h), the
 // upper half drawn at random ([d/2, d)).
 func (h *Handoff) backoff(attempts int) time.Duration {
-	lo, hi := h.MinBackoff, h.MaxBackoff
-	if lo <= 0 {
-		lo = time.Second
-	}
-	if hi <= 0 {
-		hi = time.Hour
-	}
-	return runner.Backoff{Initial: lo, Max: hi, Jitter: 0.5}.Delay(attempts)
+	b := runner.Backoff{Initial: h.MinBackoff, Max: h.MaxBackoff, Jitter: 0.5}
+	return b.Or(time.Second, time.Hour).Delay(attempts)
 }
 
 func (h *Handoff) log() *slog.Logger {
