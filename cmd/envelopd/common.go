@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/envelopd/envelopd/internal/conflines"
 	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/store"
 )
@@ -88,12 +88,9 @@ func readUsers(path string) (map[string]string, error) {
 		return nil, err
 	}
 	users := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
+	sc := conflines.New(bytes.NewReader(b))
+	for sc.Scan() {
+		n, line := sc.Line()
 		u, p, ok := strings.Cut(line, ":")
 		if !ok || u == "" {
 			return nil, fmt.Errorf("%s:%d: want user:password", path, n)
