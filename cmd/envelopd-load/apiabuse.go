@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -128,8 +127,7 @@ type abuseResult struct {
 }
 
 func runAPIAbuse(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("api-abuse", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "api-abuse")
 	requests := fs.Int("requests", 400, "list requests of the valid client per phase")
 	sends := fs.Int("sends", 100, "sends of the valid client per phase")
 	rate := fs.Float64("rate", 50, "valid client requests a second (within the per-key limit)")
@@ -151,12 +149,7 @@ func runAPIAbuse(ctx context.Context, e *env) int {
 	o := abuseOptions{dir: *dir, requests: *requests, sends: *sends, rate: *rate, strangers: *strangers, strangerRate: *strangerRate,
 		dead: *dead, tenantMail: *tenantMail, rounds: *rounds, apart: *apart, profile: *profile}
 	res, err := apiAbuse(ctx, e.stderr, o)
-	if err != nil {
-		fmt.Fprintln(e.stderr, "envelopd-load api-abuse:", err)
-		return 2
-	}
-	printJSON(e.stdout, res)
-	return 0
+	return finish(e, "api-abuse", res, err)
 }
 
 type abuseOptions struct {

@@ -8,7 +8,6 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -70,8 +69,7 @@ type apiBenchResult struct {
 }
 
 func runAPIBench(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("api", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "api")
 	n := fs.Int("messages", 1000000, "messages in the store")
 	inboxes := fs.Int("inboxes", 10, "inboxes the messages are spread over")
 	threadLen := fs.Int("thread-len", 4, "messages per thread")
@@ -88,8 +86,14 @@ func runAPIBench(ctx context.Context, e *env) int {
 		return 2
 	}
 	res, err := apiBench(ctx, e.stderr, *db, *n, *inboxes, *threadLen, *requests, *clients, *sends, *keyType)
+	return finish(e, "api", res, err)
+}
+
+// finish ends the command cmd that measured res: res as indented
+// JSON on stdout (exit 0), or err on stderr (exit 2).
+func finish(e *env, cmd string, res any, err error) int {
 	if err != nil {
-		fmt.Fprintln(e.stderr, "envelopd-load api:", err)
+		fmt.Fprintf(e.stderr, "envelopd-load %s: %v\n", cmd, err)
 		return 2
 	}
 	printJSON(e.stdout, res)
