@@ -22,12 +22,7 @@ import (
 //
 // create prints the new key once on stdout (only its SHA-256 is stored);
 // --inbox scopes it to those inboxes (repeatable; none: every inbox).
-func runAPIKey(ctx context.Context, e *env) int {
-	const usage = "usage: envelopd apikey create [--inbox ADDR]... [--name N] [--json] | apikey list [--json] | apikey revoke ID"
-	verb, c, ok := verbCmd(e, "apikey", usage)
-	if !ok {
-		return 2
-	}
+func runAPIKey(ctx context.Context, e *env, verb string, c *storeCmd) int {
 	asJSON := c.jsonFlag("print JSON")
 	name := c.fs.String("name", "", "a name for the key (create)")
 	var inboxes multiFlag

@@ -187,6 +187,19 @@ func newStoreCmd(e *env, name string) *storeCmd {
 	return &storeCmd{e: e, name: name, args: e.args, fs: fs, db: dbFlag(fs)}
 }
 
+// verbCommand is the run of the command cmd made of verbs (verbCmd):
+// with no verb it prints usage, the synopsis of every verb (exit status
+// 2), otherwise run runs the verb with its storeCmd.
+func verbCommand(cmd, usage string, run func(ctx context.Context, e *env, verb string, c *storeCmd) int) func(context.Context, *env) int {
+	return func(ctx context.Context, e *env) int {
+		verb, c, ok := verbCmd(e, cmd, usage)
+		if !ok {
+			return 2
+		}
+		return run(ctx, e, verb, c)
+	}
+}
+
 // verbCmd starts a command whose first argument is its verb (`apikey
 // create`, `mailbox list`): with no verb it prints usage and ok is false;
 // otherwise c is the verb's, named "CMD VERB", parsing what follows the

@@ -19,11 +19,7 @@ func parseAICPKey(s string) ([]byte, error) { return aicp.ParseKey(s) }
 //
 //	envelopd keys add aicp HANDLE KEY [--db FILE]
 //	envelopd keys list [aicp] [--json] [--db FILE]
-func runKeys(ctx context.Context, e *env) int {
-	verb, c, ok := verbCmd(e, "keys", "usage: envelopd keys add PROTOCOL HANDLE KEY | envelopd keys list [PROTOCOL] [--json]")
-	if !ok {
-		return 2
-	}
+func runKeys(ctx context.Context, e *env, verb string, c *storeCmd) int {
 	asJSON := c.jsonFlag("print JSON")
 	args, ok := c.parse()
 	if !ok {

@@ -21,12 +21,7 @@ import (
 // PBKDF2-SHA256 hash, never the password); a password file holds the
 // password on its first line. list prints every mailbox: a table, or with
 // --json one object per line (address, has_password, created_at, messages).
-func runMailbox(ctx context.Context, e *env) int {
-	const usage = "usage: envelopd mailbox add ADDR --password-file F | envelopd mailbox list [--json]"
-	verb, c, ok := verbCmd(e, "mailbox", usage)
-	if !ok {
-		return 2
-	}
+func runMailbox(ctx context.Context, e *env, verb string, c *storeCmd) int {
 	pwFile := c.fs.String("password-file", "", "file whose first line is the mailbox password (add)")
 	asJSON := c.jsonFlag("print JSON lines (list)")
 	args, ok := c.parseVerb(verb, map[string]int{"add": 1, "list": 0})
@@ -45,7 +40,7 @@ func runMailbox(ctx context.Context, e *env) int {
 		})
 	}
 	if *pwFile == "" {
-		return usageError(e, usage)
+		return usageError(e, c.usage)
 	}
 	a, err := mail.ParseAddress(args[0])
 	if err != nil || a.Name != "" || !strings.Contains(a.Address, "@") {

@@ -37,12 +37,7 @@ type webhookRow struct {
 // (pending ones stay, undelivered); delete removes it and its pending
 // deliveries. Revoking a key (envelopd apikey revoke) disables the
 // webhooks it made.
-func runWebhook(ctx context.Context, e *env) int {
-	const usage = "usage: envelopd webhook list [--json] | webhook disable ID | webhook delete ID"
-	verb, c, ok := verbCmd(e, "webhook", usage)
-	if !ok {
-		return 2
-	}
+func runWebhook(ctx context.Context, e *env, verb string, c *storeCmd) int {
 	asJSON := c.jsonFlag("print JSON (list)")
 	args, ok := c.parseVerb(verb, map[string]int{"list": 0, "disable": 1, "delete": 1})
 	if !ok {
