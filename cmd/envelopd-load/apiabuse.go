@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -211,24 +210,8 @@ func apiAbuse(ctx context.Context, log io.Writer, o abuseOptions) (*abuseResult,
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	do := func(method, path string, body []byte) (time.Duration, error) {
-		var rd io.Reader
-		if body != nil {
-			rd = bytes.NewReader(body)
-		}
-		req, _ := http.NewRequestWithContext(ctx, method, base+path, rd)
-		req.Header.Set("Authorization", "Bearer "+key)
-		t := time.Now()
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		d := time.Since(t)
-		if resp.StatusCode != 200 {
-			return 0, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		return d, nil
+		d, _, err := apiCall(ctx, client, key, method, base, path, body)
+		return d, err
 	}
 	sent := 0
 	// One phase's samples of the valid client in round r: n list
