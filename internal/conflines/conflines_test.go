@@ -56,3 +56,37 @@ func TestScannerErrors(t *testing.T) {
 		t.Error("a 70,000-byte line: no error")
 	}
 }
+
+// FuzzScanner: every entry is trimmed, not empty, not a comment, and the
+// line numbers grow; nothing is lost of a line that is neither blank nor
+// a comment (checked against a plain split).
+func FuzzScanner(f *testing.F) {
+	f.Add("a\n\n# c\n  b c  \r\nd")
+	f.Add("#\n#x\n x # y \n")
+	f.Fuzz(func(t *testing.T, in string) {
+		var want []string
+		for _, l := range strings.Split(in, "\n") {
+			l = strings.TrimSpace(strings.TrimSuffix(l, "\r"))
+			if l != "" && !strings.HasPrefix(l, "#") {
+				want = append(want, l)
+			}
+		}
+		sc := New(strings.NewReader(in))
+		var got []string
+		last := 0
+		for sc.Scan() {
+			n, line := sc.Line()
+			if n <= last || line == "" || line != strings.TrimSpace(line) || strings.HasPrefix(line, "#") {
+				t.Fatalf("entry %d %q after line %d", n, line, last)
+			}
+			last = n
+			got = append(got, line)
+		}
+		if sc.Err() != nil {
+			return // a line over bufio's limit
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") || len(got) != len(want) {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	})
+}
