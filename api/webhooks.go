@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -11,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -23,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/envelopd/envelopd/internal/webhook"
 	"github.com/envelopd/envelopd/runner"
 	"github.com/envelopd/envelopd/store"
 )
@@ -677,14 +676,8 @@ func (ws *WebhookSender) deliverOne(ctx context.Context, st WebhookStore, client
 // MinBackoff (default 1 s) doubled per failure up to MaxBackoff (default
 // 1 h), the upper half drawn at random.
 func (ws *WebhookSender) backoff(attempts int) time.Duration {
-	lo, hi := ws.MinBackoff, ws.MaxBackoff
-	if lo <= 0 {
-		lo = time.Second
-	}
-	if hi <= 0 {
-		hi = time.Hour
-	}
-	return runner.Backoff{Initial: lo, Max: hi, Jitter: 0.5}.Delay(attempts)
+	b := runner.Backoff{Initial: ws.MinBackoff, Max: ws.MaxBackoff, Jitter: 0.5}
+	return b.Or(time.Second, time.Hour).Delay(attempts)
 }
 
 func (ws *WebhookSender) post(ctx context.Context, client *http.Client, d store.WebhookDelivery) error {
@@ -704,23 +697,12 @@ func (ws *WebhookSender) post(ctx context.Context, client *http.Client, d store.
 	}
 	ctx, cancel := context.WithTimeout(ctx, webhookTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.Webhook.URL, bytes.NewReader(body))
+	code, err := webhook.Post(ctx, client, d.Webhook.URL, body, map[string]string{"svix-id": id, "svix-timestamp": ts, "svix-signature": sig})
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "envelopd")
-	req.Header.Set("svix-id", id)
-	req.Header.Set("svix-timestamp", ts)
-	req.Header.Set("svix-signature", sig)
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	if code/100 != 2 {
+		return fmt.Errorf("HTTP %d", code)
 	}
 	return nil
 }

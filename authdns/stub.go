@@ -503,43 +503,21 @@ func parsedBody[T any, P interface {
 	return P(&r), err
 }
 
-func (c *Client) udp(ctx context.Context, msg []byte, id uint16) ([]byte, error) {
+// roundTrip dials the server over network, writes msg and returns what
+// read reads back. The connection's deadline is ctx's, or half the time
+// left with half (room for a second attempt); the end of ctx interrupts
+// it.
+func (c *Client) roundTrip(ctx context.Context, network string, half bool, msg []byte, read func(conn net.Conn) ([]byte, error)) ([]byte, error) {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "udp", c.server)
+	conn, err := d.DialContext(ctx, network, c.server)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
-		// Half the time left: room for the second attempt.
-		conn.SetDeadline(time.Now().Add(time.Until(dl) / 2))
-	}
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if _, err := conn.Write(msg); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, udpSize)
-	for {
-		n, err := conn.Read(buf)
-		if err != nil {
-			return nil, err
+		if half {
+			dl = time.Now().Add(time.Until(dl) / 2)
 		}
-		// A datagram with another id is not ours (RFC 5452 §9.1).
-		if n >= 2 && binary.BigEndian.Uint16(buf) == id {
-			return buf[:n], nil
-		}
-	}
-}
-
-func (c *Client) tcp(ctx context.Context, msg []byte, id uint16) ([]byte, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", c.server)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
@@ -547,16 +525,42 @@ func (c *Client) tcp(ctx context.Context, msg []byte, id uint16) ([]byte, error)
 	if _, err := conn.Write(msg); err != nil {
 		return nil, err
 	}
-	var l [2]byte
-	if _, err := io.ReadFull(conn, l[:]); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, binary.BigEndian.Uint16(l[:]))
-	if _, err := io.ReadFull(conn, buf); err != nil {
-		return nil, err
-	}
-	if len(buf) < 2 || binary.BigEndian.Uint16(buf) != id {
-		return nil, errors.New("answer with another id")
-	}
-	return buf, nil
+	return read(conn)
+}
+
+// udp asks over UDP, in half the time left: room for the second attempt
+// when the first gets no answer.
+func (c *Client) udp(ctx context.Context, msg []byte, id uint16) ([]byte, error) {
+	return c.roundTrip(ctx, "udp", true, msg, func(conn net.Conn) ([]byte, error) {
+		buf := make([]byte, udpSize)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return nil, err
+			}
+			// A datagram with another id is not ours (RFC 5452 §9.1).
+			if n >= 2 && binary.BigEndian.Uint16(buf) == id {
+				return buf[:n], nil
+			}
+		}
+	})
+}
+
+// tcp asks over TCP, the message and its answer each behind a two-byte
+// length (RFC 1035 §4.2.2).
+func (c *Client) tcp(ctx context.Context, msg []byte, id uint16) ([]byte, error) {
+	return c.roundTrip(ctx, "tcp", false, msg, func(conn net.Conn) ([]byte, error) {
+		var l [2]byte
+		if _, err := io.ReadFull(conn, l[:]); err != nil {
+			return nil, err
+		}
+		buf := make([]byte, binary.BigEndian.Uint16(l[:]))
+		if _, err := io.ReadFull(conn, buf); err != nil {
+			return nil, err
+		}
+		if len(buf) < 2 || binary.BigEndian.Uint16(buf) != id {
+			return nil, errors.New("answer with another id")
+		}
+		return buf, nil
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/envelopd/envelopd/internal/webhook"
 	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/runner"
 	"github.com/envelopd/envelopd/store"
@@ -188,14 +188,8 @@ func (h *Handoff) deliverOne(ctx context.Context, d store.Delivery) (runner.Outc
 // (default 1 s) doubled per attempt up to MaxBackoff (default 1 h), the
 // upper half drawn at random ([d/2, d)).
 func (h *Handoff) backoff(attempts int) time.Duration {
-	lo, hi := h.MinBackoff, h.MaxBackoff
-	if lo <= 0 {
-		lo = time.Second
-	}
-	if hi <= 0 {
-		hi = time.Hour
-	}
-	return runner.Backoff{Initial: lo, Max: hi, Jitter: 0.5}.Delay(attempts)
+	b := runner.Backoff{Initial: h.MinBackoff, Max: h.MaxBackoff, Jitter: 0.5}
+	return b.Or(time.Second, time.Hour).Delay(attempts)
 }
 
 func (h *Handoff) log() *slog.Logger {
@@ -282,25 +276,16 @@ func ExecEnv(environ, pass, set []string) ([]string, error) {
 func WebhookDeliver(client *http.Client, url, secret string) DeliverFunc {
 	return func(ctx context.Context, ev Event, payload []byte) error {
 		ts := strconv.FormatInt(time.Now().Unix(), 10)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("User-Agent", "envelopd")
-		req.Header.Set("Envelopd-Event-Id", ev.ID)
-		req.Header.Set("Envelopd-Timestamp", ts)
+		hdr := map[string]string{"Envelopd-Event-Id": ev.ID, "Envelopd-Timestamp": ts}
 		if secret != "" {
-			req.Header.Set("Envelopd-Signature", "t="+ts+",v1="+WebhookSignature(secret, ts, payload))
+			hdr["Envelopd-Signature"] = "t=" + ts + ",v1=" + WebhookSignature(secret, ts, payload)
 		}
-		resp, err := client.Do(req)
+		code, err := webhook.Post(ctx, client, url, payload, hdr)
 		if err != nil {
 			return err
 		}
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("webhook %s: HTTP %d", url, resp.StatusCode)
+		if code/100 != 2 {
+			return fmt.Errorf("webhook %s: HTTP %d", url, code)
 		}
 		return nil
 	}

@@ -1,13 +1,13 @@
 package mailin
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/envelopd/envelopd/internal/conflines"
 	"github.com/envelopd/envelopd/internal/oauth"
 	"github.com/envelopd/envelopd/internal/secretfile"
 )
@@ -41,12 +41,9 @@ type PollAccountConfig struct {
 func ParsePollConfig(r io.Reader) ([]PollAccountConfig, error) {
 	var out []PollAccountConfig
 	seen := map[string]int{}
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
+	sc := conflines.New(r)
+	for sc.Scan() {
+		n, line := sc.Line()
 		fields := strings.Fields(line)
 		a, err := ParseIMAPURL(fields[0])
 		if err != nil {

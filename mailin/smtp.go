@@ -18,6 +18,7 @@ import (
 
 	"github.com/envelopd/envelopd/authguard"
 	"github.com/envelopd/envelopd/connlimit"
+	"github.com/envelopd/envelopd/internal/defaults"
 	"github.com/envelopd/envelopd/senderauth"
 )
 
@@ -99,48 +100,20 @@ type PostmasterRouter interface {
 }
 
 func (c *SMTPConfig) defaults() {
-	if c.Addr == "" {
-		c.Addr = "127.0.0.1:2525"
-	}
-	if c.Hostname == "" {
-		c.Hostname = "localhost"
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = 25 << 20
-	}
-	if c.MaxRecipients == 0 {
-		c.MaxRecipients = 100
-	}
-	if c.MaxConnections == 0 {
-		c.MaxConnections = 100
-	}
-	if c.MaxLineLength == 0 {
-		c.MaxLineLength = 2000
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = 5 * time.Minute
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = time.Minute
-	}
-	if c.MaxInFlightBytes == 0 {
-		c.MaxInFlightBytes = max(DefaultMaxInFlightBytes, c.MaxMessageBytes)
-	}
-	if c.InFlightWait == 0 {
-		c.InFlightWait = DefaultInFlightWait
-	}
-	if c.MaxConnectionsPerIP == 0 {
-		c.MaxConnectionsPerIP = 20
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = time.Minute
-	}
-	if c.MaxIdleCommands == 0 {
-		c.MaxIdleCommands = 20
-	}
-	if c.Service == "" {
-		c.Service = "smtp"
-	}
+	defaults.Unset(&c.Addr, "127.0.0.1:2525")
+	defaults.Unset(&c.Hostname, "localhost")
+	defaults.Unset(&c.MaxMessageBytes, 25<<20)
+	defaults.Unset(&c.MaxRecipients, 100)
+	defaults.Unset(&c.MaxConnections, 100)
+	defaults.Unset(&c.MaxLineLength, 2000)
+	defaults.Unset(&c.ReadTimeout, 5*time.Minute)
+	defaults.Unset(&c.WriteTimeout, time.Minute)
+	defaults.Unset(&c.MaxInFlightBytes, max(DefaultMaxInFlightBytes, c.MaxMessageBytes))
+	defaults.Unset(&c.InFlightWait, DefaultInFlightWait)
+	defaults.Unset(&c.MaxConnectionsPerIP, 20)
+	defaults.Unset(&c.IdleTimeout, time.Minute)
+	defaults.Unset(&c.MaxIdleCommands, 20)
+	defaults.Unset(&c.Service, "smtp")
 }
 
 // ErrOpenRelay is returned when a configuration would make envelopd an open

@@ -1,7 +1,6 @@
 package mailout
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/internal/conflines"
 )
 
 // ErrDKIMConfig: a line of a DKIM signer config file is malformed, or the
@@ -62,14 +62,11 @@ type DKIMSignerConfig struct {
 func ParseDKIMConfig(name string, r io.Reader) ([]DKIMSignerConfig, error) {
 	var out []DKIMSignerConfig
 	seen := map[string]int{}
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
+	sc := conflines.New(r)
+	for sc.Scan() {
+		n, line := sc.Line()
 		bad := func(format string, args ...any) error {
 			return &DKIMConfigError{File: name, Line: n, Err: fmt.Errorf(format, args...)}
-		}
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
 		}
 		c := DKIMSignerConfig{Line: n}
 		for _, kv := range strings.Fields(line) {

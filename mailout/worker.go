@@ -75,8 +75,8 @@ func (w *Worker) logger() *slog.Logger {
 // Initial·2^(attempt−1) capped at Max, then scaled by a jitter factor in
 // [0.5, 1) so that retries of many messages spread out (runner.Backoff).
 func (w *Worker) Backoff(attempt int) time.Duration {
-	return runner.Backoff{Initial: orDefault(w.Initial, time.Minute), Max: orDefault(w.Max, time.Hour),
-		Jitter: 0.5, Rand: w.Jitter}.Delay(attempt)
+	b := runner.Backoff{Initial: w.Initial, Max: w.Max, Jitter: 0.5, Rand: w.Jitter}
+	return b.Or(time.Minute, time.Hour).Delay(attempt)
 }
 
 // loop is the runner over w's queue entries; q counts the recipients its

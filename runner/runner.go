@@ -300,6 +300,18 @@ type Backoff struct {
 	Rand func() float64
 }
 
+// Or is b with an unset (zero or negative) Initial or Max replaced by
+// initial or max: the policy of a worker whose settings may be left out.
+func (b Backoff) Or(initial, max time.Duration) Backoff {
+	if b.Initial <= 0 {
+		b.Initial = initial
+	}
+	if b.Max <= 0 {
+		b.Max = max
+	}
+	return b
+}
+
 // Delay is the wait after the n-th failed attempt (n < 1 counts as 1).
 func (b Backoff) Delay(n int) time.Duration {
 	d := b.Initial

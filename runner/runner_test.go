@@ -10,6 +10,25 @@ import (
 	"time"
 )
 
+func TestBackoffOr(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		b    Backoff
+		want Backoff
+	}{
+		{Backoff{}, Backoff{Initial: time.Second, Max: time.Hour}},
+		{Backoff{Initial: -1, Max: -1, Jitter: 0.5}, Backoff{Initial: time.Second, Max: time.Hour, Jitter: 0.5}},
+		{Backoff{Initial: time.Minute}, Backoff{Initial: time.Minute, Max: time.Hour}},
+		{Backoff{Max: time.Minute}, Backoff{Initial: time.Second, Max: time.Minute}},
+		{Backoff{Initial: 2 * time.Second, Max: 3 * time.Second}, Backoff{Initial: 2 * time.Second, Max: 3 * time.Second}},
+	} {
+		got := tc.b.Or(time.Second, time.Hour)
+		if got.Initial != tc.want.Initial || got.Max != tc.want.Max || got.Jitter != tc.want.Jitter {
+			t.Errorf("%+v.Or(1s, 1h) = %+v, want %+v", tc.b, got, tc.want)
+		}
+	}
+}
+
 func TestBackoffDelay(t *testing.T) {
 	t.Parallel()
 	b := Backoff{Initial: 30 * time.Second, Max: time.Hour}

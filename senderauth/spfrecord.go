@@ -123,73 +123,71 @@ func validateTerm(t string, seen map[string]bool) error {
 			name, arg = d[:i], d[i:]
 		}
 	}
-	switch strings.ToLower(name) {
+	if err := validateMechanism(name, arg, hasArg); err != nil {
+		return bad(err.Error())
+	}
+	return nil
+}
+
+// validateMechanism checks a mechanism (RFC 7208 §5) by its name: arg is
+// what follows ":" when hasArg, else what follows the name ("/24", "").
+func validateMechanism(name, arg string, hasArg bool) error {
+	switch lname := strings.ToLower(name); lname {
 	case "all":
 		if hasArg || arg != "" {
-			return bad("all takes no argument")
+			return errors.New("all takes no argument")
 		}
 	case "include", "exists":
 		if !hasArg {
-			return bad(name + " needs a domain")
+			return errors.New(name + " needs a domain")
 		}
-		if err := validateDomainSpec(arg); err != nil {
-			return bad(err.Error())
-		}
+		return validateDomainSpec(arg)
 	case "a", "mx":
 		spec, v4, v6 := dualCIDR(arg)
-		if v4 != "" {
-			if err := validateCIDR(v4, 32); err != nil {
-				return bad(err.Error())
+		for _, l := range []struct {
+			s   string
+			max int
+		}{{v4, 32}, {v6, 128}} {
+			if l.s == "" {
+				continue
+			}
+			if err := validateCIDR(l.s, l.max); err != nil {
+				return err
 			}
 		}
-		if v6 != "" {
-			if err := validateCIDR(v6, 128); err != nil {
-				return bad(err.Error())
-			}
-		}
-		if hasArg {
-			if err := validateDomainSpec(spec); err != nil {
-				return bad(err.Error())
-			}
-		} else if spec != "" {
-			return bad("unknown mechanism")
-		}
+		return optionalDomainSpec(hasArg, spec, "unknown mechanism")
 	case "ptr":
-		if hasArg {
-			if err := validateDomainSpec(arg); err != nil {
-				return bad(err.Error())
-			}
-		} else if arg != "" {
-			return bad("ptr takes no CIDR length")
-		}
-	case "ip4":
+		return optionalDomainSpec(hasArg, arg, "ptr takes no CIDR length")
+	case "ip4", "ip6":
 		if !hasArg {
-			return bad("ip4 needs an address")
+			return errors.New(lname + " needs an address")
 		}
 		addr, l, hasL := strings.Cut(arg, "/")
-		if !isIP4(addr) {
-			return bad("not an IPv4 network")
+		ok, max := isIP4(addr), 32
+		if lname == "ip6" {
+			ok, max = net.ParseIP(addr) != nil && strings.Contains(addr, ":"), 128
+		}
+		if !ok {
+			return fmt.Errorf("not an IPv%s network", lname[2:])
 		}
 		if hasL {
-			if err := validateCIDR(l, 32); err != nil {
-				return bad(err.Error())
-			}
-		}
-	case "ip6":
-		if !hasArg {
-			return bad("ip6 needs an address")
-		}
-		addr, l, hasL := strings.Cut(arg, "/")
-		if ip := net.ParseIP(addr); ip == nil || !strings.Contains(addr, ":") {
-			return bad("not an IPv6 network")
-		}
-		if hasL {
-			if err := validateCIDR(l, 128); err != nil {
-				return bad(err.Error())
-			}
+			return validateCIDR(l, max)
 		}
 	default:
-		return bad("unknown mechanism")
+		return errors.New("unknown mechanism")
+	}
+	return nil
+}
+
+// optionalDomainSpec checks the domain-spec of a mechanism that may go
+// without one ("a", "mx", "ptr"): with no ":" (hasArg false), anything
+// left after the name (rest) is the error notAlone.
+func optionalDomainSpec(hasArg bool, spec, notAlone string) error {
+	if hasArg {
+		return validateDomainSpec(spec)
+	}
+	if spec != "" {
+		return errors.New(notAlone)
 	}
 	return nil
 }

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -131,8 +129,7 @@ type abuseResult struct {
 }
 
 func runAPIAbuse(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("api-abuse", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "api-abuse")
 	requests := fs.Int("requests", 800, "list requests of the valid client per phase")
 	sends := fs.Int("sends", 400, "sends of the valid client per phase")
 	rate := fs.Float64("rate", 50, "valid client requests a second (within the per-key limit)")
@@ -154,12 +151,7 @@ func runAPIAbuse(ctx context.Context, e *env) int {
 	o := abuseOptions{dir: *dir, requests: *requests, sends: *sends, rate: *rate, strangers: *strangers, strangerRate: *strangerRate,
 		dead: *dead, tenantMail: *tenantMail, rounds: *rounds, apart: *apart, profile: *profile}
 	res, err := apiAbuse(ctx, e.stderr, o)
-	if err != nil {
-		fmt.Fprintln(e.stderr, "envelopd-load api-abuse:", err)
-		return 2
-	}
-	printJSON(e.stdout, res)
-	return 0
+	return finish(e, "api-abuse", res, err)
 }
 
 type abuseOptions struct {
@@ -221,24 +213,8 @@ func apiAbuse(ctx context.Context, log io.Writer, o abuseOptions) (*abuseResult,
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	do := func(method, path string, body []byte) (time.Duration, error) {
-		var rd io.Reader
-		if body != nil {
-			rd = bytes.NewReader(body)
-		}
-		req, _ := http.NewRequestWithContext(ctx, method, base+path, rd)
-		req.Header.Set("Authorization", "Bearer "+key)
-		t := time.Now()
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		d := time.Since(t)
-		if resp.StatusCode != 200 {
-			return 0, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		return d, nil
+		d, _, err := apiCall(ctx, client, key, method, base, path, body)
+		return d, err
 	}
 	sent := 0
 	// One phase's samples of the valid client in round r: n list

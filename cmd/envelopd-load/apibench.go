@@ -8,7 +8,6 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -70,8 +69,7 @@ type apiBenchResult struct {
 }
 
 func runAPIBench(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("api", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "api")
 	n := fs.Int("messages", 1000000, "messages in the store")
 	inboxes := fs.Int("inboxes", 10, "inboxes the messages are spread over")
 	threadLen := fs.Int("thread-len", 4, "messages per thread")
@@ -88,12 +86,49 @@ func runAPIBench(ctx context.Context, e *env) int {
 		return 2
 	}
 	res, err := apiBench(ctx, e.stderr, *db, *n, *inboxes, *threadLen, *requests, *clients, *sends, *keyType)
+	return finish(e, "api", res, err)
+}
+
+// finish ends the command cmd that measured res: res as indented
+// JSON on stdout (exit 0), or err on stderr (exit 2).
+func finish(e *env, cmd string, res any, err error) int {
 	if err != nil {
-		fmt.Fprintln(e.stderr, "envelopd-load api:", err)
+		fmt.Fprintf(e.stderr, "envelopd-load %s: %v\n", cmd, err)
 		return 2
 	}
 	printJSON(e.stdout, res)
 	return 0
+}
+
+// apiCall makes one request of the API at base with the key: method,
+// path and body (none when nil). It returns how long the exchange took
+// (the answer read whole) and the answer's body; a status other than 200
+// is an error quoting it.
+func apiCall(ctx context.Context, client *http.Client, key, method, base, path string, body []byte) (time.Duration, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	t := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(t)
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.StatusCode != 200 {
+		return 0, nil, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	return d, b, nil
 }
 
 func printJSON(w io.Writer, v any) {
@@ -244,26 +279,11 @@ func apiBench(ctx context.Context, log io.Writer, db string, n, inboxes, threadL
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients * 2}}
 	get := func(path string, out any) (time.Duration, error) {
-		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		t := time.Now()
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err
+		d, b, err := apiCall(ctx, client, key, "GET", srv.URL, path, nil)
+		if err != nil || out == nil {
+			return d, err
 		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		d := time.Since(t)
-		if err != nil {
-			return 0, err
-		}
-		if resp.StatusCode != 200 {
-			return 0, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
-		}
-		if out != nil {
-			return d, json.Unmarshal(b, out)
-		}
-		return d, nil
+		return d, json.Unmarshal(b, out)
 	}
 
 	inbox := "/v0/inboxes/" + benchInbox(inboxes/2)

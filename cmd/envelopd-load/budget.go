@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -93,8 +92,7 @@ type budgetFlags struct {
 }
 
 func runBudget(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("budget", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "budget")
 	var f budgetFlags
 	f.register(fs)
 	f.registerWork(fs, "also bound the smtp-source comparison (its mails, its client)")
@@ -137,12 +135,21 @@ func runBudget(ctx context.Context, e *env) int {
 	if base.Accepted != base.Messages {
 		return fail(fmt.Errorf("the no-op server accepted %d of %d mails: %s", base.Accepted, base.Messages, base.FirstError))
 	}
-	b, err := measureBudget(ctx, "envelopd-load", base, raws, v, f.sessions, filepath.Join(w.dir, "budget-1.db"))
-	if err != nil {
+	// measure adds the budget of one client (mode) whose no-op run was
+	// base, its stages measured on raws (into a store of its own:
+	// budget-1.db, budget-2.db), with the ratio it is held to.
+	measure := func(mode string, base *Result, raws [][]byte, target float64) error {
+		b, err := measureBudget(ctx, mode, base, raws, v, f.sessions, filepath.Join(w.dir, fmt.Sprintf("budget-%d.db", len(out)+1)))
+		if err != nil {
+			return err
+		}
+		b.Target = target
+		out = append(out, b)
+		return nil
+	}
+	if err := measure("envelopd-load", base, raws, 0.5); err != nil {
 		return fail(err)
 	}
-	b.Target = 0.5
-	out = append(out, b)
 
 	if f.smtpSource {
 		base, err := servers.baseline(ctx, "smtp-source", func(addr string) (*Result, error) {
@@ -159,12 +166,9 @@ func runBudget(ctx context.Context, e *env) int {
 		if err != nil {
 			return fail(err)
 		}
-		b, err := measureBudget(ctx, "smtp-source", base, raws, v, f.sessions, filepath.Join(w.dir, "budget-2.db"))
-		if err != nil {
+		if err := measure("smtp-source", base, raws, 0.7); err != nil {
 			return fail(err)
 		}
-		b.Target = 0.7
-		out = append(out, b)
 	}
 
 	if f.jsonOut {

@@ -120,8 +120,7 @@ func setupWorkspace(lf *loadFlags, wf *workFlags, tempPrefix string, stderr io.W
 }
 
 func runCompare(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "compare")
 	var f compareFlags
 	f.register(fs)
 	fs.StringVar(&f.envelopdBin, "envelopd-bin", "", "envelopd binary (default: next to this one, then $PATH)")

@@ -80,8 +80,7 @@ func (f *hostileFlags) register(fs *flag.FlagSet) {
 
 // runHostile is `envelopd-load hostile`.
 func runHostile(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("envelopd-load hostile", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "envelopd-load hostile")
 	var f hostileFlags
 	f.register(fs)
 	if err := fs.Parse(e.args); err != nil {

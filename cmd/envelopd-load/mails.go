@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/envelopd/envelopd/dkim"
+	"github.com/envelopd/envelopd/internal/defaults"
 )
 
 // Types are the nine Envelopay v0.2.0 message types ("Nine message
@@ -75,18 +76,10 @@ func Generate(opts GenOptions) (*Corpus, error) {
 	if opts.Messages < 0 {
 		return nil, errors.New("messages must be ≥ 0")
 	}
-	if opts.Size == 0 {
-		opts.Size = 2048
-	}
-	if opts.RSAShare == 0 {
-		opts.RSAShare = 0.25
-	}
-	if opts.AttachShare == 0 {
-		opts.AttachShare = 0.2
-	}
-	if opts.To == "" {
-		opts.To = "inbox@envelopd.test"
-	}
+	defaults.Unset(&opts.Size, 2048)
+	defaults.Unset(&opts.RSAShare, 0.25)
+	defaults.Unset(&opts.AttachShare, 0.2)
+	defaults.Unset(&opts.To, "inbox@envelopd.test")
 	if opts.RunID == "" {
 		var b [5]byte
 		rand.Read(b[:])

@@ -24,6 +24,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -61,6 +62,14 @@ func main() {
 	code := dispatch(ctx, &env{args: os.Args[1:], stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
 	stop()
 	os.Exit(code)
+}
+
+// newFlags is the flag set of the command name: it reports on e.stderr
+// and does not exit.
+func newFlags(e *env, name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return fs
 }
 
 func dispatch(ctx context.Context, e *env) int {

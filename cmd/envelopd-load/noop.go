@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -55,8 +54,7 @@ func (noopSession) Data(r io.Reader) error {
 }
 
 func runNoop(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("noop", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "noop")
 	addr := fs.String("addr", "127.0.0.1:2526", "listen address")
 	if err := fs.Parse(e.args); err != nil {
 		return 2

@@ -58,8 +58,7 @@ func writeTXT(path string, c *Corpus) error {
 }
 
 func runLoad(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "run")
 	var f loadFlags
 	f.register(fs)
 	addr := fs.String("addr", "127.0.0.1:2525", "SMTP server address")

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -157,8 +156,7 @@ func (p *strangerProcess) close() error {
 // runAPIAbuseStrangers is the strangers process of api-abuse
 // --strangers-process.
 func runAPIAbuseStrangers(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("api-abuse-strangers", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags(e, "api-abuse-strangers")
 	target := fs.String("target", "", "base URL of the API")
 	n := fs.Int("strangers", 100, "unauthenticated clients")
 	rate := fs.Float64("stranger-rate", 50, "requests a second of each")

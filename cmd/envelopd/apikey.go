@@ -22,22 +22,14 @@ import (
 //
 // create prints the new key once on stdout (only its SHA-256 is stored);
 // --inbox scopes it to those inboxes (repeatable; none: every inbox).
-func runAPIKey(ctx context.Context, e *env) int {
-	const usage = "usage: envelopd apikey create [--inbox ADDR]... [--name N] [--json] | apikey list [--json] | apikey revoke ID"
-	verb, fs, db, ok := verbFlags(e, "apikey", usage)
+func runAPIKey(ctx context.Context, e *env, verb string, c *storeCmd) int {
+	asJSON := c.jsonFlag("print JSON")
+	name := c.fs.String("name", "", "a name for the key (create)")
+	var inboxes multiFlag
+	c.fs.Var(&inboxes, "inbox", "scope the key to this inbox address (create; repeatable)")
+	args, ok := c.parseVerb(verb, map[string]int{"create": 0, "list": 0, "revoke": 1})
 	if !ok {
 		return 2
-	}
-	asJSON := fs.Bool("json", false, "print JSON")
-	name := fs.String("name", "", "a name for the key (create)")
-	var inboxes multiFlag
-	fs.Var(&inboxes, "inbox", "scope the key to this inbox address (create; repeatable)")
-	args, err := parseArgs(fs, e.args[1:])
-	if err != nil {
-		return 2
-	}
-	if want := map[string]int{"create": 0, "list": 0, "revoke": 1}; len(args) != want[verb] {
-		return usageError(e, usage)
 	}
 	switch verb {
 	case "create":
@@ -54,64 +46,54 @@ func runAPIKey(ctx context.Context, e *env) int {
 		if err != nil {
 			return failed(e, "apikey", err)
 		}
-		st, ok := openStore(ctx, e, *db)
-		if !ok {
-			return 2
-		}
-		defer st.Close()
-		if err := st.CreateAPIKey(ctx, k); err != nil {
-			return failed(e, "apikey", err)
-		}
-		if *asJSON {
-			b, _ := json.Marshal(struct {
-				Key string `json:"key"`
-				store.APIKey
-			}{key, k})
-			fmt.Fprintf(e.stdout, "%s\n", b)
-		} else {
-			fmt.Fprintln(e.stdout, key)
-			fmt.Fprintf(e.stderr, "envelopd apikey: key %s created; it is shown only now\n", k.ID)
-		}
-		return 0
-	case "list":
-		st, ok := openExistingStore(ctx, e, "apikey list", *db)
-		if !ok {
-			return 2
-		}
-		defer st.Close()
-		keys, err := st.APIKeys(ctx)
-		if err != nil {
-			return failed(e, "apikey", err)
-		}
-		return writeList(e, "apikey list", *asJSON, keys, "ID\tNAME\tINBOXES\tCREATED\tREVOKED", func(w io.Writer, k store.APIKey) {
-			scope := "*"
-			if len(k.Inboxes) > 0 {
-				scope = strings.Join(k.Inboxes, ",")
+		return c.withNewStore(ctx, func(st store.DB) int {
+			if err := st.CreateAPIKey(ctx, k); err != nil {
+				return failed(e, "apikey", err)
 			}
-			rev := "-"
-			if k.RevokedAt != nil {
-				rev = k.RevokedAt.Format(time.RFC3339)
+			if *asJSON {
+				b, _ := json.Marshal(struct {
+					Key string `json:"key"`
+					store.APIKey
+				}{key, k})
+				fmt.Fprintf(e.stdout, "%s\n", b)
+			} else {
+				fmt.Fprintln(e.stdout, key)
+				fmt.Fprintf(e.stderr, "envelopd apikey: key %s created; it is shown only now\n", k.ID)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, termSafe(k.Name), termSafe(scope), k.CreatedAt.Format(time.RFC3339), rev)
+			return 0
 		})
-	case "revoke":
-		st, ok := openExistingStore(ctx, e, "apikey revoke", *db)
-		if !ok {
-			return 2
-		}
-		defer st.Close()
+	case "list":
+		return c.withStore(ctx, func(st store.DB) int {
+			keys, err := st.APIKeys(ctx)
+			if err != nil {
+				return failed(e, "apikey", err)
+			}
+			return writeList(e, "apikey list", *asJSON, keys, "ID\tNAME\tINBOXES\tCREATED\tREVOKED", func(w io.Writer, k store.APIKey) {
+				scope := "*"
+				if len(k.Inboxes) > 0 {
+					scope = strings.Join(k.Inboxes, ",")
+				}
+				rev := "-"
+				if k.RevokedAt != nil {
+					rev = k.RevokedAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, termSafe(k.Name), termSafe(scope), k.CreatedAt.Format(time.RFC3339), rev)
+			})
+		})
+	default: // revoke
 		id := strings.TrimPrefix(args[0], "ek_")
 		if i := strings.IndexByte(id, '_'); i >= 0 {
 			id = id[:i] // a whole key names its id
 		}
-		if err := st.RevokeAPIKey(ctx, id); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				fmt.Fprintf(e.stderr, "envelopd apikey: no key %s\n", id)
-				return 1
+		return c.withStore(ctx, func(st store.DB) int {
+			if err := st.RevokeAPIKey(ctx, id); err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					fmt.Fprintf(e.stderr, "envelopd apikey: no key %s\n", id)
+					return 1
+				}
+				return failed(e, "apikey", err)
 			}
-			return failed(e, "apikey", err)
-		}
-		return 0
+			return 0
+		})
 	}
-	return usageError(e, usage)
 }

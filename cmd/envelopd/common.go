@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/envelopd/envelopd/internal/conflines"
 	"github.com/envelopd/envelopd/internal/secretfile"
 	"github.com/envelopd/envelopd/store"
 )
@@ -88,12 +88,9 @@ func readUsers(path string) (map[string]string, error) {
 		return nil, err
 	}
 	users := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
+	sc := conflines.New(bytes.NewReader(b))
+	for sc.Scan() {
+		n, line := sc.Line()
 		u, p, ok := strings.Cut(line, ":")
 		if !ok || u == "" {
 			return nil, fmt.Errorf("%s:%d: want user:password", path, n)
@@ -170,17 +167,107 @@ const dbUsage = "SQLite database file, or a postgres:// URL (several nodes on on
 // dbFlag registers --db, the store a command opens, on fs.
 func dbFlag(fs *flag.FlagSet) *string { return fs.String("db", defaultDB, dbUsage) }
 
-// verbFlags starts a command whose first argument is its verb (`apikey
+// storeCmd is what every command over the store starts from: its flag set
+// with --db, the arguments it parses and the name its messages carry
+// ("inbox", "apikey list").
+type storeCmd struct {
+	e    *env
+	name string
+	args []string // after the command's name (and its verb)
+	fs   *flag.FlagSet
+	db   *string
+	// usage is a verb command's synopsis of all its verbs (verbCmd).
+	usage string
+}
+
+// newStoreCmd starts the command name over the store: its flag set, with
+// --db registered.
+func newStoreCmd(e *env, name string) *storeCmd {
+	fs := newFlags(e, name)
+	return &storeCmd{e: e, name: name, args: e.args, fs: fs, db: dbFlag(fs)}
+}
+
+// verbCommand is the run of the command cmd made of verbs (verbCmd):
+// with no verb it prints usage, the synopsis of every verb (exit status
+// 2), otherwise run runs the verb with its storeCmd.
+func verbCommand(cmd, usage string, run func(ctx context.Context, e *env, verb string, c *storeCmd) int) func(context.Context, *env) int {
+	return func(ctx context.Context, e *env) int {
+		verb, c, ok := verbCmd(e, cmd, usage)
+		if !ok {
+			return 2
+		}
+		return run(ctx, e, verb, c)
+	}
+}
+
+// verbCmd starts a command whose first argument is its verb (`apikey
 // create`, `mailbox list`): with no verb it prints usage and ok is false;
-// otherwise fs is the verb's flag set, with --db registered.
-func verbFlags(e *env, cmd, usage string) (verb string, fs *flag.FlagSet, db *string, ok bool) {
+// otherwise c is the verb's, named "CMD VERB", parsing what follows the
+// verb.
+func verbCmd(e *env, cmd, usage string) (verb string, c *storeCmd, ok bool) {
 	if len(e.args) == 0 {
 		fmt.Fprintln(e.stderr, usage)
-		return "", nil, nil, false
+		return "", nil, false
 	}
 	verb = e.args[0]
-	fs = newFlags(e, cmd+" "+verb)
-	return verb, fs, dbFlag(fs), true
+	c = newStoreCmd(e, cmd+" "+verb)
+	c.args, c.usage = e.args[1:], usage
+	return verb, c, true
+}
+
+// jsonFlag registers --json (usage: what it prints).
+func (c *storeCmd) jsonFlag(usage string) *bool { return c.fs.Bool("json", false, usage) }
+
+// parse parses the command's flags, before or after its positional
+// arguments (parseArgs), and returns the positional ones; ok is false
+// when a flag is wrong (the flag package said why on stderr).
+func (c *storeCmd) parse() (pos []string, ok bool) {
+	pos, err := parseArgs(c.fs, c.args)
+	return pos, err == nil
+}
+
+// parseVerb is parse for a verb command whose verbs each take a fixed
+// number of positional arguments (arity): an unknown verb or another
+// count is a usage error, its usage printed on stderr (ok false).
+func (c *storeCmd) parseVerb(verb string, arity map[string]int) (args []string, ok bool) {
+	if args, ok = c.parse(); !ok {
+		return nil, false
+	}
+	if n, known := arity[verb]; !known || len(args) != n {
+		usageError(c.e, c.usage)
+		return nil, false
+	}
+	return args, true
+}
+
+// parseNone is parse for a command that takes flags only: a positional
+// argument is a usage error too (noArgs).
+func (c *storeCmd) parseNone() bool {
+	pos, ok := c.parse()
+	return ok && noArgs(c.e, c.name, pos)
+}
+
+// withStore runs fn with the store --db names, which must exist
+// (openExistingStore), and closes it after. The exit status is fn's, or 2
+// when the store does not open.
+func (c *storeCmd) withStore(ctx context.Context, fn func(st store.DB) int) int {
+	st, ok := openExistingStore(ctx, c.e, c.name, *c.db)
+	return closeAfter(st, ok, fn)
+}
+
+// withNewStore is withStore for a command that writes: a missing SQLite
+// file is created (openStore).
+func (c *storeCmd) withNewStore(ctx context.Context, fn func(st store.DB) int) int {
+	st, ok := openStore(ctx, c.e, *c.db)
+	return closeAfter(st, ok, fn)
+}
+
+func closeAfter(st store.DB, ok bool, fn func(st store.DB) int) int {
+	if !ok {
+		return 2
+	}
+	defer st.Close()
+	return fn(st)
 }
 
 // failed reports err as `envelopd CMD: err` on stderr and returns exit

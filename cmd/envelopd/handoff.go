@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -25,46 +24,35 @@ const handoffUsage = "usage: envelopd handoff [list] [--json] [--state pending|f
 // pending ones whose last attempt failed. Exit status: 0; 1 when retry or
 // drop names an unknown or already delivered hand-off; 2 usage or I/O.
 func runHandoff(ctx context.Context, e *env) int {
-	fs := newFlags(e, "handoff")
-	db := dbFlag(fs)
-	asJSON := fs.Bool("json", false, "print one JSON object per hand-off")
+	c := newStoreCmd(e, "handoff")
+	asJSON := c.jsonFlag("print one JSON object per hand-off")
 	var f store.HandoffFilter
-	fs.StringVar(&f.State, "state", "", "only hand-offs in this state: pending, failed (pending after a failed attempt), done, dropped, all (default: all but done)")
-	fs.StringVar(&f.Target, "target", "", "only this target: exec, webhook")
-	fs.IntVar(&f.Limit, "limit", 0, "at most this many (0: all)")
-	pos, err := parseArgs(fs, e.args)
-	if err != nil || !checkListFlags(e, "handoff", &f.State, store.HandoffStates, true, f.Limit) {
+	c.fs.StringVar(&f.State, "state", "", "only hand-offs in this state: pending, failed (pending after a failed attempt), done, dropped, all (default: all but done)")
+	c.fs.StringVar(&f.Target, "target", "", "only this target: exec, webhook")
+	c.fs.IntVar(&f.Limit, "limit", 0, "at most this many (0: all)")
+	pos, ok := c.parse()
+	if !ok || !checkListFlags(e, "handoff", &f.State, store.HandoffStates, true, f.Limit) {
 		return 2
 	}
 	verb, id, ok := subcommand(e, "handoff", handoffUsage, "envelopd handoff list", pos, []string{"list"}, []string{"retry", "drop"})
 	if !ok {
 		return 2
 	}
-	st, ok := openStore(ctx, e, *db)
-	if !ok {
-		return 2
-	}
-	defer st.Close()
-	if verb != "list" {
-		op, done := st.HandoffRetry, "due now"
-		if verb == "drop" {
-			op, done = st.HandoffDrop, "dropped"
+	return c.withNewStore(ctx, func(st store.DB) int {
+		if verb != "list" {
+			return retryOrDrop(ctx, e, "handoff", verb, id, st.HandoffRetry, st.HandoffDrop, store.ErrNotFound, store.ErrHandoffDone)
 		}
-		if err := op(ctx, id); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd handoff %s %d: %v\n", verb, id, err)
-			if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrHandoffDone) {
-				return 1
-			}
-			return 2
-		}
-		fmt.Fprintf(e.stdout, "handoff %d: %s\n", id, done)
-		return 0
-	}
+		return listHandoffs(ctx, e, st, f, *asJSON)
+	})
+}
+
+// listHandoffs is `envelopd handoff [list]` over the open store.
+func listHandoffs(ctx context.Context, e *env, st store.DB, f store.HandoffFilter, asJSON bool) int {
 	hs, err := st.Handoffs(ctx, f)
 	if err != nil {
 		return failed(e, "handoff", err)
 	}
-	return writeList(e, "handoff", *asJSON, hs, "ID\tTARGET\tSTATE\tATTEMPTS\tNEXT\tMESSAGE\tTYPE\tFROM\tLAST ERROR", func(w io.Writer, h store.Handoff) {
+	return writeList(e, "handoff", asJSON, hs, "ID\tTARGET\tSTATE\tATTEMPTS\tNEXT\tMESSAGE\tTYPE\tFROM\tLAST ERROR", func(w io.Writer, h store.Handoff) {
 		next, state := "-", h.State
 		if h.NextAttempt != nil {
 			next = h.NextAttempt.Local().Format(time.DateTime)

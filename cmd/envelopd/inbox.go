@@ -14,32 +14,26 @@ import (
 // runInbox lists stored messages: a table for people, or with --json one
 // View object per line (JSONL) for programs.
 func runInbox(ctx context.Context, e *env) int {
-	fs := newFlags(e, "inbox")
-	db := dbFlag(fs)
-	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
+	c := newStoreCmd(e, "inbox")
+	asJSON := c.jsonFlag("print JSON lines instead of a table")
 	var ff filterFlags
-	ff.register(fs)
-	fs.StringVar(&ff.f.ThreadID, "thread", "", "only this thread id")
-	fs.IntVar(&ff.f.Limit, "limit", 0, "at most this many (0: all)")
-	pos, err := parseArgs(fs, e.args)
-	if err != nil || !noArgs(e, "inbox", pos) || !ff.check(e, "inbox") || !checkListFlags(e, "inbox", nil, nil, false, ff.f.Limit) {
+	ff.register(c.fs)
+	c.fs.StringVar(&ff.f.ThreadID, "thread", "", "only this thread id")
+	c.fs.IntVar(&ff.f.Limit, "limit", 0, "at most this many (0: all)")
+	if !c.parseNone() || !ff.check(e, "inbox") || !checkListFlags(e, "inbox", nil, nil, false, ff.f.Limit) {
 		return 2
 	}
-	f := ff.f
-	st, ok := openExistingStore(ctx, e, "inbox", *db)
-	if !ok {
-		return 2
-	}
-	defer st.Close()
-	msgs, err := st.Messages(ctx, f)
-	if err != nil {
-		return failed(e, "inbox", err)
-	}
-	if *asJSON {
-		return printJSONL(e, msgs)
-	}
-	printTable(e.stdout, msgs)
-	return 0
+	return c.withStore(ctx, func(st store.DB) int {
+		msgs, err := st.Messages(ctx, ff.f)
+		if err != nil {
+			return failed(e, "inbox", err)
+		}
+		if *asJSON {
+			return printJSONL(e, msgs)
+		}
+		printTable(e.stdout, msgs)
+		return 0
+	})
 }
 
 func printJSONL(e *env, msgs []store.Message) int {

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/envelopd/envelopd/protocols/aicp"
+	"github.com/envelopd/envelopd/store"
 )
 
 // parseAICPKey accepts every key form AICP peers publish (raw 32 bytes or
@@ -18,14 +19,10 @@ func parseAICPKey(s string) ([]byte, error) { return aicp.ParseKey(s) }
 //
 //	envelopd keys add aicp HANDLE KEY [--db FILE]
 //	envelopd keys list [aicp] [--json] [--db FILE]
-func runKeys(ctx context.Context, e *env) int {
-	verb, fs, db, ok := verbFlags(e, "keys", "usage: envelopd keys add PROTOCOL HANDLE KEY | envelopd keys list [PROTOCOL] [--json]")
+func runKeys(ctx context.Context, e *env, verb string, c *storeCmd) int {
+	asJSON := c.jsonFlag("print JSON")
+	args, ok := c.parse()
 	if !ok {
-		return 2
-	}
-	asJSON := fs.Bool("json", false, "print JSON")
-	args, err := parseArgs(fs, e.args[1:])
-	if err != nil {
 		return 2
 	}
 	switch verb {
@@ -43,15 +40,12 @@ func runKeys(ctx context.Context, e *env) int {
 			fmt.Fprintf(e.stderr, "envelopd keys: %v\n", err)
 			return 1
 		}
-		st, ok := openStore(ctx, e, *db)
-		if !ok {
-			return 2
-		}
-		defer st.Close()
-		if err := st.PutKey(ctx, proto, handle, base64.StdEncoding.EncodeToString(raw)); err != nil {
-			return failed(e, "keys", err)
-		}
-		return 0
+		return c.withNewStore(ctx, func(st store.DB) int {
+			if err := st.PutKey(ctx, proto, handle, base64.StdEncoding.EncodeToString(raw)); err != nil {
+				return failed(e, "keys", err)
+			}
+			return 0
+		})
 	case "list":
 		proto := "aicp"
 		if len(args) == 1 {
@@ -59,30 +53,30 @@ func runKeys(ctx context.Context, e *env) int {
 		} else if len(args) > 1 {
 			return 2
 		}
-		st, ok := openExistingStore(ctx, e, "keys list", *db)
-		if !ok {
-			return 2
-		}
-		defer st.Close()
-		keys, err := st.Keys(ctx, proto)
-		if err != nil {
-			return failed(e, "keys", err)
-		}
-		handles := make([]string, 0, len(keys))
-		for h := range keys {
-			handles = append(handles, h)
-		}
-		sort.Strings(handles)
-		for _, h := range handles {
-			if *asJSON {
-				b, _ := json.Marshal(map[string]string{"protocol": proto, "handle": h, "key": keys[h]})
-				fmt.Fprintf(e.stdout, "%s\n", b)
-			} else {
-				fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", proto, h, keys[h])
-			}
-		}
-		return 0
+		return c.withStore(ctx, func(st store.DB) int { return listKeys(ctx, e, st, proto, *asJSON) })
 	}
 	fmt.Fprintf(e.stderr, "envelopd keys: unknown verb %q\n", verb)
 	return 2
+}
+
+// listKeys is `envelopd keys list [PROTOCOL] [--json]` over the open store.
+func listKeys(ctx context.Context, e *env, st store.DB, proto string, asJSON bool) int {
+	keys, err := st.Keys(ctx, proto)
+	if err != nil {
+		return failed(e, "keys", err)
+	}
+	handles := make([]string, 0, len(keys))
+	for h := range keys {
+		handles = append(handles, h)
+	}
+	sort.Strings(handles)
+	for _, h := range handles {
+		if asJSON {
+			b, _ := json.Marshal(map[string]string{"protocol": proto, "handle": h, "key": keys[h]})
+			fmt.Fprintf(e.stdout, "%s\n", b)
+		} else {
+			fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", proto, h, keys[h])
+		}
+	}
+	return 0
 }

@@ -38,6 +38,15 @@ type command struct {
 	run     func(ctx context.Context, e *env) int
 }
 
+// The synopses of the commands made of verbs (verbCommand), printed when
+// the verb is missing or its arguments are wrong.
+const (
+	keysUsage    = "usage: envelopd keys add PROTOCOL HANDLE KEY | envelopd keys list [PROTOCOL] [--json]"
+	mailboxUsage = "usage: envelopd mailbox add ADDR --password-file F | envelopd mailbox list [--json]"
+	apikeyUsage  = "usage: envelopd apikey create [--inbox ADDR]... [--name N] [--json] | apikey list [--json] | apikey revoke ID"
+	webhookUsage = "usage: envelopd webhook list [--json] | webhook disable ID | webhook delete ID"
+)
+
 func commands() map[string]command {
 	return map[string]command{
 		"parse":    {"parse one raw message and print the Envelopay result as JSON", runParse},
@@ -53,12 +62,12 @@ func commands() map[string]command {
 		"queue":    {"list, retry or drop outbound queue entries", runQueue},
 		"handoff":  {"list, retry or drop --exec/--webhook hand-offs", runHandoff},
 		"payments": {"list received payments and their verification (--state S), check ID, collisions", runPayments},
-		"keys":     {"manage tunnelled-protocol public keys (keys add, keys list)", runKeys},
-		"mailbox":  {"relay-mode mailboxes (mailbox add ADDR --password-file F, mailbox list)", runMailbox},
+		"keys":     {"manage tunnelled-protocol public keys (keys add, keys list)", verbCommand("keys", keysUsage, runKeys)},
+		"mailbox":  {"relay-mode mailboxes (mailbox add ADDR --password-file F, mailbox list)", verbCommand("mailbox", mailboxUsage, runMailbox)},
 		"aicp":     {"AICP helpers (aicp sign)", runAICP},
 		"domain":   {"managed domains: the DNS records envelopd needs, checked (domain add DOMAIN, list, check, zone, delete)", runDomain},
-		"apikey":   {"HTTP API keys (apikey create [--inbox ADDR]..., apikey list, apikey revoke ID)", runAPIKey},
-		"webhook":  {"HTTP API webhooks (webhook list [--json], webhook disable ID, webhook delete ID)", runWebhook},
+		"apikey":   {"HTTP API keys (apikey create [--inbox ADDR]..., apikey list, apikey revoke ID)", verbCommand("apikey", apikeyUsage, runAPIKey)},
+		"webhook":  {"HTTP API webhooks (webhook list [--json], webhook disable ID, webhook delete ID)", verbCommand("webhook", webhookUsage, runWebhook)},
 		"vacant":   {"Vacant helpers (vacant sign)", runVacant},
 		"mcp":      {"MCP server over stdio for model-driven agents (tools over the API's service)", runMCP},
 		"version":  {"print the version, VCS revision and Go version (--json)", runVersion},

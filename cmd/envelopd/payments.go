@@ -26,49 +26,45 @@ const paymentsUsage = "usage: envelopd payments [list] [--json] [--state S] [--l
 // Exit status: 0; 1 when check names an unknown or duplicate payment; 2
 // usage or I/O.
 func runPayments(ctx context.Context, e *env) int {
-	fs := newFlags(e, "payments")
-	db := dbFlag(fs)
-	asJSON := fs.Bool("json", false, "print one JSON object per payment")
+	c := newStoreCmd(e, "payments")
+	asJSON := c.jsonFlag("print one JSON object per payment")
 	var f store.PaymentFilter
-	fs.StringVar(&f.State, "state", "", "only payments in this state: "+strings.Join(store.PaymentStates, ", "))
-	fs.IntVar(&f.Limit, "limit", 0, "at most this many (0: all)")
-	rails := rail.RegisterFlags(fs)
-	pos, err := parseArgs(fs, e.args)
-	if err != nil || !checkListFlags(e, "payments", &f.State, store.PaymentStates, false, f.Limit) {
+	c.fs.StringVar(&f.State, "state", "", "only payments in this state: "+strings.Join(store.PaymentStates, ", "))
+	c.fs.IntVar(&f.Limit, "limit", 0, "at most this many (0: all)")
+	rails := rail.RegisterFlags(c.fs)
+	pos, ok := c.parse()
+	if !ok || !checkListFlags(e, "payments", &f.State, store.PaymentStates, false, f.Limit) {
 		return 2
 	}
 	verb, id, ok := subcommand(e, "payments", paymentsUsage, "envelopd payments", pos, []string{"list", "collisions"}, []string{"check"})
 	if !ok {
 		return 2
 	}
-	st, ok := openStore(ctx, e, *db)
-	if !ok {
-		return 2
-	}
-	defer st.Close()
-	switch verb {
-	case "check":
-		return checkPayment(ctx, e, st, rails, id, *asJSON)
-	case "collisions":
-		cs, err := st.ProofCollisions(ctx)
+	return c.withNewStore(ctx, func(st store.DB) int {
+		switch verb {
+		case "check":
+			return checkPayment(ctx, e, st, rails, id, *asJSON)
+		case "collisions":
+			cs, err := st.ProofCollisions(ctx)
+			if err != nil {
+				return failed(e, "payments", err)
+			}
+			return writeList(e, "payments", *asJSON, cs, "MESSAGE\tSAME TRANSACTION AS\tFOUND", func(w io.Writer, c store.ProofCollision) {
+				fmt.Fprintf(w, "%d\t%d\t%s\n", c.MessageID, c.KeptID, c.FoundAt.Local().Format(time.DateTime))
+			})
+		}
+		ps, err := st.ListPayments(ctx, f)
 		if err != nil {
 			return failed(e, "payments", err)
 		}
-		return writeList(e, "payments", *asJSON, cs, "MESSAGE\tSAME TRANSACTION AS\tFOUND", func(w io.Writer, c store.ProofCollision) {
-			fmt.Fprintf(w, "%d\t%d\t%s\n", c.MessageID, c.KeptID, c.FoundAt.Local().Format(time.DateTime))
+		return writeList(e, "payments", *asJSON, ps, "ID\tSTATE\tCHAIN\tTX\tAMOUNT\tTOKEN\tFROM\tAUTH\tREASON", func(w io.Writer, p store.Payment) {
+			auth := "no"
+			if p.Authenticated {
+				auth = "yes"
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State, termSafe(p.Chain), termSafe(p.Tx),
+				termSafe(p.Amount), termSafe(p.Token), termSafe(p.Sender), auth, termSafe(p.Reason))
 		})
-	}
-	ps, err := st.ListPayments(ctx, f)
-	if err != nil {
-		return failed(e, "payments", err)
-	}
-	return writeList(e, "payments", *asJSON, ps, "ID\tSTATE\tCHAIN\tTX\tAMOUNT\tTOKEN\tFROM\tAUTH\tREASON", func(w io.Writer, p store.Payment) {
-		auth := "no"
-		if p.Authenticated {
-			auth = "yes"
-		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State, termSafe(p.Chain), termSafe(p.Tx),
-			termSafe(p.Amount), termSafe(p.Token), termSafe(p.Sender), auth, termSafe(p.Reason))
 	})
 }
 

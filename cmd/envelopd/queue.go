@@ -17,12 +17,11 @@ import (
 // with each recipient's state and last error; `queue retry ID` makes an
 // entry's unsent recipients due now; `queue drop ID` gives them up.
 func runQueue(ctx context.Context, e *env) int {
-	fs := newFlags(e, "queue")
-	db := dbFlag(fs)
-	asJSON := fs.Bool("json", false, "print one JSON object per queue entry")
-	state := fs.String("state", "", "only entries with a recipient in this state (pending, sent, failed, dropped)")
-	pos, err := parseArgs(fs, e.args)
-	if err != nil {
+	c := newStoreCmd(e, "queue")
+	asJSON := c.jsonFlag("print one JSON object per queue entry")
+	state := c.fs.String("state", "", "only entries with a recipient in this state (pending, sent, failed, dropped)")
+	pos, ok := c.parse()
+	if !ok {
 		return 2
 	}
 	var okState bool
@@ -39,32 +38,23 @@ func runQueue(ctx context.Context, e *env) int {
 			fmt.Fprintf(e.stderr, "usage: envelopd queue %s ID\n", pos[0])
 			return 2
 		}
+		var err error
 		if id, err = strconv.ParseInt(pos[1], 10, 64); err != nil {
 			fmt.Fprintf(e.stderr, "envelopd queue: bad id %q\n", pos[1])
 			return 2
 		}
 	}
-	st, ok := openExistingStore(ctx, e, "queue", *db)
-	if !ok {
-		return 2
-	}
-	defer st.Close()
-	if len(pos) > 0 {
-		op := st.QueueRetry
-		if pos[0] == "drop" {
-			op = st.QueueDrop
+	return c.withStore(ctx, func(st store.DB) int {
+		if len(pos) > 0 {
+			return retryOrDrop(ctx, e, "queue", pos[0], id, st.QueueRetry, st.QueueDrop, store.ErrNotFound)
 		}
-		if err := op(ctx, id); err != nil {
-			fmt.Fprintf(e.stderr, "envelopd queue %s %d: %v\n", pos[0], id, err)
-			if errors.Is(err, store.ErrNotFound) {
-				return 1
-			}
-			return 2
-		}
-		fmt.Fprintf(e.stdout, "queue %d: %s\n", id, map[string]string{"retry": "due now", "drop": "dropped"}[pos[0]])
-		return 0
-	}
-	entries, err := st.Queue(ctx, *state)
+		return listQueue(ctx, e, st, *state, *asJSON)
+	})
+}
+
+// listQueue is `envelopd queue [--state S] [--json]` over the open store.
+func listQueue(ctx context.Context, e *env, st store.DB, state string, asJSON bool) int {
+	entries, err := st.Queue(ctx, state)
 	if err != nil {
 		return failed(e, "queue", err)
 	}
@@ -79,7 +69,7 @@ func runQueue(ctx context.Context, e *env) int {
 			return r.State == store.QueuePending
 		})
 	}
-	if *asJSON {
+	if asJSON {
 		for _, q := range entries {
 			b, _ := json.Marshal(struct {
 				store.QueueEntry
@@ -114,5 +104,25 @@ func runQueue(ctx context.Context, e *env) int {
 		fmt.Fprintf(e.stderr, "envelopd queue: %d pending entr%s wait for a smarthost: the last serve/poll ran without --smtp-url\n",
 			nStuck, map[bool]string{true: "y", false: "ies"}[nStuck == 1])
 	}
+	return 0
+}
+
+// retryOrDrop is `CMD retry ID` (retry) or `CMD drop ID` (drop), by verb,
+// for the queue and the hand-offs: "CMD ID: due now" or "CMD ID: dropped"
+// on stdout, exit 0. An error goes to stderr: exit 1 when it is one of
+// final (no such row, or one past retrying), 2 otherwise.
+func retryOrDrop(ctx context.Context, e *env, cmd, verb string, id int64, retry, drop func(context.Context, int64) error, final ...error) int {
+	op, done := retry, "due now"
+	if verb == "drop" {
+		op, done = drop, "dropped"
+	}
+	if err := op(ctx, id); err != nil {
+		fmt.Fprintf(e.stderr, "envelopd %s %s %d: %v\n", cmd, verb, id, err)
+		if slices.ContainsFunc(final, func(f error) bool { return errors.Is(err, f) }) {
+			return 1
+		}
+		return 2
+	}
+	fmt.Fprintf(e.stdout, "%s %d: %s\n", cmd, id, done)
 	return 0
 }

@@ -20,28 +20,24 @@ import (
 // Envelopay id. It is then queued and delivered as by send; with --print
 // it is only printed.
 func runReply(ctx context.Context, e *env) int {
-	fs := newFlags(e, "reply")
-	var f draftFlags
-	var s sendFlags
-	f.register(fs, true)
-	s.register(fs)
-	printOnly := fs.Bool("print", false, "print the reply instead of queueing it")
-	pos, err := parseArgs(fs, e.args)
-	if err != nil {
+	c, f, s := newSendCmd(e, "reply", true)
+	printOnly := c.fs.Bool("print", false, "print the reply instead of queueing it")
+	pos, ok := c.parse()
+	if !ok {
 		return 2
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(e.stderr, "usage: envelopd reply STORED_ID --type T [--json FILE] [flags]")
 		return 2
 	}
-	st, ok := openExistingStore(ctx, e, "reply", s.db)
-	if !ok {
-		return 2
-	}
-	defer st.Close()
-	m, err := findStored(ctx, st, pos[0])
+	return c.withStore(ctx, func(st store.DB) int { return reply(ctx, e, st, pos[0], f, s, *printOnly) })
+}
+
+// reply is runReply over the open store: ref names the message answered.
+func reply(ctx context.Context, e *env, st store.DB, ref string, f *draftFlags, s *sendFlags, printOnly bool) int {
+	m, err := findStored(ctx, st, ref)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "envelopd reply: %s: %v\n", pos[0], err)
+		fmt.Fprintf(e.stderr, "envelopd reply: %s: %v\n", ref, err)
 		return 2
 	}
 	orig, err := mailout.ResultOf(m)
@@ -69,8 +65,8 @@ func runReply(ctx context.Context, e *env) int {
 		fmt.Fprintln(e.stderr, "envelopd reply: the original has no recipient to send from; give --from")
 		return 2
 	}
-	if *printOnly {
-		raw, status := composeSigned(e, "reply", &f, d)
+	if printOnly {
+		raw, status := composeSigned(e, "reply", f, d)
 		if raw == nil {
 			return status
 		}
@@ -80,7 +76,7 @@ func runReply(ctx context.Context, e *env) int {
 		e.stdout.Write(raw)
 		return 0
 	}
-	return sendDraft(ctx, e, "reply", d, &f, &s, st)
+	return sendDraft(ctx, e, "reply", d, f, s, st)
 }
 
 // findStored finds a stored message by row id, Message-ID or Envelopay id

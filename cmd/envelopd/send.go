@@ -42,16 +42,23 @@ type sendResult struct {
 // its thread) and, with --smtp-url, delivers, then prints the queue id and
 // the final status. Exit status 1 when delivery failed permanently.
 func runSend(ctx context.Context, e *env) int {
-	fs := newFlags(e, "send")
-	var f draftFlags
-	var s sendFlags
-	f.register(fs, false)
-	s.register(fs)
-	d, ok := f.fromArgs(e, "send", fs)
+	c, f, s := newSendCmd(e, "send", false)
+	d, ok := f.fromArgs(e, "send", c.fs)
 	if !ok {
 		return 2
 	}
-	return sendDraft(ctx, e, "send", d, &f, &s, nil)
+	return sendDraft(ctx, e, "send", d, f, s, nil)
+}
+
+// newSendCmd starts send or reply (reply: the flags only reply has): its
+// flag set holds the draft's flags (f) and the sending's (s, with --db).
+func newSendCmd(e *env, name string, reply bool) (c *storeCmd, f *draftFlags, s *sendFlags) {
+	c = &storeCmd{e: e, name: name, args: e.args, fs: newFlags(e, name)}
+	f, s = &draftFlags{}, &sendFlags{}
+	f.register(c.fs, reply)
+	s.register(c.fs)
+	c.db = &s.db
+	return c, f, s
 }
 
 // sendDraft queues d and delivers it. st, when not nil, is an open store.

@@ -17,33 +17,34 @@ import (
 // settles from then on ({"event": "payment.verified" or
 // "payment.rejected", "event_id", "payment": {…}}; docs/payments.md).
 func runWatch(ctx context.Context, e *env) int {
-	fs := newFlags(e, "watch")
-	db := dbFlag(fs)
-	since := fs.String("since", "", "cursor: print messages after this id (default: only new ones)")
-	all := fs.Bool("all", false, "start from the first stored message")
-	once := fs.Bool("once", false, "print what is there and exit")
-	pays := fs.Bool("payments", false, "also print a line per payment that settles (payment.verified, payment.rejected)")
+	c := newStoreCmd(e, "watch")
+	since := c.fs.String("since", "", "cursor: print messages after this id (default: only new ones)")
+	all := c.fs.Bool("all", false, "start from the first stored message")
+	once := c.fs.Bool("once", false, "print what is there and exit")
+	pays := c.fs.Bool("payments", false, "also print a line per payment that settles (payment.verified, payment.rejected)")
 	var ff filterFlags
-	ff.register(fs)
-	pos, err := parseArgs(fs, e.args)
-	if err != nil || !noArgs(e, "watch", pos) || !ff.check(e, "watch") {
+	ff.register(c.fs)
+	if !c.parseNone() || !ff.check(e, "watch") {
 		return 2
 	}
-	f := ff.f
-	st, ok := openExistingStore(ctx, e, "watch", *db)
-	if !ok {
-		return 2
-	}
-	defer st.Close()
+	return c.withStore(ctx, func(st store.DB) int {
+		return watch(ctx, e, st, ff.f, *since, *all, *once, *pays)
+	})
+}
+
+// watch is runWatch over the open store st: f selects the messages,
+// since, all and once say where the cursor starts and whether it waits,
+// pays adds the payment lines.
+func watch(ctx context.Context, e *env, st store.DB, f store.Filter, since string, all, once, pays bool) int {
 	switch {
-	case *since != "":
-		n, err := strconv.ParseInt(*since, 10, 64)
+	case since != "":
+		n, err := strconv.ParseInt(since, 10, 64)
 		if err != nil || n < 0 {
-			fmt.Fprintf(e.stderr, "envelopd watch: --since wants a message id, got %q\n", *since)
+			fmt.Fprintf(e.stderr, "envelopd watch: --since wants a message id, got %q\n", since)
 			return 2
 		}
 		f.AfterID = n
-	case !*all && !*once:
+	case !all && !once:
 		// The cursor starts after the newest message of any kind: the
 		// filters select what is printed, not where "new" begins.
 		top, err := newestID(ctx, st)
@@ -54,7 +55,7 @@ func runWatch(ctx context.Context, e *env) int {
 	}
 	f.Limit = 500
 	var out sync.Mutex // the message and payment lines share stdout
-	if *pays && !*once {
+	if pays && !once {
 		from, err := st.LastEventID(ctx)
 		if err != nil {
 			return failed(e, "watch", err)
@@ -90,7 +91,7 @@ func runWatch(ctx context.Context, e *env) int {
 			continue
 		}
 		f.AfterID = max(f.AfterID, top)
-		if *once {
+		if once {
 			return 0
 		}
 		if err := st.WaitNew(ctx, f.AfterID); err != nil {

@@ -37,56 +37,49 @@ type webhookRow struct {
 // (pending ones stay, undelivered); delete removes it and its pending
 // deliveries. Revoking a key (envelopd apikey revoke) disables the
 // webhooks it made.
-func runWebhook(ctx context.Context, e *env) int {
-	const usage = "usage: envelopd webhook list [--json] | webhook disable ID | webhook delete ID"
-	verb, fs, db, ok := verbFlags(e, "webhook", usage)
+func runWebhook(ctx context.Context, e *env, verb string, c *storeCmd) int {
+	asJSON := c.jsonFlag("print JSON (list)")
+	args, ok := c.parseVerb(verb, map[string]int{"list": 0, "disable": 1, "delete": 1})
 	if !ok {
 		return 2
 	}
-	asJSON := fs.Bool("json", false, "print JSON (list)")
-	args, err := parseArgs(fs, e.args[1:])
-	if err != nil {
-		return 2
-	}
-	want := map[string]int{"list": 0, "disable": 1, "delete": 1}
-	if n, known := want[verb]; !known || len(args) != n {
-		return usageError(e, usage)
-	}
-	st, ok := openExistingStore(ctx, e, "webhook "+verb, *db)
-	if !ok {
-		return 2
-	}
-	defer st.Close()
-	switch verb {
-	case "list":
-		ws, err := st.Webhooks(ctx, 0, "", 0)
-		if err != nil {
-			return failed(e, "webhook", err)
-		}
-		rows := make([]webhookRow, 0, len(ws))
-		for _, w := range ws {
-			rows = append(rows, webhookRow{ID: w.ID, URL: w.URL, EventTypes: orEmpty(w.EventTypes), InboxIDs: orEmpty(w.InboxIDs),
-				KeyID: w.KeyID, State: w.State(), DisabledReason: w.DisabledReason, Failures: w.Failures, ClientID: w.ClientID, CreatedAt: w.CreatedAt})
-		}
-		return writeList(e, "webhook list", *asJSON, rows, "ID\tSTATE\tOWNER\tINBOXES\tEVENTS\tURL", func(w io.Writer, r webhookRow) {
-			state := r.State
-			if r.DisabledReason != "" {
-				state += " (" + r.DisabledReason + ")"
+	return c.withStore(ctx, func(st store.DB) int {
+		switch verb {
+		case "list":
+			return listWebhooks(ctx, e, st, *asJSON)
+		case "disable":
+			w, err := st.WebhookByID(ctx, args[0])
+			if err == nil {
+				w.Enabled, w.DisabledReason, w.UpdatedAt = false, "operator", time.Now().UTC()
+				// The operator may always disable: no limit can be crossed.
+				err = st.UpdateWebhook(ctx, w, store.WebhookLimits{PerKey: 1 << 30, PerInbox: 1 << 30, EventTypes: 1 << 30, EventTypeLen: 1 << 30, Inboxes: 1 << 30})
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, state, orDash(r.KeyID), termSafe(listOrStar(r.InboxIDs)),
-				termSafe(listOrStar(r.EventTypes)), termSafe(r.URL))
-		})
-	case "disable":
-		w, err := st.WebhookByID(ctx, args[0])
-		if err == nil {
-			w.Enabled, w.DisabledReason, w.UpdatedAt = false, "operator", time.Now().UTC()
-			// The operator may always disable: no limit can be crossed.
-			err = st.UpdateWebhook(ctx, w, store.WebhookLimits{PerKey: 1 << 30, PerInbox: 1 << 30, EventTypes: 1 << 30, EventTypeLen: 1 << 30, Inboxes: 1 << 30})
+			return webhookDone(e, args[0], err)
+		default:
+			return webhookDone(e, args[0], st.DeleteWebhook(ctx, args[0]))
 		}
-		return webhookDone(e, args[0], err)
-	default:
-		return webhookDone(e, args[0], st.DeleteWebhook(ctx, args[0]))
+	})
+}
+
+// listWebhooks is `envelopd webhook list [--json]` over the open store.
+func listWebhooks(ctx context.Context, e *env, st store.DB, asJSON bool) int {
+	ws, err := st.Webhooks(ctx, 0, "", 0)
+	if err != nil {
+		return failed(e, "webhook", err)
 	}
+	rows := make([]webhookRow, 0, len(ws))
+	for _, w := range ws {
+		rows = append(rows, webhookRow{ID: w.ID, URL: w.URL, EventTypes: orEmpty(w.EventTypes), InboxIDs: orEmpty(w.InboxIDs),
+			KeyID: w.KeyID, State: w.State(), DisabledReason: w.DisabledReason, Failures: w.Failures, ClientID: w.ClientID, CreatedAt: w.CreatedAt})
+	}
+	return writeList(e, "webhook list", asJSON, rows, "ID\tSTATE\tOWNER\tINBOXES\tEVENTS\tURL", func(w io.Writer, r webhookRow) {
+		state := r.State
+		if r.DisabledReason != "" {
+			state += " (" + r.DisabledReason + ")"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, state, orDash(r.KeyID), termSafe(listOrStar(r.InboxIDs)),
+			termSafe(listOrStar(r.EventTypes)), termSafe(r.URL))
+	})
 }
 
 func webhookDone(e *env, id string, err error) int {

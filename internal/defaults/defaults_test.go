@@ -24,3 +24,33 @@ func TestPositive(t *testing.T) {
 		t.Errorf("Positive(3, 10) = %d, want 3", n)
 	}
 }
+
+func TestUnset(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want int }{
+		{0, 100},
+		{-1, -1}, // a negative number is kept
+		{3, 3},
+	} {
+		v := tc.in
+		Unset(&v, 100)
+		if v != tc.want {
+			t.Errorf("Unset(%d, 100) = %d, want %d", tc.in, v, tc.want)
+		}
+	}
+	s := ""
+	Unset(&s, "smtp")
+	if s != "smtp" {
+		t.Errorf(`Unset("", "smtp") = %q`, s)
+	}
+	s = "imap"
+	Unset(&s, "smtp")
+	if s != "imap" {
+		t.Errorf(`Unset("imap", "smtp") = %q`, s)
+	}
+	f := 0.5
+	Unset(&f, 0.25)
+	if f != 0.5 {
+		t.Errorf("Unset(0.5, 0.25) = %v", f)
+	}
+}

@@ -1,13 +1,14 @@
 package oauth
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/envelopd/envelopd/internal/conflines"
 )
 
 // ErrConfig: OAuth2 settings are incomplete or contradictory, or a line of
@@ -180,12 +181,9 @@ func ParseConfig(r io.Reader, name string) (Settings, error) {
 		return filepath.Join(dir, p)
 	}
 	seen := map[string]int{}
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
+	sc := conflines.New(r)
+	for sc.Scan() {
+		n, line := sc.Line()
 		k, v, ok := strings.Cut(line, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if !ok || k == "" || v == "" {

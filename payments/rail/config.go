@@ -209,18 +209,13 @@ func ParseConfig(rails, railFiles, wallets, tokens, confs []string, timeout time
 			}
 		}
 	}
-	for _, w := range wallets {
-		chain, addr, err := splitChain(w)
-		if err != nil {
-			return nil, fmt.Errorf("%w: --wallet %q: %v", ErrConfig, truncate(w, 120), err)
+	err := perChain("wallet", wallets, NormalizeAddress, func(chain, addr string) {
+		if !contains(c.Wallets[chain], addr) {
+			c.Wallets[chain] = append(c.Wallets[chain], addr)
 		}
-		norm, err := NormalizeAddress(chain, addr)
-		if err != nil {
-			return nil, fmt.Errorf("%w: --wallet %s: %w", ErrConfig, chain, err)
-		}
-		if !contains(c.Wallets[chain], norm) {
-			c.Wallets[chain] = append(c.Wallets[chain], norm)
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, s := range tokens {
 		t, err := parseToken(s)
@@ -229,22 +224,33 @@ func ParseConfig(rails, railFiles, wallets, tokens, confs []string, timeout time
 		}
 		c.Tokens = append(c.Tokens, t)
 	}
-	for _, s := range confs {
-		chain, v, err := splitChain(s)
-		if err != nil {
-			return nil, fmt.Errorf("%w: --confirmations %q: %v", ErrConfig, truncate(s, 120), err)
-		}
-		d, err := parseDepth(chain, v)
-		if err != nil {
-			return nil, fmt.Errorf("%w: --confirmations %s: %v", ErrConfig, chain, err)
-		}
-		c.Confirmations[chain] = d
+	if err := perChain("confirmations", confs, parseDepth, func(chain string, d Confirmations) { c.Confirmations[chain] = d }); err != nil {
+		return nil, err
 	}
 	// The token table must build (symbols unique per chain, addresses valid).
 	if _, err := NewRegistry(c.Tokens); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return c, nil
+}
+
+// perChain reads the CHAIN=VALUE values of the flag --name: parse checks
+// each VALUE for its chain, keep takes what it returned. The first value
+// that does not parse is the error (ErrConfig, quoting the chain only
+// once the value is split: the value may be long).
+func perChain[T any](name string, values []string, parse func(chain, v string) (T, error), keep func(chain string, t T)) error {
+	for _, s := range values {
+		chain, v, err := splitChain(s)
+		if err != nil {
+			return fmt.Errorf("%w: --%s %q: %v", ErrConfig, name, truncate(s, 120), err)
+		}
+		t, err := parse(chain, v)
+		if err != nil {
+			return fmt.Errorf("%w: --%s %s: %w", ErrConfig, name, chain, err)
+		}
+		keep(chain, t)
+	}
+	return nil
 }
 
 // Endpoints maps chain names to JSON-RPC URLs, which may hold API keys.

@@ -5,7 +5,6 @@
 package vectors
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/envelopd/envelopd/internal/conflines"
 	"github.com/envelopd/envelopd/protocols"
 )
 
@@ -73,12 +73,9 @@ func ReadKeys(t testing.TB, path string, set func(k, v string) (known bool, err 
 		t.Fatalf("every vector needs its .expect: %v", err)
 	}
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
+	sc := conflines.New(bytes.NewReader(data))
+	for sc.Scan() {
+		n, line := sc.Line()
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
 			t.Fatalf("%s:%d: not key: value", path, n)
