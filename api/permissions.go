@@ -49,8 +49,8 @@ func (p *Principal) Can(perm string) bool {
 	return slices.Contains(p.Permissions, perm) || impliedBy[perm] != "" && slices.Contains(p.Permissions, impliedBy[perm])
 }
 
-// need is nil when p holds perm, else the 403 naming it.
-func (p *Principal) need(perm string) error {
+// Need is nil when p holds perm, else the 403 naming it.
+func (p *Principal) Need(perm string) error {
 	if p.Can(perm) {
 		return nil
 	}
@@ -275,7 +275,7 @@ func (h *Handler) permitted(pattern string, f authed) authed {
 		if !ok {
 			return nil, 0, forbidden("%s declares no permission", pattern)
 		}
-		if err := p.need(perm); err != nil {
+		if err := p.Need(perm); err != nil {
 			return nil, 0, err
 		}
 		return f(w, r, p)
