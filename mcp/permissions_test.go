@@ -39,7 +39,7 @@ func TestToolPermissions(t *testing.T) {
 		"send_message":      {"inboxId": shop, "to": []string{bob}},
 		"create_inbox":      {"username": "x"},
 		"wait_for_message":  {"inbox_id": shop, "timeout_seconds": 1},
-		"list_list_entries": {"inboxId": shop, "direction": "send", "type": "block"},
+		"list_list_entries": {"inboxId": shop, "direction": "send", "listType": "block"},
 	} {
 		e := toolError(t, cs, name, args)
 		if e.Name != "ForbiddenError" || !strings.Contains(e.Message, mcp.ToolPermission(name)) {
