@@ -16,14 +16,16 @@ import (
 
 // runAPIKey manages the HTTP API's keys:
 //
-//	envelopd apikey create [--inbox ADDR]... [--name N] [--json] [--db FILE]
+//	envelopd apikey create [--inbox ADDR]... [--name N] [--permissions P,…] [--json] [--db FILE]
 //	envelopd apikey list [--json] [--db FILE]
 //	envelopd apikey revoke ID [--db FILE]
 //
 // create prints the new key once on stdout (only its SHA-256 is stored);
-// --inbox scopes it to those inboxes (repeatable; none: every inbox).
+// --inbox scopes it to those inboxes (repeatable; none: every inbox);
+// --permissions gives it only those operations (the API's permission
+// names, api.Permissions; omitted: every one).
 func runAPIKey(ctx context.Context, e *env) int {
-	const usage = "usage: envelopd apikey create [--inbox ADDR]... [--name N] [--json] | apikey list [--json] | apikey revoke ID"
+	const usage = "usage: envelopd apikey create [--inbox ADDR]... [--name N] [--permissions P,…] [--json] | apikey list [--json] | apikey revoke ID"
 	verb, fs, db, ok := verbFlags(e, "apikey", usage)
 	if !ok {
 		return 2
@@ -32,6 +34,11 @@ func runAPIKey(ctx context.Context, e *env) int {
 	name := fs.String("name", "", "a name for the key (create)")
 	var inboxes multiFlag
 	fs.Var(&inboxes, "inbox", "scope the key to this inbox address (create; repeatable)")
+	var perms []string // nil: every permission
+	fs.Func("permissions", "give the key only these permissions, comma-separated: "+strings.Join(api.Permissions, ","), func(v string) (err error) {
+		perms, err = api.ParsePermissionList(v)
+		return err
+	})
 	args, err := parseArgs(fs, e.args[1:])
 	if err != nil {
 		return 2
@@ -54,6 +61,7 @@ func runAPIKey(ctx context.Context, e *env) int {
 		if err != nil {
 			return failed(e, "apikey", err)
 		}
+		k.Permissions, k.UpdatedAt = perms, k.CreatedAt
 		st, ok := openStore(ctx, e, *db)
 		if !ok {
 			return 2
@@ -83,16 +91,20 @@ func runAPIKey(ctx context.Context, e *env) int {
 		if err != nil {
 			return failed(e, "apikey", err)
 		}
-		return writeList(e, "apikey list", *asJSON, keys, "ID\tNAME\tINBOXES\tCREATED\tREVOKED", func(w io.Writer, k store.APIKey) {
+		return writeList(e, "apikey list", *asJSON, keys, "ID\tNAME\tINBOXES\tPERMISSIONS\tCREATED\tREVOKED", func(w io.Writer, k store.APIKey) {
 			scope := "*"
 			if len(k.Inboxes) > 0 {
 				scope = strings.Join(k.Inboxes, ",")
+			}
+			perms := "*"
+			if k.Permissions != nil {
+				perms = strings.Join(k.Permissions, ",")
 			}
 			rev := "-"
 			if k.RevokedAt != nil {
 				rev = k.RevokedAt.Format(time.RFC3339)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, termSafe(k.Name), termSafe(scope), k.CreatedAt.Format(time.RFC3339), rev)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, termSafe(k.Name), termSafe(scope), termSafe(perms), k.CreatedAt.Format(time.RFC3339), rev)
 		})
 	case "revoke":
 		st, ok := openExistingStore(ctx, e, "apikey revoke", *db)
