@@ -54,6 +54,9 @@ func (p *Principal) Need(perm string) error {
 	if p.Can(perm) {
 		return nil
 	}
+	if alt := impliedBy[perm]; alt != "" {
+		return forbidden("this API key lacks the %s permission (or %s, which grants it; docs/api.md, \"API keys\")", perm, alt)
+	}
 	return forbidden("this API key lacks the %s permission (docs/api.md, \"API keys\")", perm)
 }
 
