@@ -245,7 +245,7 @@ func TestWebsocketPermissions(t *testing.T) {
 	a := e.subscribe(t, ctx, noBlocked, "", map[string]any{"inbox_ids": []string{"shop@shop.test"}})
 	b := e.subscribe(t, ctx, noMessages, "", map[string]any{})
 	for _, from := range []string{"x@evil.test", "y@good.test"} {
-		raw := "From: " + from + "\r\nTo: shop@shop.test\r\nSubject: "+from+"\r\nMessage-ID: <" + from + ">\r\n\r\nbody\r\n"
+		raw := "From: " + from + "\r\nTo: shop@shop.test\r\nSubject: " + from + "\r\nMessage-ID: <" + from + ">\r\n\r\nbody\r\n"
 		if _, err := e.st.Ingest(ctx, &store.Incoming{Direction: store.DirIn, Raw: []byte(raw), MessageID: from, Sender: from,
 			Recipients: []string{"shop@shop.test"}, Subject: from, Status: store.StatusAccepted, ReceivedAt: time.Now()}); err != nil {
 			t.Fatal(err)
