@@ -284,3 +284,20 @@ func (h *Handler) permitted(pattern string, f authed) authed {
 		return f(w, r, p)
 	}
 }
+
+// mayFollow is nil when p may be sent every event of types (none: every
+// type), else the 403 naming the permission it lacks: a webhook carries
+// what the websocket would.
+func (p *Principal) mayFollow(types []string) error {
+	if len(types) == 0 {
+		types = []string{"message.received.blocked", "message.received.unauthenticated", "domain.verified"}
+	}
+	for _, t := range types {
+		for _, perm := range EventPermission(t) {
+			if err := p.Need(perm); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -56,7 +56,8 @@ func (k keyObj) granted() string {
 // whose permission it holds, in every scope form (organisation, pod,
 // inbox), and gets 403 ForbiddenError naming the permission for the
 // others; message_read also reads threads (thread_read, the Python SDK's,
-// reads threads only); auth.me needs none.
+// reads threads only); a webhook carries only events its maker may read;
+// auth.me needs none.
 func TestPermissionsEnforced(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
@@ -65,6 +66,7 @@ func TestPermissionsEnforced(t *testing.T) {
 	reader, _ := e.keyWith(nil, "", "inbox_read", "message_read")
 	threads, _ := e.keyWith(nil, "", "thread_read")
 	none, _ := e.keyWith(nil, "")
+	hooks, _ := e.keyWith(nil, "", "webhook_create", "domain_read")
 	for _, tc := range []struct {
 		key, method, path string
 		body              any
@@ -88,6 +90,9 @@ func TestPermissionsEnforced(t *testing.T) {
 		{reader, "GET", "/v0/domains", nil, 403, "domain_read"},
 		{threads, "GET", "/v0/inboxes/a@shop.test/threads", nil, 200, ""},
 		{threads, "GET", "/v0/inboxes/a@shop.test/messages", nil, 403, "message_read"},
+		{hooks, "POST", "/v0/webhooks", `{"url":"https://h.test/x","event_types":["domain.verified"]}`, 200, ""},
+		{hooks, "POST", "/v0/webhooks", `{"url":"https://h.test/x","event_types":["message.received"]}`, 403, "message_read"},
+		{hooks, "POST", "/v0/webhooks", `{"url":"https://h.test/x"}`, 403, "message_read"},
 		{none, "GET", "/v0/auth/me", nil, 200, ""},
 		{none, "GET", "/v0/tokens", nil, 200, ""},
 		{none, "GET", "/v0/inboxes", nil, 403, "inbox_read"},
