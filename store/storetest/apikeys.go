@@ -15,10 +15,9 @@ import (
 // the name, the permissions and updated_at of a live key, and is
 // ErrNotFound for an unknown or revoked one.
 func testAPIKeys(t *testing.T, open func(t *testing.T) API) {
+	ctx, at := context.Background(), time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	s := open(t)
 	defer s.Close()
-	ctx := context.Background()
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	keys := []store.APIKey{
 		{ID: "k-all", Hash: []byte("h1"), Name: "all", CreatedAt: at},
 		{ID: "k-none", Hash: []byte("h2"), Inboxes: []string{"a@x.test"}, Permissions: []string{}, CreatedAt: at.Add(time.Second)},
