@@ -57,7 +57,7 @@ func commands() map[string]command {
 		"mailbox":  {"relay-mode mailboxes (mailbox add ADDR --password-file F, mailbox list)", runMailbox},
 		"aicp":     {"AICP helpers (aicp sign)", runAICP},
 		"domain":   {"managed domains: the DNS records envelopd needs, checked (domain add DOMAIN, list, check, zone, delete)", runDomain},
-		"apikey":   {"HTTP API keys (apikey create [--inbox ADDR]..., apikey list, apikey revoke ID)", runAPIKey},
+		"apikey":   {"HTTP API keys (apikey create [--inbox ADDR]... [--permissions P,...], apikey list, apikey revoke ID)", runAPIKey},
 		"webhook":  {"HTTP API webhooks (webhook list [--json], webhook disable ID, webhook delete ID)", runWebhook},
 		"vacant":   {"Vacant helpers (vacant sign)", runVacant},
 		"mcp":      {"MCP server over stdio for model-driven agents (tools over the API's service)", runMCP},
