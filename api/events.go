@@ -252,6 +252,7 @@ func (s *Service) Follow(ctx context.Context, p *Principal, after int64, sub fun
 		if err != nil {
 			return after, err
 		}
+		p = s.refreshed(ctx, p)
 		f, ok := sub().filter(p, after)
 		var evs []store.Event
 		if ok {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -300,4 +301,20 @@ func (p *Principal) mayFollow(types []string) error {
 		}
 	}
 	return nil
+}
+
+// refreshed is p with its key's permissions as stored now (a stream
+// outlives the request that opened it: an update narrowing them applies
+// from its next batch); p itself when the key cannot be read.
+func (s *Service) refreshed(ctx context.Context, p *Principal) *Principal {
+	if p.KeyID == "" {
+		return p
+	}
+	k, err := s.cfg.Store.APIKeyByID(ctx, p.KeyID)
+	if err != nil {
+		return p
+	}
+	cur := *p
+	cur.Permissions = k.Permissions
+	return &cur
 }

@@ -235,7 +235,8 @@ func TestAuthMe(t *testing.T) {
 
 // TestWebsocketPermissions: the websocket sends a key only the events it
 // may read: no message events without message_read, no
-// message.received.blocked without label_blocked_read.
+// message.received.blocked without label_blocked_read; an update of the
+// key's permissions applies to its open stream.
 func TestWebsocketPermissions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
@@ -249,13 +250,16 @@ func TestWebsocketPermissions(t *testing.T) {
 	noMessages, _ := e.keyWith(nil, "", "domain_read", "label_blocked_read")
 	a := e.subscribe(t, ctx, noBlocked, "", map[string]any{"inbox_ids": []string{"shop@shop.test"}})
 	b := e.subscribe(t, ctx, noMessages, "", map[string]any{})
-	for _, from := range []string{"x@evil.test", "y@good.test"} {
+	in := func(from string) {
+		t.Helper()
 		raw := "From: " + from + "\r\nTo: shop@shop.test\r\nSubject: " + from + "\r\nMessage-ID: <" + from + ">\r\n\r\nbody\r\n"
 		if _, err := e.st.Ingest(ctx, &store.Incoming{Direction: store.DirIn, Raw: []byte(raw), MessageID: from, Sender: from,
 			Recipients: []string{"shop@shop.test"}, Subject: from, Status: store.StatusAccepted, ReceivedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	in("x@evil.test")
+	in("y@good.test")
 	if ev := wsRead(t, ctx, a); ev.EventType != "message.received" || ev.Message == nil || ev.Message.Subject != "y@good.test" {
 		t.Errorf("key without label_blocked_read: %+v", ev)
 	}
@@ -265,5 +269,15 @@ func TestWebsocketPermissions(t *testing.T) {
 	defer rcancel()
 	if _, m, err := b.Read(rctx); err == nil {
 		t.Errorf("key without message_read was sent %s", m)
+	}
+	// Given message_read, an open stream sends the next message event.
+	later, laterID := e.keyWith(nil, "", "domain_read")
+	d := e.subscribe(t, ctx, later, "", map[string]any{})
+	if c := e.do(e.key, "PATCH", "/v0/api-keys/"+laterID, `{"permissions":{"message_read":true}}`, nil); c != 200 {
+		t.Fatal(c)
+	}
+	in("z@good.test")
+	if ev := wsRead(t, ctx, d); ev.EventType != "message.received" || ev.Message == nil || ev.Message.Subject != "z@good.test" {
+		t.Errorf("after the update: %+v", ev)
 	}
 }
