@@ -51,3 +51,28 @@ func TestRoutePermissions(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParsePermissionList: any comma list is a sorted list of known
+// names without repeats, or a 400 naming the field; never a panic.
+func FuzzParsePermissionList(f *testing.F) {
+	for _, s := range []string{"", "inbox_read", "message_read, inbox_read,message_read", "nope", ",,", "inbox_read,\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParsePermissionList(s)
+		if err != nil {
+			if e := asError(err); e.Status != 400 || got != nil {
+				t.Fatalf("%q: %v %v", s, e, got)
+			}
+			return
+		}
+		if got == nil || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+			t.Fatalf("%q: %v", s, got)
+		}
+		for _, n := range got {
+			if !slices.Contains(Permissions, n) {
+				t.Fatalf("%q: unknown %q accepted", s, n)
+			}
+		}
+	})
+}
