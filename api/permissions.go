@@ -14,7 +14,7 @@ import (
 // everything; a key with permissions only the operations set true. Every
 // route names the permission it needs in routePermissions (one table;
 // a route missing from it is refused), the websocket withholds the events
-// a key may not read (EventPermission) and the MCP server its tools the
+// a key may not read (eventPermissions) and the MCP server its tools the
 // same way. A key never makes or changes a key with a permission it lacks
 // itself (Principal.grant).
 
@@ -243,12 +243,12 @@ func routePermission(pattern string) (perm string, ok bool) {
 	return perm, ok
 }
 
-// EventPermission is the permission a key needs to be sent an event of
+// eventPermissions are the permissions a key needs to be sent an event of
 // type t (the websocket): message events need message_read, the
 // received ones of blocked and unauthenticated senders also
 // label_blocked_read and label_unauthenticated_read; domain events
 // domain_read.
-func EventPermission(t string) []string {
+func eventPermissions(t string) []string {
 	switch {
 	case t == "message.received.blocked":
 		return []string{"message_read", "label_blocked_read"}
@@ -262,7 +262,7 @@ func EventPermission(t string) []string {
 
 // canSee reports whether p may be sent events of type t.
 func (p *Principal) canSee(t string) bool {
-	for _, perm := range EventPermission(t) {
+	for _, perm := range eventPermissions(t) {
 		if !p.Can(perm) {
 			return false
 		}
@@ -294,7 +294,7 @@ func (p *Principal) mayFollow(types []string) error {
 		types = []string{"message.received.blocked", "message.received.unauthenticated", "domain.verified"}
 	}
 	for _, t := range types {
-		for _, perm := range EventPermission(t) {
+		for _, perm := range eventPermissions(t) {
 			if err := p.Need(perm); err != nil {
 				return err
 			}
