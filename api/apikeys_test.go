@@ -57,8 +57,8 @@ func TestAPIKeysOverAPI(t *testing.T) {
 	if c := e.do(ik.APIKey, "DELETE", "/v0/api-keys/"+k.APIKeyID, nil, nil); c != 404 {
 		t.Errorf("scoped key deleting an unscoped key: %d", c)
 	}
-	if c := e.do(e.key, "POST", "/v0/api-keys", `{"permissions":{"message_send":false}}`, nil); c != 400 {
-		t.Errorf("withheld permission: %d", c)
+	if c := e.do(e.key, "POST", "/v0/api-keys", `{"permissions":{"message_sent":true}}`, nil); c != 400 {
+		t.Errorf("unknown permission: %d", c)
 	}
 	// Delete revokes.
 	if c := e.do(e.key, "DELETE", "/v0/api-keys/"+k.APIKeyID, nil, nil); c != 204 {

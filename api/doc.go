@@ -9,7 +9,8 @@
 // operation, taking the authenticated Principal); Handler decodes
 // requests and encodes answers under /v0. Authentication is a Bearer API
 // key (RFC 6750 §2.1) checked in constant time against its SHA-256 (issue
-// 22; keys.go). Lists page by keyset (page tokens name the last row),
+// 22; keys.go); each route needs one of the key's per-operation
+// permissions, named in one table (permissions.go). Lists page by keyset (page tokens name the last row),
 // never by OFFSET. docs/api.md lists the endpoints served and those that
 // answer 501.
 package api

@@ -252,6 +252,7 @@ func (s *Service) Follow(ctx context.Context, p *Principal, after int64, sub fun
 		if err != nil {
 			return after, err
 		}
+		p = s.refreshed(ctx, p)
 		f, ok := sub().filter(p, after)
 		var evs []store.Event
 		if ok {
@@ -260,6 +261,10 @@ func (s *Service) Follow(ctx context.Context, p *Principal, after int64, sub fun
 			}
 		}
 		for _, e := range evs {
+			if !p.canSee(e.Type) {
+				after = e.ID // withheld from a key without the permission
+				continue
+			}
 			o, err := s.EventObject(ctx, e)
 			if errors.Is(err, store.ErrNotFound) {
 				after = e.ID

@@ -27,6 +27,9 @@ type Handler struct {
 	maxBody  int64
 	log      *slog.Logger
 	mux      *http.ServeMux
+	// patterns are the authenticated routes, for the permission table's
+	// test (permissions.go).
+	patterns []string
 }
 
 // HandlerOptions configure NewHandler.
@@ -68,7 +71,7 @@ func NewHandler(svc *Service, o HandlerOptions) *Handler {
 
 func (h *Handler) routes() {
 	m := h.mux
-	a := func(pattern string, f authed) { m.Handle(pattern, h.auth(f)) }
+	a := func(pattern string, f authed) { m.Handle(pattern, h.auth(h.permitted(pattern, f))) }
 	a("GET /v0/inboxes", h.listInboxes)
 	a("POST /v0/inboxes", h.createInbox)
 	a("GET /v0/inboxes/{inbox_id}", h.getInbox)
@@ -111,9 +114,9 @@ func (h *Handler) routes() {
 	h.metricsRoutes(a)                   // metrics.go
 	h.searchRoutes(a)                    // search.go
 	h.batchRoutes(a)                     // batch.go
-	// Everything else the SDK has (billing, organizations, pods, domains,
-	// drafts, lists, metrics, api-keys over HTTP, agent sign-up, x402/MPP
-	// payments, …): docs/api.md lists them.
+	a("GET /v0/auth/me", h.authMe)       // permissions.go
+	// Everything else the SDK has (agent sign-up, sign-in to providers,
+	// …): docs/api.md lists them.
 	a("/v0/", func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
 		return nil, 0, notServed(r)
 	})

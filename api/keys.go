@@ -87,11 +87,15 @@ type KeyStore interface {
 	APIKeyByID(ctx context.Context, id string) (store.APIKey, error)
 }
 
-// Principal is an authenticated caller: its key id and the inboxes it may
-// see (nil: every inbox).
+// Principal is an authenticated caller: its key id, the inboxes it may
+// see (nil: every inbox), the pod it is bound to when it is not scoped
+// to inboxes ("": the organisation) and the operations it may do
+// (Permissions; nil: every one).
 type Principal struct {
-	KeyID   string
-	Inboxes []string
+	KeyID       string
+	Inboxes     []string
+	Pod         string
+	Permissions []string
 }
 
 // Allowed reports whether p may see inbox.
@@ -125,7 +129,7 @@ func CheckKey(ctx context.Context, ks KeyStore, key string) (*Principal, error) 
 	if !ok || !match || k.RevokedAt != nil {
 		return nil, ErrBadKey
 	}
-	p := &Principal{KeyID: k.ID}
+	p := &Principal{KeyID: k.ID, Pod: k.Pod, Permissions: k.Permissions}
 	if len(k.Inboxes) > 0 {
 		p.Inboxes = k.Inboxes
 	}

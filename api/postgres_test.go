@@ -48,6 +48,11 @@ var pgTests = []struct {
 	{"DraftAttachments", TestDraftAttachments},
 	{"BatchMessages", TestBatchMessages},
 	{"PodWebhooks", TestPodWebhooks},
+	{"APIKeysOverAPI", TestAPIKeysOverAPI},
+	{"PermissionsEnforced", TestPermissionsEnforced},
+	{"APIKeyScopeAndPermissions", TestAPIKeyScopeAndPermissions},
+	{"AuthMe", TestAuthMe},
+	{"WebsocketPermissions", TestWebsocketPermissions},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens

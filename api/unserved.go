@@ -14,8 +14,9 @@ var unserved = []struct {
 	feature, section string
 }{
 	{regexp.MustCompile(`^/v0/(pods/[^/]+/)?domains(/|$)`), "domains (verification against real DNS)", "Not implemented"},
-	{regexp.MustCompile(`^/v0/agent/`), "agent sign-up and verification", "Not implemented"},
-	{regexp.MustCompile(`^/v0/(auth/me|providers|accounts)(/|$)|^/v0/inboxes/[^/]+/authorize$`), "accounts, providers and x402/MPP payments", "Not implemented"},
+	{regexp.MustCompile(`^/v0/agent/`), "agent sign-up and verification (AgentMail's hosted sign-up)", "Not implemented"},
+	{regexp.MustCompile(`^/v0/(providers|accounts)(/|$)|^/v0/inboxes/[^/]+/authorize$`),
+		"sign-in to third-party providers (AgentMail's hosted accounts, providers and inbox authorization)", "Not implemented"},
 	{regexp.MustCompile(`/webhooks/[^/]+/headers$`), "custom webhook headers", "Webhooks"},
 	{regexp.MustCompile(`^/v0/(organizations|pods)(/|$)`), "organisation and pod management beyond the one", "Pods and the organisation"},
 }

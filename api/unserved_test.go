@@ -12,7 +12,10 @@ func TestNotServed(t *testing.T) {
 	e := newEnv(t, false)
 	e.createInbox("a", "shop.test")
 	for _, tc := range []struct{ method, path, want string }{
-		{"POST", "/v0/agent/sign-up", `agent sign-up and verification is not implemented by envelopd (docs/api.md, "Not implemented")`},
+		{"POST", "/v0/agent/sign-up", `agent sign-up and verification (AgentMail's hosted sign-up) is not implemented by envelopd (docs/api.md, "Not implemented")`},
+		{"GET", "/v0/providers", `sign-in to third-party providers (AgentMail's hosted accounts, providers and inbox authorization) is not implemented`},
+		{"POST", "/v0/inboxes/a@shop.test/authorize", `sign-in to third-party providers`},
+		{"GET", "/v0/accounts/acc_1", `sign-in to third-party providers`},
 		{"GET", "/v0/webhooks/wh_1/headers", `custom webhook headers is not implemented by envelopd (docs/api.md, "Webhooks")`},
 		{"GET", "/v0/nothing/here", `GET /v0/nothing/here is not implemented by envelopd (docs/api.md, "Not implemented")`},
 	} {

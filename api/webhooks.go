@@ -220,6 +220,9 @@ func (s *Service) CreateWebhook(ctx context.Context, p *Principal, inbox string,
 	if err := checkSubscription(&sub); err != nil {
 		return WebhookObject{}, err
 	}
+	if err := p.mayFollow(sub.EventTypes); err != nil {
+		return WebhookObject{}, err
+	}
 	if err := s.checkWebhookLists(sub.EventTypes, sub.InboxIDs); err != nil {
 		return WebhookObject{}, err
 	}
@@ -337,6 +340,9 @@ func (s *Service) UpdateWebhook(ctx context.Context, p *Principal, inbox, id str
 	}
 	sub := Subscription{EventTypes: slices.Clone(req.EventTypes)}
 	if err := checkSubscription(&sub); err != nil {
+		return WebhookObject{}, err
+	}
+	if err := p.mayFollow(sub.EventTypes); len(sub.EventTypes) > 0 && err != nil {
 		return WebhookObject{}, err
 	}
 	if err := s.checkWebhookLists(sub.EventTypes, req.AddInboxIDs); err != nil {

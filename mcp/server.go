@@ -112,6 +112,9 @@ var schemaOpts = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschem
 func tool[In, Out any](s *server, srv *sdk.Server, name, desc string, h func(ctx context.Context, p *api.Principal, in In) (Out, error)) {
 	add(srv, name, desc, func(ctx context.Context, req *sdk.CallToolRequest, in In) (Out, error) {
 		p, err := s.principal(req)
+		if err == nil {
+			err = p.Need(toolPermission(name))
+		}
 		if err != nil {
 			var zero Out
 			return zero, err

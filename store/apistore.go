@@ -26,12 +26,28 @@ import (
 // APIKey is a stored API key: its public id and the SHA-256 of its secret
 // part (the secret itself is never stored).
 type APIKey struct {
-	ID        string     `json:"id"`
-	Hash      []byte     `json:"-"`
-	Inboxes   []string   `json:"inboxes"` // empty: every inbox
-	Name      string     `json:"name"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
+	ID      string   `json:"id"`
+	Hash    []byte   `json:"-"`
+	Inboxes []string `json:"inboxes"` // empty: every inbox
+	// Pod is the pod an unscoped key is bound to ("": the organisation).
+	Pod  string `json:"pod,omitempty"`
+	Name string `json:"name"`
+	// Permissions are the operations the key may do, by name; nil: all.
+	// The store keeps them as given (the front end knows the names).
+	Permissions []string   `json:"permissions"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	RevokedAt   *time.Time `json:"revoked_at"`
+}
+
+// permissionsColumn is k's permissions as stored: NULL for all, else a
+// JSON array.
+func (k APIKey) permissionsColumn() any {
+	if k.Permissions == nil {
+		return nil
+	}
+	b, _ := json.Marshal(k.Permissions)
+	return string(b)
 }
 
 // CreateAPIKey stores a new key.
@@ -45,8 +61,9 @@ func (s apiKeyRoom) CreateAPIKey(ctx context.Context, k APIKey) error {
 	}
 	b, _ := json.Marshal(inboxes)
 	return s.write(ctx, func(tx Tx) error {
-		_, err := tx.Exec(`INSERT INTO api_keys (id, hash, inboxes, name, created_at) VALUES (?, ?, ?, ?, ?)`,
-			k.ID, k.Hash, string(b), k.Name, k.CreatedAt.UTC().UnixNano())
+		at := k.CreatedAt.UTC().UnixNano()
+		_, err := tx.Exec(`INSERT INTO api_keys (id, hash, inboxes, pod, name, permissions, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, k.Hash, string(b), k.Pod, k.Name, k.permissionsColumn(), at, at)
 		if err != nil {
 			return fmt.Errorf("store: create API key: %w", err)
 		}
@@ -54,17 +71,24 @@ func (s apiKeyRoom) CreateAPIKey(ctx context.Context, k APIKey) error {
 	})
 }
 
+const apiKeyCols = `id, hash, inboxes, pod, name, permissions, created_at, coalesce(updated_at, created_at), revoked_at`
+
 func scanKey(sc scanner) (APIKey, error) {
 	var k APIKey
 	var inboxes string
-	var at int64
+	var perms sql.NullString
+	var at, up int64
 	var rev sql.NullInt64
-	if err := sc.Scan(&k.ID, &k.Hash, &inboxes, &k.Name, &at, &rev); err != nil {
+	if err := sc.Scan(&k.ID, &k.Hash, &inboxes, &k.Pod, &k.Name, &perms, &at, &up, &rev); err != nil {
 		return k, err
 	}
 	k.Inboxes = []string{}
 	_ = json.Unmarshal([]byte(inboxes), &k.Inboxes)
-	k.CreatedAt = time.Unix(0, at).UTC()
+	if perms.Valid {
+		k.Permissions = []string{}
+		_ = json.Unmarshal([]byte(perms.String), &k.Permissions)
+	}
+	k.CreatedAt, k.UpdatedAt = time.Unix(0, at).UTC(), time.Unix(0, up).UTC()
 	if rev.Valid {
 		t := time.Unix(0, rev.Int64).UTC()
 		k.RevokedAt = &t
@@ -78,7 +102,7 @@ func (s apiKeyRoom) APIKeyByID(ctx context.Context, id string) (APIKey, error) {
 	if s.isClosed() {
 		return APIKey{}, ErrClosed
 	}
-	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys WHERE id = ?`, id))
+	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT `+apiKeyCols+` FROM api_keys WHERE id = ?`, id))
 	return one(k, err, "API key", "API key "+id)
 }
 
@@ -87,7 +111,16 @@ func (s apiKeyRoom) APIKeys(ctx context.Context) ([]APIKey, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
-	return queryAll(ctx, s.r, "API keys", scanKey, `SELECT id, hash, inboxes, name, created_at, revoked_at FROM api_keys ORDER BY created_at, id`)
+	return queryAll(ctx, s.r, "API keys", scanKey, `SELECT `+apiKeyCols+` FROM api_keys ORDER BY created_at, id`)
+}
+
+// UpdateAPIKey sets the name and permissions of a live key (its secret,
+// scope and creation stay) and its updated_at to at; ErrNotFound when
+// the key is unknown or revoked.
+func (s apiKeyRoom) UpdateAPIKey(ctx context.Context, id, name string, permissions []string, at time.Time) error {
+	return s.writeOne(ctx, "update API key", "API key "+id,
+		`UPDATE api_keys SET name = ?, permissions = ?, updated_at = ? WHERE id = ? AND revoked_at IS NULL`,
+		name, APIKey{Permissions: permissions}.permissionsColumn(), at.UTC().UnixNano(), id)
 }
 
 // RevokeAPIKey marks the key revoked (ErrNotFound when unknown). The row

@@ -206,3 +206,11 @@ const eventsCreatedDDL = `CREATE INDEX api_events_created ON api_events (created
 const rawCodecDDL = `
 ALTER TABLE message_raw ADD COLUMN codec INTEGER{int2} NOT NULL DEFAULT 0;
 `
+
+// apiKeyPermissionsDDL is the API keys' permissions, pod and updated_at
+// (step 28).
+const apiKeyPermissionsDDL = `
+ALTER TABLE api_keys ADD COLUMN permissions TEXT;
+ALTER TABLE api_keys ADD COLUMN pod TEXT NOT NULL DEFAULT '';
+ALTER TABLE api_keys ADD COLUMN updated_at INTEGER;
+`

@@ -693,11 +693,15 @@ CREATE TABLE api_inbox_events (
 CREATE INDEX api_inbox_events_inbox ON api_inbox_events (inbox, id);
 CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 `,
+	// 28: API keys' per-operation permissions (NULL: all; else a JSON
+	// array of the granted names), the pod a key is bound to ('': the
+	// organisation) and when its name or permissions last changed.
+	sqliteDDL(apiKeyPermissionsDDL),
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 27
+const SchemaVersion = 28
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -145,6 +145,7 @@ type APIKeyStore interface {
 	CreateAPIKey(ctx context.Context, k APIKey) error
 	APIKeyByID(ctx context.Context, id string) (APIKey, error)
 	APIKeys(ctx context.Context) ([]APIKey, error)
+	UpdateAPIKey(ctx context.Context, id, name string, permissions []string, at time.Time) error
 	RevokeAPIKey(ctx context.Context, id string) error
 }
 

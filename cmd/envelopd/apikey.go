@@ -16,17 +16,24 @@ import (
 
 // runAPIKey manages the HTTP API's keys:
 //
-//	envelopd apikey create [--inbox ADDR]... [--name N] [--json] [--db FILE]
+//	envelopd apikey create [--inbox ADDR]... [--name N] [--permissions P,…] [--json] [--db FILE]
 //	envelopd apikey list [--json] [--db FILE]
 //	envelopd apikey revoke ID [--db FILE]
 //
 // create prints the new key once on stdout (only its SHA-256 is stored);
-// --inbox scopes it to those inboxes (repeatable; none: every inbox).
+// --inbox scopes it to those inboxes (repeatable; none: every inbox);
+// --permissions gives it only those operations (the API's permission
+// names, api.Permissions; omitted: every one).
 func runAPIKey(ctx context.Context, e *env, verb string, c *storeCmd) int {
 	asJSON := c.jsonFlag("print JSON")
 	name := c.fs.String("name", "", "a name for the key (create)")
 	var inboxes multiFlag
 	c.fs.Var(&inboxes, "inbox", "scope the key to this inbox address (create; repeatable)")
+	var perms []string // nil: every permission
+	c.fs.Func("permissions", "give the key only these permissions, comma-separated: "+strings.Join(api.Permissions, ","), func(v string) (err error) {
+		perms, err = api.ParsePermissionList(v)
+		return err
+	})
 	args, ok := c.parseVerb(verb, map[string]int{"create": 0, "list": 0, "revoke": 1})
 	if !ok {
 		return 2
@@ -46,6 +53,7 @@ func runAPIKey(ctx context.Context, e *env, verb string, c *storeCmd) int {
 		if err != nil {
 			return failed(e, "apikey", err)
 		}
+		k.Permissions, k.UpdatedAt = perms, k.CreatedAt
 		return c.withNewStore(ctx, func(st store.DB) int {
 			if err := st.CreateAPIKey(ctx, k); err != nil {
 				return failed(e, "apikey", err)
@@ -68,16 +76,20 @@ func runAPIKey(ctx context.Context, e *env, verb string, c *storeCmd) int {
 			if err != nil {
 				return failed(e, "apikey", err)
 			}
-			return writeList(e, "apikey list", *asJSON, keys, "ID\tNAME\tINBOXES\tCREATED\tREVOKED", func(w io.Writer, k store.APIKey) {
+			return writeList(e, "apikey list", *asJSON, keys, "ID\tNAME\tINBOXES\tPERMISSIONS\tCREATED\tREVOKED", func(w io.Writer, k store.APIKey) {
 				scope := "*"
 				if len(k.Inboxes) > 0 {
 					scope = strings.Join(k.Inboxes, ",")
+				}
+				perms := "*"
+				if k.Permissions != nil {
+					perms = strings.Join(k.Permissions, ",")
 				}
 				rev := "-"
 				if k.RevokedAt != nil {
 					rev = k.RevokedAt.Format(time.RFC3339)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, termSafe(k.Name), termSafe(scope), k.CreatedAt.Format(time.RFC3339), rev)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, termSafe(k.Name), termSafe(scope), termSafe(perms), k.CreatedAt.Format(time.RFC3339), rev)
 			})
 		})
 	default: // revoke

@@ -43,7 +43,7 @@ type command struct {
 const (
 	keysUsage    = "usage: envelopd keys add PROTOCOL HANDLE KEY | envelopd keys list [PROTOCOL] [--json]"
 	mailboxUsage = "usage: envelopd mailbox add ADDR --password-file F | envelopd mailbox list [--json]"
-	apikeyUsage  = "usage: envelopd apikey create [--inbox ADDR]... [--name N] [--json] | apikey list [--json] | apikey revoke ID"
+	apikeyUsage  = "usage: envelopd apikey create [--inbox ADDR]... [--name N] [--permissions P,…] [--json] | apikey list [--json] | apikey revoke ID"
 	webhookUsage = "usage: envelopd webhook list [--json] | webhook disable ID | webhook delete ID"
 )
 
@@ -66,7 +66,7 @@ func commands() map[string]command {
 		"mailbox":  {"relay-mode mailboxes (mailbox add ADDR --password-file F, mailbox list)", verbCommand("mailbox", mailboxUsage, runMailbox)},
 		"aicp":     {"AICP helpers (aicp sign)", runAICP},
 		"domain":   {"managed domains: the DNS records envelopd needs, checked (domain add DOMAIN, list, check, zone, delete)", runDomain},
-		"apikey":   {"HTTP API keys (apikey create [--inbox ADDR]..., apikey list, apikey revoke ID)", verbCommand("apikey", apikeyUsage, runAPIKey)},
+		"apikey":   {"HTTP API keys (apikey create [--inbox ADDR]... [--permissions P,...], apikey list, apikey revoke ID)", verbCommand("apikey", apikeyUsage, runAPIKey)},
 		"webhook":  {"HTTP API webhooks (webhook list [--json], webhook disable ID, webhook delete ID)", verbCommand("webhook", webhookUsage, runWebhook)},
 		"vacant":   {"Vacant helpers (vacant sign)", runVacant},
 		"mcp":      {"MCP server over stdio for model-driven agents (tools over the API's service)", runMCP},

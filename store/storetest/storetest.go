@@ -139,6 +139,7 @@ func RunAPI(t *testing.T, open func(t *testing.T) API) {
 		{name: "Retention", one: testRetention},
 		{name: "WebhookOwners", one: testWebhookOwners},
 		{name: "EventTypes", one: testEventTypes},
+		{name: "APIKeys", one: testAPIKeys},
 	})
 }
 

@@ -194,6 +194,50 @@ test("Envelopay exchange through the AgentMail SDK", async () => {
   assert.deepEqual((await client.inboxes.search({ q: "bo" })).inboxes.map((i) => i.inboxId), [BOB]);
   await assert.rejects(client.inboxes.messages.search(SHOP, { q: "***" }), AgentMail.ValidationError);
 
+  // API keys: per-operation permissions, get, update and auth.me. The
+  // SDK parses answers with skipValidation; strict re-checks each against
+  // the SDK's own schema with validation on (a missing required field or
+  // a wrong type fails).
+  const ser = require("agentmail/serialization");
+  const strict = (schema, v) => {
+    const r = schema.json(v, { unrecognizedObjectKeys: "passthrough" });
+    assert.ok(r.ok, JSON.stringify(r.errors));
+    return v;
+  };
+  const keyed = (k) => new AgentMailClient({ apiKey: k, environment: { http: base, websockets: base.replace(/^http/, "ws") } });
+  const ome = strict(ser.Identity, await client.auth.me());
+  assert.deepEqual([ome.scopeType, ome.scopeId, ome.organizationId, ome.podId], ["organization", "envelopd", "envelopd", undefined]);
+  const rk = strict(ser.CreateApiKeyResponse, await client.apiKeys.create({ name: "reader",
+    permissions: { inboxRead: true, messageRead: true, apiKeyCreate: true, apiKeyUpdate: true } }));
+  assert.equal(rk.permissions.messageRead, true);
+  assert.equal(rk.permissions.messageSend, false);
+  const reader = keyed(rk.apiKey);
+  assert.equal((await reader.inboxes.get(SHOP)).inboxId, SHOP);
+  const forbidden = (perm) => (err) => err instanceof AgentMailError && err.statusCode === 403 && err.body.name === "ForbiddenError" && err.body.message.includes(perm);
+  await assert.rejects(reader.inboxes.messages.send(SHOP, { to: BOB, text: "x" }), forbidden("message_send"));
+  await assert.rejects(reader.apiKeys.list(), forbidden("api_key_read"));
+  await assert.rejects(reader.apiKeys.create({ permissions: { webhookRead: true } }), forbidden("webhook_read"));
+  await assert.rejects(reader.apiKeys.update(rk.apiKeyId, { permissions: { messageSend: true } }), forbidden("message_send"));
+  const gk = strict(ser.BearerApiKey, await client.apiKeys.get(rk.apiKeyId));
+  assert.deepEqual([gk.type, gk.name, gk.permissions.messageRead, gk.permissions.draftRead], ["bearer", "reader", true, false]);
+  const uk = strict(ser.BearerApiKey, await client.apiKeys.update(rk.apiKeyId, { name: "renamed", permissions: { inboxRead: true } }));
+  assert.deepEqual([uk.name, uk.permissions.inboxRead, uk.permissions.messageRead], ["renamed", true, false]);
+  await assert.rejects(reader.inboxes.messages.list(SHOP), forbidden("message_read"));
+  const ik = strict(ser.CreateApiKeyResponse, await client.inboxes.apiKeys.create(SHOP, { name: "shop", permissions: { messageRead: true } }));
+  const ime = strict(ser.Identity, await keyed(ik.apiKey).auth.me());
+  assert.deepEqual([ime.scopeType, ime.scopeId, ime.podId, ime.inboxId, ime.apiKeyId], ["inbox", SHOP, "envelopd", SHOP, ik.apiKeyId]);
+  strict(ser.BearerApiKey, await client.inboxes.apiKeys.update(SHOP, ik.apiKeyId, { name: "shop 2" }));
+  const pk = strict(ser.CreateApiKeyResponse, await client.pods.apiKeys.create("envelopd", { name: "pod" }));
+  const pme = strict(ser.Identity, await keyed(pk.apiKey).auth.me());
+  assert.deepEqual([pme.scopeType, pme.scopeId, pme.podId, pme.inboxId], ["pod", "envelopd", "envelopd", undefined]);
+  assert.equal(strict(ser.BearerApiKey, await client.pods.apiKeys.update("envelopd", pk.apiKeyId, { name: "pod 2" })).name, "pod 2");
+  const kl = strict(ser.ListApiKeysResponse, await client.apiKeys.list());
+  assert.ok([rk, ik, pk].every((k) => kl.apiKeys.some((x) => x.apiKeyId === k.apiKeyId && x.name !== undefined)), JSON.stringify(kl));
+  await client.apiKeys.delete(rk.apiKeyId);
+  await client.inboxes.apiKeys.delete(SHOP, ik.apiKeyId);
+  await client.pods.apiKeys.delete("envelopd", pk.apiKeyId);
+  await assert.rejects(client.apiKeys.get(rk.apiKeyId), AgentMail.NotFoundError);
+
   // Errors are the SDK's own.
   await assert.rejects(client.inboxes.messages.get(SHOP, "<nope@shop.test>"), AgentMail.NotFoundError);
   const bad = new AgentMailClient({ apiKey: "ek_000000000000_" + "A".repeat(43), environment: { http: base, websockets: base } });

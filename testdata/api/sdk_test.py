@@ -370,6 +370,57 @@ def main():
     c.api_keys.delete(k.api_key_id)
     expect_error(401, lambda: client(k.api_key).inboxes.get(SHOP))
 
+    # Per-operation permissions: the SDK's ApiKeyPermissions (0.5.0 also
+    # has thread_read and thread_delete). The Python SDK 0.5.0 has no
+    # api_keys.get, api_keys.update or auth.me: they are called as the
+    # TypeScript SDK calls them (GET and PATCH /v0/api-keys/{id}, GET
+    # /v0/auth/me) through this SDK's own HTTP client, and validated as
+    # its ApiKey and as the TypeScript SDK's Identity (written out below).
+    from agentmail.api_keys.types.api_key import ApiKey as ApiKeyModel
+    from agentmail.api_keys.types.api_key_permissions import ApiKeyPermissions
+
+    class Identity(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="allow")
+        scope_type: typing.Literal["organization", "pod", "inbox"]
+        scope_id: str
+        organization_id: str
+        pod_id: typing.Optional[str] = None
+        inbox_id: typing.Optional[str] = None
+        api_key_id: typing.Optional[str] = None
+
+    def call(cl, method, path, body=None):
+        w = cl._client_wrapper
+        r = w.httpx_client.request(path, base_url=w.get_environment().http, method=method, json=body)
+        assert r.status_code == 200, (method, path, r.status_code, r.text)
+        return r.json()
+
+    rk = c.api_keys.create(name="reader", permissions=ApiKeyPermissions(inbox_read=True, thread_read=True, api_key_create=True))
+    assert rk.permissions.inbox_read and rk.permissions.thread_read and rk.permissions.message_read is False, rk
+    reader = client(rk.api_key)
+    assert reader.inboxes.get(SHOP).inbox_id == SHOP
+    assert reader.inboxes.threads.list(SHOP).count >= 1
+    e = expect_error(403, lambda: reader.inboxes.messages.list(SHOP))
+    assert e.body["name"] == "ForbiddenError" and "message_read" in e.body["message"], e.body
+    e = expect_error(403, lambda: reader.api_keys.create(permissions=ApiKeyPermissions(message_send=True)))
+    assert "message_send" in e.body["message"], e.body
+    expect_error(403, lambda: reader.api_keys.list())
+    gk = strict_construct(type_=ApiKeyModel, object_=call(c, "GET", f"v0/api-keys/{rk.api_key_id}"))
+    assert gk.name == "reader" and gk.permissions.thread_read and gk.permissions.message_send is False, gk
+    uk = strict_construct(type_=ApiKeyModel, object_=call(c, "PATCH", f"v0/api-keys/{rk.api_key_id}",
+                                                          {"name": "renamed", "permissions": {"inbox_read": True}}))
+    assert uk.name == "renamed" and uk.permissions.inbox_read and uk.permissions.thread_read is False, uk
+    expect_error(403, lambda: reader.inboxes.threads.list(SHOP))
+    me = strict_construct(type_=Identity, object_=call(c, "GET", "v0/auth/me"))
+    assert (me.scope_type, me.scope_id, me.organization_id, me.pod_id) == ("organization", "envelopd", "envelopd", None), me
+    ik = c.inboxes.api_keys.create(SHOP, name="shop", permissions=ApiKeyPermissions(message_read=True))
+    ime = strict_construct(type_=Identity, object_=call(client(ik.api_key), "GET", "v0/auth/me"))
+    assert (ime.scope_type, ime.scope_id, ime.pod_id, ime.inbox_id, ime.api_key_id) == ("inbox", SHOP, "envelopd", SHOP, ik.api_key_id), ime
+    pk = c.pods.api_keys.create("envelopd", name="pod")
+    pme = strict_construct(type_=Identity, object_=call(client(pk.api_key), "GET", "v0/auth/me"))
+    assert (pme.scope_type, pme.scope_id, pme.pod_id, pme.inbox_id) == ("pod", "envelopd", "envelopd", None), pme
+    for x in (rk, ik, pk):
+        c.api_keys.delete(x.api_key_id)
+
     # Metrics from the event log.
     start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
     m = c.metrics.query(event_types=["message.sent", "message.received"], start=start, period="1d")
@@ -383,7 +434,7 @@ def main():
 
     for t in ["Inbox", "ListInboxesResponse", "Webhook", "ListWebhooksResponse", "SendMessageResponse",
               "ListMessagesResponse", "Message", "Thread", "ListThreadsResponse", "AttachmentResponse",
-              "RawMessageResponse", "Pod", "ListPodsResponse", "Organization", "Draft", "ListDraftsResponse", "PodListEntry", "ListEntry", "CreateApiKeyResponse", "ListApiKeysResponse", "ListInboxEventsResponse"]:
+              "RawMessageResponse", "Pod", "ListPodsResponse", "Organization", "Draft", "ListDraftsResponse", "PodListEntry", "ListEntry", "CreateApiKeyResponse", "ListApiKeysResponse", "ListInboxEventsResponse", "ApiKey", "Identity"]:
         assert VALIDATED.get(t), f"{t} never validated: {VALIDATED}"
     print("ok")
 

@@ -1,0 +1,4 @@
+package mcp
+
+// ToolPermission is toolPermission, for the tests.
+var ToolPermission = toolPermission
