@@ -72,18 +72,7 @@ var errScopedKey = &Error{Status: http.StatusForbidden, Name: "ForbiddenError",
 // within reports whether every inbox of k is one p may see (an unscoped
 // k is within an unscoped p only).
 func (p *Principal) within(k store.APIKey) bool {
-	if p.Inboxes == nil {
-		return true
-	}
-	if len(k.Inboxes) == 0 {
-		return false
-	}
-	for _, b := range k.Inboxes {
-		if !p.Allowed(b) {
-			return false
-		}
-	}
-	return true
+	return p.allowsAll(k.Inboxes)
 }
 
 // CreateAPIKey makes a key: unscoped (inbox "") or scoped to inbox.

@@ -324,11 +324,8 @@ func (s *Service) ListInboxEvents(ctx context.Context, p *Principal, inbox strin
 		return InboxEventsObject{}, err
 	}
 	out := InboxEventsObject{Limit: lp.Limit, Events: []InboxEventObject{}}
-	for i, e := range es {
-		if i == lp.Limit {
-			out.NextPageToken = EncodeCursor(Cursor{ID: es[i-1].ID, Asc: lp.Ascending})
-			break
-		}
+	es, out.NextPageToken = cutPage(es, lp, func(e store.InboxEvent) Cursor { return Cursor{ID: e.ID, Asc: lp.Ascending} })
+	for _, e := range es {
 		mid := strconv.FormatInt(e.MessageID, 10)
 		if e.RFCMessageID != "" {
 			mid = "<" + e.RFCMessageID + ">"
@@ -342,10 +339,7 @@ func (s *Service) ListInboxEvents(ctx context.Context, p *Principal, inbox strin
 }
 
 func (h *Handler) listInboxEvents(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	lp, err := h.listParams(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.ListInboxEvents(r.Context(), p, r.PathValue("inbox_id"), lp)
-	return v, 0, err
+	return answer(r, h.listParams, func(lp ListParams) (any, error) {
+		return h.svc.ListInboxEvents(r.Context(), p, r.PathValue("inbox_id"), lp)
+	})
 }
