@@ -23,17 +23,8 @@ func claimLimit(limit int) int {
 // sort). Errors say what was claimed ("store: claim drafts: …"); the rows
 // are closed when it returns, so that tx may run its next statement.
 func claimed[T any](tx Tx, what string, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
-	var out []T
 	rows, err := tx.Query(q, args...)
-	err = eachRow(rows, err, "store: claim "+what, func(sc scanner) error {
-		v, err := scan(sc)
-		out = append(out, v)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return collect(rows, err, "store: claim "+what, scan)
 }
 
 // claim runs claimed in a write transaction of its own.

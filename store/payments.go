@@ -420,9 +420,7 @@ func (s paymentRoom) ProofCollisions(ctx context.Context) ([]ProofCollision, err
 		return nil, ErrClosed
 	}
 	return queryAll(ctx, s.r, "proof collisions", func(sc scanner) (c ProofCollision, err error) {
-		var at int64
-		err = sc.Scan(&c.MessageID, &c.KeptID, &c.Fingerprint, &at)
-		c.FoundAt = time.Unix(0, at).UTC()
+		err = sc.Scan(&c.MessageID, &c.KeptID, &c.Fingerprint, unixTime{&c.FoundAt})
 		return c, err
 	}, `SELECT message_id, kept_id, fingerprint, found_at FROM proof_collisions ORDER BY message_id`)
 }
