@@ -587,13 +587,3 @@ func decodeProblems(s string) protocols.Problems {
 	}
 	return ps
 }
-
-// sortedKeys returns m's keys in order (deterministic ref lookups).
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
