@@ -123,10 +123,8 @@ type DraftObject struct {
 
 // ListDrafts is the SDK's ListDraftsResponse.
 type ListDrafts struct {
-	Count         int           `json:"count"`
-	Limit         int           `json:"limit"`
-	NextPageToken string        `json:"next_page_token,omitempty"`
-	Drafts        []DraftObject `json:"drafts"`
+	Page
+	Drafts []DraftObject `json:"drafts"`
 }
 
 func draftObject(d store.Draft) (DraftObject, error) {
@@ -341,7 +339,7 @@ func (s *Service) ListDrafts(ctx context.Context, p *Principal, inbox string, lp
 	if err != nil {
 		return ListDrafts{}, err
 	}
-	return ListDrafts{Count: len(drafts), Limit: lp.Limit, NextPageToken: next, Drafts: drafts}, nil
+	return ListDrafts{Page: Page{Count: len(drafts), Limit: lp.Limit, NextPageToken: next}, Drafts: drafts}, nil
 }
 
 // UpdateDraft replaces the fields given (send_at: reschedules; null

@@ -303,10 +303,8 @@ type InboxEventObject struct {
 
 // InboxEventsObject is the SDK's ListInboxEventsResponse.
 type InboxEventsObject struct {
-	Count         int                `json:"count"`
-	Limit         int                `json:"limit"`
-	NextPageToken string             `json:"next_page_token,omitempty"`
-	Events        []InboxEventObject `json:"events"`
+	Page
+	Events []InboxEventObject `json:"events"`
 }
 
 // ListInboxEvents lists an inbox's label events.
@@ -323,7 +321,7 @@ func (s *Service) ListInboxEvents(ctx context.Context, p *Principal, inbox strin
 	if err != nil {
 		return InboxEventsObject{}, err
 	}
-	out := InboxEventsObject{Limit: lp.Limit, Events: []InboxEventObject{}}
+	out := InboxEventsObject{Page: Page{Limit: lp.Limit}, Events: []InboxEventObject{}}
 	es, out.NextPageToken = cutPage(es, lp, func(e store.InboxEvent) Cursor { return Cursor{ID: e.ID, Asc: lp.Ascending} })
 	for _, e := range es {
 		mid := strconv.FormatInt(e.MessageID, 10)

@@ -94,3 +94,12 @@ func messageItems(ms []store.InboxMessage) ([]Message, error) {
 	}
 	return out, nil
 }
+
+// Page is the head of a list answer (the SDK's List…Response): count,
+// limit and, when more follow, next_page_token; each list type embeds
+// it before its items.
+type Page struct {
+	Count         int    `json:"count"`
+	Limit         int    `json:"limit"`
+	NextPageToken string `json:"next_page_token,omitempty"`
+}

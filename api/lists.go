@@ -34,10 +34,8 @@ type ListEntryObject struct {
 
 // ListEntriesObject is the SDK's ListListEntriesResponse.
 type ListEntriesObject struct {
-	Count         int               `json:"count"`
-	Limit         int               `json:"limit"`
-	NextPageToken string            `json:"next_page_token,omitempty"`
-	Entries       []ListEntryObject `json:"entries"`
+	Page
+	Entries []ListEntryObject `json:"entries"`
 }
 
 func listEntryObject(e store.ListEntry) ListEntryObject {
@@ -153,7 +151,7 @@ func (s *Service) ListListEntries(ctx context.Context, p *Principal, inbox, dire
 	if err != nil {
 		return ListEntriesObject{}, err
 	}
-	out := ListEntriesObject{Limit: lp.Limit, Entries: []ListEntryObject{}}
+	out := ListEntriesObject{Page: Page{Limit: lp.Limit}, Entries: []ListEntryObject{}}
 	es, out.NextPageToken = cutPage(es, lp, func(e store.ListEntry) Cursor { return Cursor{Inbox: e.Entry} })
 	for _, e := range es {
 		out.Entries = append(out.Entries, listEntryObject(e))

@@ -45,7 +45,7 @@ func (s *Service) SearchInboxes(ctx context.Context, p *Principal, q string, lim
 		return ListInboxes{}, err
 	}
 	words := strings.FieldsFunc(strings.ToLower(q), notWordRune)
-	out := ListInboxes{Limit: limit, Inboxes: []Inbox{}}
+	out := ListInboxes{Page: Page{Limit: limit}, Inboxes: []Inbox{}}
 	lp := ListParams{Limit: 100}
 	for {
 		l, err := s.ListInboxes(ctx, p, lp)

@@ -187,26 +187,20 @@ func (s *Service) inbox(ctx context.Context, p *Principal, address string) (stor
 
 // ListInboxes is {count, limit, next_page_token, inboxes}.
 type ListInboxes struct {
-	Count         int     `json:"count"`
-	Limit         int     `json:"limit"`
-	NextPageToken string  `json:"next_page_token,omitempty"`
-	Inboxes       []Inbox `json:"inboxes"`
+	Page
+	Inboxes []Inbox `json:"inboxes"`
 }
 
 // ListMessages is {count, limit, next_page_token, messages}.
 type ListMessages struct {
-	Count         int       `json:"count"`
-	Limit         int       `json:"limit"`
-	NextPageToken string    `json:"next_page_token,omitempty"`
-	Messages      []Message `json:"messages"`
+	Page
+	Messages []Message `json:"messages"`
 }
 
 // ListThreads is {count, limit, next_page_token, threads}.
 type ListThreads struct {
-	Count         int      `json:"count"`
-	Limit         int      `json:"limit"`
-	NextPageToken string   `json:"next_page_token,omitempty"`
-	Threads       []Thread `json:"threads"`
+	Page
+	Threads []Thread `json:"threads"`
 }
 
 // CreateInboxRequest is the SDK's CreateInboxRequest.
@@ -286,7 +280,7 @@ func (s *Service) ListInboxes(ctx context.Context, p *Principal, lp ListParams) 
 	if err != nil {
 		return ListInboxes{}, err
 	}
-	out := ListInboxes{Limit: lp.Limit, Inboxes: []Inbox{}}
+	out := ListInboxes{Page: Page{Limit: lp.Limit}, Inboxes: []Inbox{}}
 	bs, out.NextPageToken = cutPage(bs, lp, func(b store.Inbox) Cursor { return Cursor{Inbox: b.Address, Asc: lp.Ascending} })
 	for _, b := range bs {
 		out.Inboxes = append(out.Inboxes, inboxObject(b))
@@ -351,7 +345,7 @@ func (s *Service) ListMessages(ctx context.Context, p *Principal, inbox string, 
 	if err != nil {
 		return ListMessages{}, err
 	}
-	out := ListMessages{Limit: lp.Limit}
+	out := ListMessages{Page: Page{Limit: lp.Limit}}
 	ms, out.NextPageToken = cutPage(ms, lp, func(m store.InboxMessage) Cursor { return Cursor{ID: m.ID, Asc: lp.Ascending} })
 	if out.Messages, err = messageItems(ms); err != nil {
 		return ListMessages{}, err
@@ -605,7 +599,7 @@ func (s *Service) ListThreads(ctx context.Context, p *Principal, inbox string, l
 	if err != nil {
 		return ListThreads{}, err
 	}
-	out := ListThreads{Limit: lp.Limit}
+	out := ListThreads{Page: Page{Limit: lp.Limit}}
 	refs, out.NextPageToken = cutPage(refs, lp, func(last store.ThreadRef) Cursor {
 		return Cursor{ID: last.LastID, Inbox: last.Inbox, Asc: lp.Ascending}
 	})

@@ -80,10 +80,8 @@ type WebhookObject struct {
 
 // ListWebhooks is {count, limit, next_page_token, webhooks}.
 type ListWebhooks struct {
-	Count         int             `json:"count"`
-	Limit         int             `json:"limit"`
-	NextPageToken string          `json:"next_page_token,omitempty"`
-	Webhooks      []WebhookObject `json:"webhooks"`
+	Page
+	Webhooks []WebhookObject `json:"webhooks"`
 }
 
 // CreateWebhookRequest is the SDK's CreateWebhookRequest.
@@ -284,7 +282,7 @@ func (s *Service) ListWebhooks(ctx context.Context, p *Principal, inbox string, 
 	if err != nil {
 		return ListWebhooks{}, err
 	}
-	return ListWebhooks{Count: len(hooks), Limit: lp.Limit, NextPageToken: next, Webhooks: hooks}, nil
+	return ListWebhooks{Page: Page{Count: len(hooks), Limit: lp.Limit, NextPageToken: next}, Webhooks: hooks}, nil
 }
 
 // UpdateWebhook replaces the event types (when given) and adds/removes
