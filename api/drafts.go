@@ -580,7 +580,7 @@ func (h *Handler) createDraft(w http.ResponseWriter, r *http.Request, p *Princip
 }
 
 func (h *Handler) getDraft(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	return ok(h.svc.GetDraft(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("draft_id")))
+	return respond(h.svc.GetDraft(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("draft_id")))
 }
 
 func (h *Handler) getDraftAttachment(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
@@ -611,5 +611,5 @@ func (h *Handler) sendDraft(w http.ResponseWriter, r *http.Request, p *Principal
 	if err := boolParam(r.URL.Query(), "force", &force); err != nil {
 		return nil, 0, err
 	}
-	return ok(h.svc.SendDraft(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("draft_id"), u, force))
+	return respond(h.svc.SendDraft(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("draft_id"), u, force))
 }

@@ -328,7 +328,7 @@ func (h *Handler) createInbox(w http.ResponseWriter, r *http.Request, p *Princip
 }
 
 func (h *Handler) getInbox(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	return ok(h.svc.GetInbox(r.Context(), p, r.PathValue("inbox_id")))
+	return respond(h.svc.GetInbox(r.Context(), p, r.PathValue("inbox_id")))
 }
 
 func (h *Handler) updateInbox(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
@@ -338,11 +338,11 @@ func (h *Handler) updateInbox(w http.ResponseWriter, r *http.Request, p *Princip
 	if err := decode(r, &req); err != nil {
 		return nil, 0, err
 	}
-	return ok(h.svc.UpdateInbox(r.Context(), p, r.PathValue("inbox_id"), req.DisplayName))
+	return respond(h.svc.UpdateInbox(r.Context(), p, r.PathValue("inbox_id"), req.DisplayName))
 }
 
-// ok answers v, status 200, or err.
-func ok[T any](v T, err error) (any, int, error) {
+// respond answers v, status 200, or err.
+func respond[T any](v T, err error) (any, int, error) {
 	return v, 0, err
 }
 
@@ -365,7 +365,7 @@ func (h *Handler) listMessages(w http.ResponseWriter, r *http.Request, p *Princi
 }
 
 func (h *Handler) getMessage(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	return ok(h.svc.GetMessage(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id")))
+	return respond(h.svc.GetMessage(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id")))
 }
 
 func (h *Handler) updateMessage(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {

@@ -236,7 +236,7 @@ func (h *Handler) listListEntries(w http.ResponseWriter, r *http.Request, p *Pri
 	if err != nil {
 		return nil, 0, err
 	}
-	return ok(h.svc.ListListEntries(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("direction"), r.PathValue("type"), lp))
+	return respond(h.svc.ListListEntries(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("direction"), r.PathValue("type"), lp))
 }
 
 func (h *Handler) createListEntry(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
@@ -247,11 +247,11 @@ func (h *Handler) createListEntry(w http.ResponseWriter, r *http.Request, p *Pri
 	if err := decode(r, &req); err != nil {
 		return nil, 0, err
 	}
-	return ok(h.svc.CreateListEntry(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("direction"), r.PathValue("type"), req.Entry, req.Reason))
+	return respond(h.svc.CreateListEntry(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("direction"), r.PathValue("type"), req.Entry, req.Reason))
 }
 
 func (h *Handler) getListEntry(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	return ok(h.svc.GetListEntry(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("direction"), r.PathValue("type"), pathEntry(r)))
+	return respond(h.svc.GetListEntry(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("direction"), r.PathValue("type"), pathEntry(r)))
 }
 
 func (h *Handler) deleteListEntry(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {

@@ -375,7 +375,7 @@ func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p *Princ
 }
 
 func (h *Handler) getWebhook(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	return ok(h.svc.GetWebhook(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("webhook_id")))
+	return respond(h.svc.GetWebhook(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("webhook_id")))
 }
 
 func (h *Handler) updateWebhook(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
