@@ -118,15 +118,7 @@ func (p *Principal) within(k store.APIKey) bool {
 	if p.Inboxes == nil {
 		return p.Pod == "" || len(k.Inboxes) > 0 || k.Pod != ""
 	}
-	if len(k.Inboxes) == 0 {
-		return false
-	}
-	for _, b := range k.Inboxes {
-		if !p.Allowed(b) {
-			return false
-		}
-	}
-	return true
+	return p.allowsAll(k.Inboxes)
 }
 
 // CreateAPIKey makes a key for scope ks: of the organisation, the pod or

@@ -102,13 +102,9 @@ func (s *Service) BatchGetMessages(ctx context.Context, p *Principal, inbox stri
 	if err != nil {
 		return BatchGetResult{}, err
 	}
-	out := BatchGetResult{Limit: len(req.MessageIDs), Messages: []Message{}}
-	for i := range ms {
-		o, err := messageObject(&ms[i], false)
-		if err != nil {
-			return BatchGetResult{}, err
-		}
-		out.Messages = append(out.Messages, o)
+	out := BatchGetResult{Limit: len(req.MessageIDs)}
+	if out.Messages, err = messageItems(ms); err != nil {
+		return BatchGetResult{}, err
 	}
 	out.Count = len(out.Messages)
 	return out, nil
@@ -154,19 +150,13 @@ func (s *Service) BatchUpdateMessages(ctx context.Context, p *Principal, inbox s
 
 func (h *Handler) batchRoutes(a func(string, authed)) {
 	a("POST /v0/inboxes/{inbox_id}/messages/batch-get", func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-		var req BatchGetRequest
-		if err := decode(r, &req); err != nil {
-			return nil, 0, err
-		}
-		v, err := h.svc.BatchGetMessages(r.Context(), p, r.PathValue("inbox_id"), req)
-		return v, 0, err
+		return answer(r, decodeAs[BatchGetRequest], func(req BatchGetRequest) (any, error) {
+			return h.svc.BatchGetMessages(r.Context(), p, r.PathValue("inbox_id"), req)
+		})
 	})
 	a("POST /v0/inboxes/{inbox_id}/messages/batch-update", func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-		var req BatchUpdateRequest
-		if err := decode(r, &req); err != nil {
-			return nil, 0, err
-		}
-		v, err := h.svc.BatchUpdateMessages(r.Context(), p, r.PathValue("inbox_id"), req)
-		return v, 0, err
+		return answer(r, decodeAs[BatchUpdateRequest], func(req BatchUpdateRequest) (any, error) {
+			return h.svc.BatchUpdateMessages(r.Context(), p, r.PathValue("inbox_id"), req)
+		})
 	})
 }

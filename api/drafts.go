@@ -123,10 +123,8 @@ type DraftObject struct {
 
 // ListDrafts is the SDK's ListDraftsResponse.
 type ListDrafts struct {
-	Count         int           `json:"count"`
-	Limit         int           `json:"limit"`
-	NextPageToken string        `json:"next_page_token,omitempty"`
-	Drafts        []DraftObject `json:"drafts"`
+	Page
+	Drafts []DraftObject `json:"drafts"`
 }
 
 func draftObject(d store.Draft) (DraftObject, error) {
@@ -300,12 +298,8 @@ func (s *Service) draft(ctx context.Context, p *Principal, inbox, id string) (st
 	if err != nil {
 		return nil, store.Draft{}, err
 	}
-	if inbox != "" {
-		b, err := s.inbox(ctx, p, inbox)
-		if err != nil {
-			return nil, store.Draft{}, err
-		}
-		inbox = b.Address
+	if inbox, err = s.pathInbox(ctx, p, inbox); err != nil {
+		return nil, store.Draft{}, err
 	}
 	d, err := ds.DraftByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && (!p.Allowed(d.Inbox) || inbox != "" && d.Inbox != inbox)) {
@@ -330,44 +324,22 @@ func (s *Service) ListDrafts(ctx context.Context, p *Principal, inbox string, lp
 	if err != nil {
 		return ListDrafts{}, err
 	}
-	if inbox != "" {
-		b, err := s.inbox(ctx, p, inbox)
-		if err != nil {
-			return ListDrafts{}, err
-		}
-		inbox = b.Address
+	if inbox, err = s.pathInbox(ctx, p, inbox); err != nil {
+		return ListDrafts{}, err
 	}
-	at, id := lp.Cursor.ID, lp.Cursor.Inbox
-	out := ListDrafts{Limit: lp.Limit, Drafts: []DraftObject{}}
-	for {
-		page, err := ds.Drafts(ctx, inbox, at, id, lp.Limit+1)
-		if err != nil {
-			return ListDrafts{}, err
-		}
-		for _, d := range page {
-			at, id = d.CreatedAt.UnixNano(), d.ID
-			if !p.Allowed(d.Inbox) {
-				continue
-			}
-			if len(out.Drafts) == lp.Limit {
-				last := out.Drafts[len(out.Drafts)-1]
-				out.NextPageToken = EncodeCursor(Cursor{ID: last.CreatedAt.UnixNano(), Inbox: last.DraftID})
-				out.Count = len(out.Drafts)
-				return out, nil
-			}
+	drafts, next, err := newestFirst(lp, func(at int64, id string, n int) ([]store.Draft, error) {
+		return ds.Drafts(ctx, inbox, at, id, n)
+	}, func(d store.Draft) (time.Time, string) { return d.CreatedAt, d.ID },
+		func(d store.Draft) bool { return p.Allowed(d.Inbox) },
+		func(d store.Draft) (DraftObject, error) {
 			o, err := draftObject(d)
-			if err != nil {
-				return ListDrafts{}, err
-			}
 			o.Text, o.HTML, o.ReplyTo = "", "", nil // DraftItem
-			out.Drafts = append(out.Drafts, o)
-		}
-		if len(page) < lp.Limit+1 {
-			break
-		}
+			return o, err
+		})
+	if err != nil {
+		return ListDrafts{}, err
 	}
-	out.Count = len(out.Drafts)
-	return out, nil
+	return ListDrafts{Page: Page{Count: len(drafts), Limit: lp.Limit, NextPageToken: next}, Drafts: drafts}, nil
 }
 
 // UpdateDraft replaces the fields given (send_at: reschedules; null
@@ -581,12 +553,9 @@ func (h *Handler) draftRoutes(a func(string, authed)) {
 }
 
 func (h *Handler) listDrafts(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	lp, err := h.listParams(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.ListDrafts(r.Context(), p, r.PathValue("inbox_id"), lp)
-	return v, 0, err
+	return answer(r, h.listParams, func(lp ListParams) (any, error) {
+		return h.svc.ListDrafts(r.Context(), p, r.PathValue("inbox_id"), lp)
+	})
 }
 
 func decodeDraft(r *http.Request) (DraftRequest, error) {
@@ -594,28 +563,24 @@ func decodeDraft(r *http.Request) (DraftRequest, error) {
 	if err := decode(r, &req); err != nil {
 		return req, err
 	}
-	if v := r.URL.Query().Get("force"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return req, badField("force", "want true or false")
+	if r.URL.Query().Get("force") != "" {
+		var force bool
+		if err := boolParam(r.URL.Query(), "force", &force); err != nil {
+			return req, err
 		}
-		req.Force = &b
+		req.Force = &force
 	}
 	return req, nil
 }
 
 func (h *Handler) createDraft(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	req, err := decodeDraft(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.CreateDraft(r.Context(), p, r.PathValue("inbox_id"), req)
-	return v, 0, err
+	return answer(r, decodeDraft, func(req DraftRequest) (any, error) {
+		return h.svc.CreateDraft(r.Context(), p, r.PathValue("inbox_id"), req)
+	})
 }
 
 func (h *Handler) getDraft(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	v, err := h.svc.GetDraft(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("draft_id"))
-	return v, 0, err
+	return respond(h.svc.GetDraft(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("draft_id")))
 }
 
 func (h *Handler) getDraftAttachment(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
@@ -628,12 +593,9 @@ func (h *Handler) getDraftAttachment(w http.ResponseWriter, r *http.Request, p *
 }
 
 func (h *Handler) updateDraft(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	req, err := decodeDraft(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.UpdateDraft(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("draft_id"), req)
-	return v, 0, err
+	return answer(r, decodeDraft, func(req DraftRequest) (any, error) {
+		return h.svc.UpdateDraft(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("draft_id"), req)
+	})
 }
 
 func (h *Handler) deleteDraft(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
@@ -646,13 +608,8 @@ func (h *Handler) sendDraft(w http.ResponseWriter, r *http.Request, p *Principal
 		return nil, 0, err
 	}
 	force := false
-	if v := r.URL.Query().Get("force"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, 0, badField("force", "want true or false")
-		}
-		force = b
+	if err := boolParam(r.URL.Query(), "force", &force); err != nil {
+		return nil, 0, err
 	}
-	v, err := h.svc.SendDraft(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("draft_id"), u, force)
-	return v, 0, err
+	return respond(h.svc.SendDraft(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("draft_id"), u, force))
 }

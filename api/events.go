@@ -57,21 +57,24 @@ type EventObject struct {
 	Payment *store.Payment `json:"payment,omitempty"`
 }
 
+// EventHead is what the SDK's Send, Delivery, Bounce and Reject begin
+// with: the message an event is about and when it happened.
+type EventHead struct {
+	InboxID   string    `json:"inbox_id"`
+	ThreadID  string    `json:"thread_id"`
+	MessageID string    `json:"message_id"`
+	Timestamp time.Time `json:"timestamp"`
+}
+
 // EventDetail is the SDK's Send and Delivery.
 type EventDetail struct {
-	InboxID    string    `json:"inbox_id"`
-	ThreadID   string    `json:"thread_id"`
-	MessageID  string    `json:"message_id"`
-	Timestamp  time.Time `json:"timestamp"`
-	Recipients []string  `json:"recipients"`
+	EventHead
+	Recipients []string `json:"recipients"`
 }
 
 // BounceDetail is the SDK's Bounce.
 type BounceDetail struct {
-	InboxID    string            `json:"inbox_id"`
-	ThreadID   string            `json:"thread_id"`
-	MessageID  string            `json:"message_id"`
-	Timestamp  time.Time         `json:"timestamp"`
+	EventHead
 	Type       string            `json:"type"`
 	SubType    string            `json:"sub_type"`
 	Recipients []BounceRecipient `json:"recipients"`
@@ -80,11 +83,8 @@ type BounceDetail struct {
 // RejectDetail is the SDK's Reject: a send refused before anything was
 // stored; thread_id and message_id are the ones the send would have had.
 type RejectDetail struct {
-	InboxID   string    `json:"inbox_id"`
-	ThreadID  string    `json:"thread_id"`
-	MessageID string    `json:"message_id"`
-	Timestamp time.Time `json:"timestamp"`
-	Reason    string    `json:"reason"`
+	EventHead
+	Reason string `json:"reason"`
 }
 
 // BounceRecipient is the SDK's Recipient.
@@ -115,7 +115,7 @@ func (s *Service) EventObject(ctx context.Context, e store.Event) (EventObject, 
 		if err := json.Unmarshal([]byte(e.Detail), &d); err != nil {
 			return o, fmt.Errorf("api: message.rejected event %d: %w", e.ID, err)
 		}
-		o.Reject = &RejectDetail{InboxID: e.Inbox, ThreadID: d.ThreadID, MessageID: d.MessageID, Timestamp: e.CreatedAt, Reason: d.Reason}
+		o.Reject = &RejectDetail{EventHead{InboxID: e.Inbox, ThreadID: d.ThreadID, MessageID: d.MessageID, Timestamp: e.CreatedAt}, d.Reason}
 		return o, nil
 	}
 	m, err := s.cfg.Store.Message(ctx, e.MessageID)
@@ -123,6 +123,7 @@ func (s *Service) EventObject(ctx context.Context, e store.Event) (EventObject, 
 		return o, err
 	}
 	im := &store.InboxMessage{Inbox: e.Inbox, Message: *m}
+	head := EventHead{InboxID: e.Inbox, ThreadID: m.ThreadID, MessageID: wireMessageID(m), Timestamp: e.CreatedAt}
 	switch e.Type {
 	case store.EventReceived, store.EventReceivedBlocked, store.EventReceivedUnauthenticated:
 		s.sync(ctx)
@@ -144,8 +145,7 @@ func (s *Service) EventObject(ctx context.Context, e store.Event) (EventObject, 
 		t := threadObject(e.Inbox, m.ThreadID, ms)
 		o.Thread = &t
 	case store.EventSent, store.EventDelivered:
-		d := &EventDetail{InboxID: e.Inbox, ThreadID: m.ThreadID, MessageID: wireMessageID(m), Timestamp: e.CreatedAt,
-			Recipients: nonNil(e.Recipients)}
+		d := &EventDetail{EventHead: head, Recipients: nonNil(e.Recipients)}
 		if e.Type == store.EventSent {
 			d.Recipients = nonNil(m.Recipients)
 			o.Send = d
@@ -159,8 +159,7 @@ func (s *Service) EventObject(ctx context.Context, e store.Event) (EventObject, 
 		}
 		o.Message, o.Payment = &mo, m.Payment
 	case store.EventBounced:
-		b := &BounceDetail{InboxID: e.Inbox, ThreadID: m.ThreadID, MessageID: wireMessageID(m), Timestamp: e.CreatedAt,
-			Type: "Permanent", SubType: "General", Recipients: []BounceRecipient{}}
+		b := &BounceDetail{EventHead: head, Type: "Permanent", SubType: "General", Recipients: []BounceRecipient{}}
 		for _, r := range e.Recipients {
 			b.Recipients = append(b.Recipients, BounceRecipient{Address: r, Status: e.Detail})
 		}
@@ -308,10 +307,8 @@ type InboxEventObject struct {
 
 // InboxEventsObject is the SDK's ListInboxEventsResponse.
 type InboxEventsObject struct {
-	Count         int                `json:"count"`
-	Limit         int                `json:"limit"`
-	NextPageToken string             `json:"next_page_token,omitempty"`
-	Events        []InboxEventObject `json:"events"`
+	Page
+	Events []InboxEventObject `json:"events"`
 }
 
 // ListInboxEvents lists an inbox's label events.
@@ -328,12 +325,9 @@ func (s *Service) ListInboxEvents(ctx context.Context, p *Principal, inbox strin
 	if err != nil {
 		return InboxEventsObject{}, err
 	}
-	out := InboxEventsObject{Limit: lp.Limit, Events: []InboxEventObject{}}
-	for i, e := range es {
-		if i == lp.Limit {
-			out.NextPageToken = EncodeCursor(Cursor{ID: es[i-1].ID, Asc: lp.Ascending})
-			break
-		}
+	out := InboxEventsObject{Page: Page{Limit: lp.Limit}, Events: []InboxEventObject{}}
+	es, out.NextPageToken = cutPage(es, lp, func(e store.InboxEvent) Cursor { return Cursor{ID: e.ID, Asc: lp.Ascending} })
+	for _, e := range es {
 		mid := strconv.FormatInt(e.MessageID, 10)
 		if e.RFCMessageID != "" {
 			mid = "<" + e.RFCMessageID + ">"
@@ -347,10 +341,7 @@ func (s *Service) ListInboxEvents(ctx context.Context, p *Principal, inbox strin
 }
 
 func (h *Handler) listInboxEvents(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	lp, err := h.listParams(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.ListInboxEvents(r.Context(), p, r.PathValue("inbox_id"), lp)
-	return v, 0, err
+	return answer(r, h.listParams, func(lp ListParams) (any, error) {
+		return h.svc.ListInboxEvents(r.Context(), p, r.PathValue("inbox_id"), lp)
+	})
 }

@@ -331,8 +331,7 @@ func (h *Handler) createInbox(w http.ResponseWriter, r *http.Request, p *Princip
 }
 
 func (h *Handler) getInbox(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	v, err := h.svc.GetInbox(r.Context(), p, r.PathValue("inbox_id"))
-	return v, 0, err
+	return respond(h.svc.GetInbox(r.Context(), p, r.PathValue("inbox_id")))
 }
 
 func (h *Handler) updateInbox(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
@@ -342,7 +341,11 @@ func (h *Handler) updateInbox(w http.ResponseWriter, r *http.Request, p *Princip
 	if err := decode(r, &req); err != nil {
 		return nil, 0, err
 	}
-	v, err := h.svc.UpdateInbox(r.Context(), p, r.PathValue("inbox_id"), req.DisplayName)
+	return respond(h.svc.UpdateInbox(r.Context(), p, r.PathValue("inbox_id"), req.DisplayName))
+}
+
+// respond answers v, status 200, or err.
+func respond[T any](v T, err error) (any, int, error) {
 	return v, 0, err
 }
 
@@ -365,8 +368,7 @@ func (h *Handler) listMessages(w http.ResponseWriter, r *http.Request, p *Princi
 }
 
 func (h *Handler) getMessage(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	v, err := h.svc.GetMessage(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"))
-	return v, 0, err
+	return respond(h.svc.GetMessage(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id")))
 }
 
 func (h *Handler) updateMessage(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {

@@ -60,7 +60,6 @@ func (s *Service) Handoffs(ctx context.Context, p *Principal, inbox, ref, action
 
 func (h *Handler) handoffs(action string) authed {
 	return func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-		v, err := h.svc.Handoffs(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), action)
-		return v, 0, err
+		return respond(h.svc.Handoffs(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("message_id"), action))
 	}
 }

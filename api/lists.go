@@ -34,10 +34,8 @@ type ListEntryObject struct {
 
 // ListEntriesObject is the SDK's ListListEntriesResponse.
 type ListEntriesObject struct {
-	Count         int               `json:"count"`
-	Limit         int               `json:"limit"`
-	NextPageToken string            `json:"next_page_token,omitempty"`
-	Entries       []ListEntryObject `json:"entries"`
+	Page
+	Entries []ListEntryObject `json:"entries"`
 }
 
 func listEntryObject(e store.ListEntry) ListEntryObject {
@@ -153,12 +151,9 @@ func (s *Service) ListListEntries(ctx context.Context, p *Principal, inbox, dire
 	if err != nil {
 		return ListEntriesObject{}, err
 	}
-	out := ListEntriesObject{Limit: lp.Limit, Entries: []ListEntryObject{}}
-	for i, e := range es {
-		if i == lp.Limit {
-			out.NextPageToken = EncodeCursor(Cursor{Inbox: es[i-1].Entry})
-			break
-		}
+	out := ListEntriesObject{Page: Page{Limit: lp.Limit}, Entries: []ListEntryObject{}}
+	es, out.NextPageToken = cutPage(es, lp, func(e store.ListEntry) Cursor { return Cursor{Inbox: e.Entry} })
+	for _, e := range es {
 		out.Entries = append(out.Entries, listEntryObject(e))
 	}
 	out.Count = len(out.Entries)
@@ -241,8 +236,7 @@ func (h *Handler) listListEntries(w http.ResponseWriter, r *http.Request, p *Pri
 	if err != nil {
 		return nil, 0, err
 	}
-	v, err := h.svc.ListListEntries(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("direction"), r.PathValue("type"), lp)
-	return v, 0, err
+	return respond(h.svc.ListListEntries(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("direction"), r.PathValue("type"), lp))
 }
 
 func (h *Handler) createListEntry(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
@@ -253,13 +247,11 @@ func (h *Handler) createListEntry(w http.ResponseWriter, r *http.Request, p *Pri
 	if err := decode(r, &req); err != nil {
 		return nil, 0, err
 	}
-	v, err := h.svc.CreateListEntry(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("direction"), r.PathValue("type"), req.Entry, req.Reason)
-	return v, 0, err
+	return respond(h.svc.CreateListEntry(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("direction"), r.PathValue("type"), req.Entry, req.Reason))
 }
 
 func (h *Handler) getListEntry(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	v, err := h.svc.GetListEntry(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("direction"), r.PathValue("type"), pathEntry(r))
-	return v, 0, err
+	return respond(h.svc.GetListEntry(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("direction"), r.PathValue("type"), pathEntry(r)))
 }
 
 func (h *Handler) deleteListEntry(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {

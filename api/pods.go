@@ -89,8 +89,7 @@ func (h *Handler) podRoutes(a func(string, authed)) {
 		return ListPods{Count: 1, Limit: 1, Pods: []Pod{pod}}, 0, err
 	})
 	a("GET /v0/pods/{pod_id}", func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-		v, err := h.svc.GetPod(r.Context(), p, r.PathValue("pod_id"))
-		return v, 0, err
+		return respond(h.svc.GetPod(r.Context(), p, r.PathValue("pod_id")))
 	})
 	one := func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
 		return nil, 0, badField("pod_id", "envelopd has exactly one pod, %q, holding every inbox; pods cannot be created or deleted (docs/api.md, \"Pods and the organisation\")", podID)
@@ -98,8 +97,7 @@ func (h *Handler) podRoutes(a func(string, authed)) {
 	a("POST /v0/pods", one)
 	a("DELETE /v0/pods/{pod_id}", h.inPod(one))
 	a("GET /v0/organizations", func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-		v, err := h.svc.Organization(r.Context(), p)
-		return v, 0, err
+		return respond(h.svc.Organization(r.Context(), p))
 	})
 	pre := "/v0/pods/{pod_id}"
 	for pattern, f := range map[string]authed{

@@ -45,7 +45,7 @@ func (s *Service) SearchInboxes(ctx context.Context, p *Principal, q string, lim
 		return ListInboxes{}, err
 	}
 	words := strings.FieldsFunc(strings.ToLower(q), notWordRune)
-	out := ListInboxes{Limit: limit, Inboxes: []Inbox{}}
+	out := ListInboxes{Page: Page{Limit: limit}, Inboxes: []Inbox{}}
 	lp := ListParams{Limit: 100}
 	for {
 		l, err := s.ListInboxes(ctx, p, lp)
@@ -81,32 +81,28 @@ func (h *Handler) searchParams(r *http.Request, min int) (ListParams, error) {
 }
 
 func (h *Handler) searchMessages(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	lp, err := h.searchParams(r, 1)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.ListMessages(r.Context(), p, r.PathValue("inbox_id"), lp)
-	return v, 0, err
+	return answer(r, h.searchWords(1), func(lp ListParams) (any, error) {
+		return h.svc.ListMessages(r.Context(), p, r.PathValue("inbox_id"), lp)
+	})
 }
 
 func (h *Handler) searchThreads(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	lp, err := h.searchParams(r, 1)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.ListThreads(r.Context(), p, r.PathValue("inbox_id"), lp)
-	return v, 0, err
+	return answer(r, h.searchWords(1), func(lp ListParams) (any, error) {
+		return h.svc.ListThreads(r.Context(), p, r.PathValue("inbox_id"), lp)
+	})
+}
+
+// searchWords is searchParams with min, as answer reads it.
+func (h *Handler) searchWords(min int) func(*http.Request) (ListParams, error) {
+	return func(r *http.Request) (ListParams, error) { return h.searchParams(r, min) }
 }
 
 // searchInboxes matches word prefixes of the address and display name
 // (AgentMail: 2 to 256 characters) over the inboxes p may see.
 func (h *Handler) searchInboxes(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	lp, err := h.searchParams(r, 2)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.SearchInboxes(r.Context(), p, lp.Search, lp.Limit)
-	return v, 0, err
+	return answer(r, h.searchWords(2), func(lp ListParams) (any, error) {
+		return h.svc.SearchInboxes(r.Context(), p, lp.Search, lp.Limit)
+	})
 }
 
 func notWordRune(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }

@@ -187,26 +187,20 @@ func (s *Service) inbox(ctx context.Context, p *Principal, address string) (stor
 
 // ListInboxes is {count, limit, next_page_token, inboxes}.
 type ListInboxes struct {
-	Count         int     `json:"count"`
-	Limit         int     `json:"limit"`
-	NextPageToken string  `json:"next_page_token,omitempty"`
-	Inboxes       []Inbox `json:"inboxes"`
+	Page
+	Inboxes []Inbox `json:"inboxes"`
 }
 
 // ListMessages is {count, limit, next_page_token, messages}.
 type ListMessages struct {
-	Count         int       `json:"count"`
-	Limit         int       `json:"limit"`
-	NextPageToken string    `json:"next_page_token,omitempty"`
-	Messages      []Message `json:"messages"`
+	Page
+	Messages []Message `json:"messages"`
 }
 
 // ListThreads is {count, limit, next_page_token, threads}.
 type ListThreads struct {
-	Count         int      `json:"count"`
-	Limit         int      `json:"limit"`
-	NextPageToken string   `json:"next_page_token,omitempty"`
-	Threads       []Thread `json:"threads"`
+	Page
+	Threads []Thread `json:"threads"`
 }
 
 // CreateInboxRequest is the SDK's CreateInboxRequest.
@@ -286,11 +280,8 @@ func (s *Service) ListInboxes(ctx context.Context, p *Principal, lp ListParams) 
 	if err != nil {
 		return ListInboxes{}, err
 	}
-	out := ListInboxes{Limit: lp.Limit, Inboxes: []Inbox{}}
-	if len(bs) > lp.Limit {
-		bs = bs[:lp.Limit]
-		out.NextPageToken = EncodeCursor(Cursor{Inbox: bs[len(bs)-1].Address, Asc: lp.Ascending})
-	}
+	out := ListInboxes{Page: Page{Limit: lp.Limit}, Inboxes: []Inbox{}}
+	bs, out.NextPageToken = cutPage(bs, lp, func(b store.Inbox) Cursor { return Cursor{Inbox: b.Address, Asc: lp.Ascending} })
 	for _, b := range bs {
 		out.Inboxes = append(out.Inboxes, inboxObject(b))
 	}
@@ -354,17 +345,10 @@ func (s *Service) ListMessages(ctx context.Context, p *Principal, inbox string, 
 	if err != nil {
 		return ListMessages{}, err
 	}
-	out := ListMessages{Limit: lp.Limit, Messages: []Message{}}
-	if len(ms) > lp.Limit {
-		ms = ms[:lp.Limit]
-		out.NextPageToken = EncodeCursor(Cursor{ID: ms[len(ms)-1].ID, Asc: lp.Ascending})
-	}
-	for i := range ms {
-		o, err := messageObject(&ms[i], false)
-		if err != nil {
-			return ListMessages{}, err
-		}
-		out.Messages = append(out.Messages, o)
+	out := ListMessages{Page: Page{Limit: lp.Limit}}
+	ms, out.NextPageToken = cutPage(ms, lp, func(m store.InboxMessage) Cursor { return Cursor{ID: m.ID, Asc: lp.Ascending} })
+	if out.Messages, err = messageItems(ms); err != nil {
+		return ListMessages{}, err
 	}
 	out.Count = len(out.Messages)
 	return out, nil
@@ -615,12 +599,10 @@ func (s *Service) ListThreads(ctx context.Context, p *Principal, inbox string, l
 	if err != nil {
 		return ListThreads{}, err
 	}
-	out := ListThreads{Limit: lp.Limit}
-	if len(refs) > lp.Limit {
-		refs = refs[:lp.Limit]
-		last := refs[len(refs)-1]
-		out.NextPageToken = EncodeCursor(Cursor{ID: last.LastID, Inbox: last.Inbox, Asc: lp.Ascending})
-	}
+	out := ListThreads{Page: Page{Limit: lp.Limit}}
+	refs, out.NextPageToken = cutPage(refs, lp, func(last store.ThreadRef) Cursor {
+		return Cursor{ID: last.LastID, Inbox: last.Inbox, Asc: lp.Ascending}
+	})
 	if out.Threads, err = s.threadItems(ctx, refs); err != nil {
 		return ListThreads{}, err
 	}
@@ -671,10 +653,8 @@ func (s *Service) GetThread(ctx context.Context, p *Principal, inbox, thread str
 	if err != nil {
 		return Thread{}, err
 	}
-	if len(page) > lp.Limit {
-		page = page[:lp.Limit]
-		t.NextPageToken = EncodeCursor(Cursor{ID: page[len(page)-1].ID})
-	}
+	page, next := cutPage(page, lp, func(m store.InboxMessage) Cursor { return Cursor{ID: m.ID} })
+	t.NextPageToken = next
 	t.Messages = []Message{}
 	for i := range page {
 		m, err := s.cfg.Store.Message(ctx, page[i].ID)
@@ -923,16 +903,35 @@ func (s *Service) Send(ctx context.Context, p *Principal, inbox string, req Send
 	if err != nil {
 		return SendResult{}, err
 	}
-	m, err := s.compose(b, &req)
+	m, err := s.composeSubject(b, &req, func() string {
+		subj, _ := envelopaySubject(req.Text)
+		return subj
+	})
 	if err != nil {
 		return SendResult{}, err
 	}
-	if req.Subject == nil && m.Subject == "" {
-		if subj, ok := envelopaySubject(req.Text); ok {
-			m.Subject = subj
-		}
-	}
 	return s.queue(ctx, b, m, req, "send")
+}
+
+// composeSubject composes req from b (compose) and, when neither gives a
+// subject, sets the one subject returns.
+func (s *Service) composeSubject(b store.Inbox, req *SendRequest, subject func() string) (mailout.Mail, error) {
+	m, err := s.compose(b, req)
+	if err == nil && req.Subject == nil && m.Subject == "" {
+		m.Subject = subject()
+	}
+	return m, err
+}
+
+// answered is the stored message ref of inbox that a reply or forward
+// answers, and its inbox, which sends the answer.
+func (s *Service) answered(ctx context.Context, p *Principal, inbox, ref string) (*store.InboxMessage, store.Inbox, error) {
+	orig, err := s.message(ctx, p, inbox, ref)
+	if err != nil {
+		return nil, store.Inbox{}, err
+	}
+	b, err := s.inbox(ctx, p, orig.Inbox)
+	return orig, b, err
 }
 
 // Reply answers a stored message: to its sender (Reply-To first), or with
@@ -940,11 +939,7 @@ func (s *Service) Send(ctx context.Context, p *Principal, inbox string, req Send
 // References (RFC 5322 §3.6.4). The subject is the request's, else one
 // derived from an Envelopay body in text, else "Re: " and the original's.
 func (s *Service) Reply(ctx context.Context, p *Principal, inbox, ref string, req SendRequest, replyAll bool) (SendResult, error) {
-	orig, err := s.message(ctx, p, inbox, ref)
-	if err != nil {
-		return SendResult{}, err
-	}
-	b, err := s.inbox(ctx, p, orig.Inbox)
+	orig, b, err := s.answered(ctx, p, inbox, ref)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -969,7 +964,15 @@ func (s *Service) Reply(ctx context.Context, p *Principal, inbox, ref string, re
 			}
 		}
 	}
-	m, err := s.compose(b, &req)
+	m, err := s.composeSubject(b, &req, func() string {
+		if subj, ok := envelopaySubject(req.Text); ok {
+			return subj
+		}
+		if strings.HasPrefix(strings.ToLower(o.Subject), "re:") {
+			return o.Subject
+		}
+		return "Re: " + o.Subject
+	})
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -979,34 +982,18 @@ func (s *Service) Reply(ctx context.Context, p *Principal, inbox, ref string, re
 	if len(m.References) == 0 && orig.MessageID != "" {
 		m.References = append(slices.Clone(o.References), "<"+orig.MessageID+">")
 	}
-	if req.Subject == nil && m.Subject == "" {
-		if subj, ok := envelopaySubject(req.Text); ok {
-			m.Subject = subj
-		} else if strings.HasPrefix(strings.ToLower(o.Subject), "re:") {
-			m.Subject = o.Subject
-		} else {
-			m.Subject = "Re: " + o.Subject
-		}
-	}
 	return s.queue(ctx, b, m, req, "send")
 }
 
 // Forward sends a stored message on, attached whole (message/rfc822).
 func (s *Service) Forward(ctx context.Context, p *Principal, inbox, ref string, req SendRequest) (SendResult, error) {
-	orig, err := s.message(ctx, p, inbox, ref)
+	orig, b, err := s.answered(ctx, p, inbox, ref)
 	if err != nil {
 		return SendResult{}, err
 	}
-	b, err := s.inbox(ctx, p, orig.Inbox)
+	m, err := s.composeSubject(b, &req, func() string { return "Fwd: " + decodeSubject(orig.Subject) })
 	if err != nil {
 		return SendResult{}, err
-	}
-	m, err := s.compose(b, &req)
-	if err != nil {
-		return SendResult{}, err
-	}
-	if req.Subject == nil && m.Subject == "" {
-		m.Subject = "Fwd: " + decodeSubject(orig.Subject)
 	}
 	m.Attachments = append(m.Attachments, mailout.Attachment{Filename: "forwarded.eml", ContentType: "message/rfc822", Data: orig.Raw})
 	return s.queue(ctx, b, m, req, "send")

@@ -79,10 +79,8 @@ type WebhookObject struct {
 
 // ListWebhooks is {count, limit, next_page_token, webhooks}.
 type ListWebhooks struct {
-	Count         int             `json:"count"`
-	Limit         int             `json:"limit"`
-	NextPageToken string          `json:"next_page_token,omitempty"`
-	Webhooks      []WebhookObject `json:"webhooks"`
+	Page
+	Webhooks []WebhookObject `json:"webhooks"`
 }
 
 // CreateWebhookRequest is the SDK's CreateWebhookRequest.
@@ -124,18 +122,7 @@ func (p *Principal) seesWebhook(w store.Webhook, inbox string) bool {
 	if inbox != "" && !slices.Contains(w.InboxIDs, inbox) {
 		return false
 	}
-	if p.Inboxes == nil {
-		return true
-	}
-	if len(w.InboxIDs) == 0 {
-		return false
-	}
-	for _, b := range w.InboxIDs {
-		if !p.Allowed(b) {
-			return false
-		}
-	}
-	return true
+	return p.allowsAll(w.InboxIDs)
 }
 
 func checkWebhookURL(u string) error {
@@ -259,12 +246,8 @@ func (s *Service) webhook(ctx context.Context, p *Principal, inbox, id string) (
 	if err != nil {
 		return nil, store.Webhook{}, err
 	}
-	if inbox != "" {
-		b, err := s.inbox(ctx, p, inbox)
-		if err != nil {
-			return nil, store.Webhook{}, err
-		}
-		inbox = b.Address
+	if inbox, err = s.pathInbox(ctx, p, inbox); err != nil {
+		return nil, store.Webhook{}, err
 	}
 	w, err := ws.WebhookByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !p.seesWebhook(w, inbox)) {
@@ -289,40 +272,19 @@ func (s *Service) ListWebhooks(ctx context.Context, p *Principal, inbox string, 
 	if err != nil {
 		return ListWebhooks{}, err
 	}
-	if inbox != "" {
-		b, err := s.inbox(ctx, p, inbox)
-		if err != nil {
-			return ListWebhooks{}, err
-		}
-		inbox = b.Address
+	if inbox, err = s.pathInbox(ctx, p, inbox); err != nil {
+		return ListWebhooks{}, err
 	}
 	// Few webhooks exist; the keyset is (created_at, id), newest first.
-	at, id := lp.Cursor.ID, lp.Cursor.Inbox
-	out := ListWebhooks{Limit: lp.Limit, Webhooks: []WebhookObject{}}
-	for {
-		ws, err := ws.Webhooks(ctx, at, id, lp.Limit+1)
-		if err != nil {
-			return ListWebhooks{}, err
-		}
-		for _, w := range ws {
-			at, id = w.CreatedAt.UnixNano(), w.ID
-			if !p.seesWebhook(w, inbox) {
-				continue
-			}
-			if len(out.Webhooks) == lp.Limit {
-				last := out.Webhooks[len(out.Webhooks)-1]
-				out.NextPageToken = EncodeCursor(Cursor{ID: last.CreatedAt.UnixNano(), Inbox: last.WebhookID})
-				out.Count = len(out.Webhooks)
-				return out, nil
-			}
-			out.Webhooks = append(out.Webhooks, webhookObject(w))
-		}
-		if len(ws) < lp.Limit+1 {
-			break
-		}
+	hooks, next, err := newestFirst(lp, func(at int64, id string, n int) ([]store.Webhook, error) {
+		return ws.Webhooks(ctx, at, id, n)
+	}, func(w store.Webhook) (time.Time, string) { return w.CreatedAt, w.ID },
+		func(w store.Webhook) bool { return p.seesWebhook(w, inbox) },
+		func(w store.Webhook) (WebhookObject, error) { return webhookObject(w), nil })
+	if err != nil {
+		return ListWebhooks{}, err
 	}
-	out.Count = len(out.Webhooks)
-	return out, nil
+	return ListWebhooks{Page: Page{Count: len(hooks), Limit: lp.Limit, NextPageToken: next}, Webhooks: hooks}, nil
 }
 
 // UpdateWebhook replaces the event types (when given) and adds/removes
@@ -406,35 +368,25 @@ func (h *Handler) webhookRoutes(a func(string, authed)) {
 }
 
 func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	lp, err := h.listParams(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.ListWebhooks(r.Context(), p, r.PathValue("inbox_id"), lp)
-	return v, 0, err
+	return answer(r, h.listParams, func(lp ListParams) (any, error) {
+		return h.svc.ListWebhooks(r.Context(), p, r.PathValue("inbox_id"), lp)
+	})
 }
 
 func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	var req CreateWebhookRequest
-	if err := decode(r, &req); err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.CreateWebhook(r.Context(), p, r.PathValue("inbox_id"), req)
-	return v, 0, err
+	return answer(r, decodeAs[CreateWebhookRequest], func(req CreateWebhookRequest) (any, error) {
+		return h.svc.CreateWebhook(r.Context(), p, r.PathValue("inbox_id"), req)
+	})
 }
 
 func (h *Handler) getWebhook(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	v, err := h.svc.GetWebhook(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("webhook_id"))
-	return v, 0, err
+	return respond(h.svc.GetWebhook(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("webhook_id")))
 }
 
 func (h *Handler) updateWebhook(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
-	var req UpdateWebhookRequest
-	if err := decode(r, &req); err != nil {
-		return nil, 0, err
-	}
-	v, err := h.svc.UpdateWebhook(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("webhook_id"), req)
-	return v, 0, err
+	return answer(r, decodeAs[UpdateWebhookRequest], func(req UpdateWebhookRequest) (any, error) {
+		return h.svc.UpdateWebhook(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("webhook_id"), req)
+	})
 }
 
 func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {

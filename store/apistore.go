@@ -247,13 +247,11 @@ func (s indexRoom) SyncInboxes(ctx context.Context, max int) (int, error) {
 				id, at                               int64
 				mailbox, dir, sender, rcpts, thr, as string
 			}
-			var items []item
-			if err := eachRow(rows, err, "store: sync inboxes", func(sc scanner) error {
-				var it item
-				err := sc.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at, &it.as)
-				items = append(items, it)
-				return err
-			}); err != nil {
+			items, err := collect(rows, err, "store: sync inboxes", func(sc scanner) (it item, err error) {
+				err = sc.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at, &it.as)
+				return it, err
+			})
+			if err != nil {
 				return err
 			}
 			for _, it := range items {

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/envelopd/envelopd/protocols"
 )
@@ -80,7 +82,7 @@ func checkTx(tx Tx, in *Incoming) (Outcome, error) {
 // its type in in's mailbox (code unknown_ref, field the ref's name).
 func unknownRefs(tx Tx, in *Incoming) (protocols.Problems, error) {
 	var ps protocols.Problems
-	for _, k := range sortedKeys(in.Refs) {
+	for _, k := range slices.Sorted(maps.Keys(in.Refs)) {
 		ref := in.Refs[k]
 		want, typed := refTypes[k]
 		if ref == "" || !typed {

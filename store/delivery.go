@@ -15,34 +15,14 @@ import (
 // after the lease (at-least-once) and two workers never take the same one
 // within a lease.
 func (s handoffRoom) ClaimDeliveries(ctx context.Context, target string, now time.Time, lease time.Duration, limit int) ([]Delivery, error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	var ds []Delivery
-	err := s.write(ctx, func(tx Tx) error {
-		ds = nil
-		rows, err := tx.Query(`UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = ?
-			WHERE id IN (SELECT id FROM deliveries WHERE target = ? AND state = 'pending' AND next_attempt_at <= ?
-				ORDER BY next_attempt_at, id LIMIT ?`+s.d.skipLocked+`)
-			RETURNING id, message_id, target, attempts`,
-			now.Add(lease).UTC().UnixNano(), target, now.UTC().UnixNano(), limit)
-		if err != nil {
-			return fmt.Errorf("store: claim deliveries: %w", err)
-		}
-		for rows.Next() {
-			var d Delivery
-			if err := rows.Scan(&d.ID, &d.MessageID, &d.Target, &d.Attempts); err != nil {
-				rows.Close()
-				return fmt.Errorf("store: claim deliveries: %w", err)
-			}
-			ds = append(ds, d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("store: claim deliveries: %w", err)
-		}
-		return nil
-	})
+	ds, err := claim(ctx, s.core, "deliveries", func(sc scanner) (d Delivery, err error) {
+		err = sc.Scan(&d.ID, &d.MessageID, &d.Target, &d.Attempts)
+		return d, err
+	}, `UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = ?
+		WHERE id IN (SELECT id FROM deliveries WHERE target = ? AND state = 'pending' AND next_attempt_at <= ?
+			ORDER BY next_attempt_at, id LIMIT ?`+s.d.skipLocked+`)
+		RETURNING id, message_id, target, attempts`,
+		now.Add(lease).UTC().UnixNano(), target, now.UTC().UnixNano(), claimLimit(limit))
 	if err != nil {
 		return nil, err
 	}

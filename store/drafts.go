@@ -150,31 +150,11 @@ func (s draftRoom) DeleteDraft(ctx context.Context, id string) error {
 // send time first) until now+lease and returns them; a draft leased by a
 // node that died is claimed again once its lease ends.
 func (s draftRoom) ClaimDueDrafts(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Draft, error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	var out []Draft
-	err := s.write(ctx, func(tx Tx) error {
-		out = nil
-		n := now.UTC().UnixNano()
-		rows, err := tx.Query(`UPDATE api_drafts SET lease_until = ?
-			WHERE id IN (SELECT id FROM api_drafts WHERE status = 'scheduled' AND send_at <= ? AND lease_until <= ?
-				ORDER BY send_at, id LIMIT ?`+s.d.skipLocked+`)
-			RETURNING `+draftCols, now.Add(lease).UTC().UnixNano(), n, n, limit)
-		if err != nil {
-			return fmt.Errorf("store: claim drafts: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			d, err := scanDraft(rows)
-			if err != nil {
-				return fmt.Errorf("store: claim drafts: %w", err)
-			}
-			out = append(out, d)
-		}
-		return rows.Err()
-	})
-	return out, err
+	n := now.UTC().UnixNano()
+	return claim(ctx, s.core, "drafts", scanDraft, `UPDATE api_drafts SET lease_until = ?
+		WHERE id IN (SELECT id FROM api_drafts WHERE status = 'scheduled' AND send_at <= ? AND lease_until <= ?
+			ORDER BY send_at, id LIMIT ?`+s.d.skipLocked+`)
+		RETURNING `+draftCols, now.Add(lease).UTC().UnixNano(), n, n, claimLimit(limit))
 }
 
 // DraftStore is the drafts' room: what the HTTP API's drafts need of a

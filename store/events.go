@@ -248,25 +248,13 @@ func (s eventRoom) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 		where += " AND " + c
 		args = append(args, a...)
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, type, inbox, message_id, recipients, detail, created_at
-		FROM api_events e WHERE `+where+` ORDER BY e.id LIMIT ?`, append(args, f.Limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("store: events: %w", err)
-	}
-	defer rows.Close()
-	out := []Event{}
-	for rows.Next() {
-		var e Event
+	return queryAll(ctx, s.r, "events", func(sc scanner) (e Event, err error) {
 		var rcpts string
-		var at int64
-		if err := rows.Scan(&e.ID, &e.Type, &e.Inbox, &e.MessageID, &rcpts, &e.Detail, &at); err != nil {
-			return nil, fmt.Errorf("store: events: %w", err)
-		}
+		err = sc.Scan(&e.ID, &e.Type, &e.Inbox, &e.MessageID, &rcpts, &e.Detail, unixTime{&e.CreatedAt})
 		_ = json.Unmarshal([]byte(rcpts), &e.Recipients)
-		e.CreatedAt = time.Unix(0, at).UTC()
-		out = append(out, e)
-	}
-	return out, rows.Err()
+		return e, err
+	}, `SELECT id, type, inbox, message_id, recipients, detail, created_at
+		FROM api_events e WHERE `+where+` ORDER BY e.id LIMIT ?`, append(args, f.Limit)...)
 }
 
 // LastEventID is the id of the newest event (0: none).
@@ -841,23 +829,11 @@ func (s webhookRoom) WebhookDeliveries(ctx context.Context) ([]WebhookDeliverySt
 	if err := s.fanOutWebhooks(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT webhook_id, event_id, state, attempts, next_attempt_at, last_error
+	return queryAll(ctx, s.r, "webhook deliveries", func(sc scanner) (d WebhookDeliveryState, err error) {
+		err = sc.Scan(&d.WebhookID, &d.EventID, &d.State, &d.Attempts, unixTime{&d.NextAttempt}, &d.LastError)
+		return d, err
+	}, `SELECT webhook_id, event_id, state, attempts, next_attempt_at, last_error
 		FROM api_webhook_deliveries ORDER BY event_id, webhook_id`)
-	if err != nil {
-		return nil, fmt.Errorf("store: webhook deliveries: %w", err)
-	}
-	defer rows.Close()
-	out := []WebhookDeliveryState{}
-	for rows.Next() {
-		var d WebhookDeliveryState
-		var next int64
-		if err := rows.Scan(&d.WebhookID, &d.EventID, &d.State, &d.Attempts, &next, &d.LastError); err != nil {
-			return nil, fmt.Errorf("store: webhook deliveries: %w", err)
-		}
-		d.NextAttempt = time.Unix(0, next).UTC()
-		out = append(out, d)
-	}
-	return out, rows.Err()
 }
 
 // Idempotency-Key records.
@@ -966,9 +942,13 @@ const pruneStep = 1000
 // PruneAPILogs implements APILogPruner.
 func (s eventRoom) PruneAPILogs(ctx context.Context, now time.Time, events, idempotency time.Duration) (int, error) {
 	total := 0
-	if events > 0 {
-		cut := now.Add(-events).UTC().UnixNano()
-		n, err := s.pruneSteps(ctx, func(tx Tx) (sql.Result, error) {
+	for _, p := range []struct {
+		keep time.Duration
+		what string
+		// step deletes up to pruneStep rows created before cut.
+		step func(tx Tx, cut int64) (sql.Result, error)
+	}{
+		{events, "events", func(tx Tx, cut int64) (sql.Result, error) {
 			// The oldest events first (by id, the primary key): a step
 			// reads at most pruneStep of them.
 			var to sql.NullInt64
@@ -983,32 +963,24 @@ func (s eventRoom) PruneAPILogs(ctx context.Context, now time.Time, events, idem
 				return nil, err
 			}
 			return tx.Exec(`DELETE FROM api_events WHERE id <= ? AND created_at < ?`, to.Int64, cut)
-		})
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("store: prune events: %w", err)
-		}
-	}
-	if events > 0 {
-		cut := now.Add(-events).UTC().UnixNano()
-		n, err := s.pruneSteps(ctx, func(tx Tx) (sql.Result, error) {
+		}},
+		{events, "inbox events", func(tx Tx, cut int64) (sql.Result, error) {
 			return tx.Exec(`DELETE FROM api_inbox_events WHERE id IN
 				(SELECT id FROM api_inbox_events WHERE created_at < ? ORDER BY created_at LIMIT ?)`, cut, pruneStep)
-		})
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("store: prune inbox events: %w", err)
-		}
-	}
-	if idempotency > 0 {
-		cut := now.Add(-idempotency).UTC().UnixNano()
-		n, err := s.pruneSteps(ctx, func(tx Tx) (sql.Result, error) {
+		}},
+		{idempotency, "idempotency keys", func(tx Tx, cut int64) (sql.Result, error) {
 			return tx.Exec(`DELETE FROM api_idempotency WHERE (key_id, idem_key) IN
 				(SELECT key_id, idem_key FROM api_idempotency WHERE created_at < ? LIMIT ?)`, cut, pruneStep)
-		})
+		}},
+	} {
+		if p.keep <= 0 {
+			continue
+		}
+		cut := now.Add(-p.keep).UTC().UnixNano()
+		n, err := s.pruneSteps(ctx, func(tx Tx) (sql.Result, error) { return p.step(tx, cut) })
 		total += n
 		if err != nil {
-			return total, fmt.Errorf("store: prune idempotency keys: %w", err)
+			return total, fmt.Errorf("store: prune %s: %w", p.what, err)
 		}
 	}
 	return total, nil
@@ -1115,22 +1087,10 @@ func (s eventRoom) InboxEvents(ctx context.Context, f InboxEventFilter) ([]Inbox
 		where += ` AND e.id ` + cmp + ` ?`
 		args = append(args, f.Cursor)
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT e.id, e.inbox, e.type, e.message_id, coalesce(m.message_id, ''), e.label, e.created_at
+	return queryAll(ctx, s.r, "inbox events", func(sc scanner) (e InboxEvent, err error) {
+		err = sc.Scan(&e.ID, &e.Inbox, &e.Type, &e.MessageID, &e.RFCMessageID, &e.Label, unixTime{&e.CreatedAt})
+		return e, err
+	}, `SELECT e.id, e.inbox, e.type, e.message_id, coalesce(m.message_id, ''), e.label, e.created_at
 		FROM api_inbox_events e LEFT JOIN messages m ON m.id = e.message_id
 		WHERE `+where+` ORDER BY e.id `+order+` LIMIT ?`, append(args, f.Limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("store: inbox events: %w", err)
-	}
-	defer rows.Close()
-	out := []InboxEvent{}
-	for rows.Next() {
-		var e InboxEvent
-		var at int64
-		if err := rows.Scan(&e.ID, &e.Inbox, &e.Type, &e.MessageID, &e.RFCMessageID, &e.Label, &at); err != nil {
-			return nil, fmt.Errorf("store: inbox events: %w", err)
-		}
-		e.CreatedAt = time.Unix(0, at).UTC()
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }

@@ -148,23 +148,7 @@ func (s handoffRoom) HandoffDrop(ctx context.Context, id int64) error {
 }
 
 func (s handoffRoom) setHandoff(ctx context.Context, id int64, update string, args ...any) error {
-	return s.write(ctx, func(tx Tx) error {
-		var state string
-		err := tx.QueryRow(`SELECT state FROM deliveries WHERE id = ?`, id).Scan(&state)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("hand-off %d: %w", id, ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("store: hand-off %d: %w", id, err)
-		}
-		if state == HandoffDone {
-			return fmt.Errorf("hand-off %d: %w", id, ErrHandoffDone)
-		}
-		if _, err := tx.Exec(update, args...); err != nil {
-			return fmt.Errorf("store: hand-off %d: %w", id, err)
-		}
-		return nil
-	})
+	return s.settleUnless(ctx, "hand-off", id, `SELECT state FROM deliveries WHERE id = ?`, HandoffDone, ErrHandoffDone, update, args...)
 }
 
 // A person may hold the pending hand-offs of a message (HandoffHold) and

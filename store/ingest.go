@@ -317,7 +317,7 @@ func suppressedWarning(code protocols.Code, reason, detail string) protocols.Pro
 
 const owedCols = `id, message_id, code, recipient, sender, sent_at, attempts`
 
-func scanOwed(rows *sql.Rows) (OwedOOPS, error) {
+func scanOwed(rows scanner) (OwedOOPS, error) {
 	var o OwedOOPS
 	var code string
 	var at int64
@@ -334,28 +334,9 @@ func scanOwed(rows *sql.Rows) (OwedOOPS, error) {
 // worker killed between the claim and ResolveOOPS leaves it to be
 // claimed again when the lease ends. ResolveOOPS settles it once.
 func (s rulesRoom) ClaimOwedOOPS(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]OwedOOPS, error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	var out []OwedOOPS
-	err := s.write(ctx, func(tx Tx) error {
-		out = nil
-		rows, err := tx.Query(`UPDATE oops_sent SET next_at = ?, attempts = attempts + 1
-			WHERE id IN (SELECT id FROM oops_sent WHERE queue_id = 0 AND next_at <= ? ORDER BY id LIMIT ?`+s.d.skipLocked+`)
-			RETURNING `+owedCols, now.Add(lease).UTC().UnixNano(), now.UTC().UnixNano(), limit)
-		if err != nil {
-			return fmt.Errorf("store: claim owed OOPS: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			o, err := scanOwed(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, o)
-		}
-		return rows.Err()
-	})
+	out, err := claim(ctx, s.core, "owed OOPS", scanOwed, `UPDATE oops_sent SET next_at = ?, attempts = attempts + 1
+		WHERE id IN (SELECT id FROM oops_sent WHERE queue_id = 0 AND next_at <= ? ORDER BY id LIMIT ?`+s.d.skipLocked+`)
+		RETURNING `+owedCols, now.Add(lease).UTC().UnixNano(), now.UTC().UnixNano(), claimLimit(limit))
 	if err != nil {
 		return nil, err
 	}
@@ -605,14 +586,4 @@ func decodeProblems(s string) protocols.Problems {
 		_ = json.Unmarshal([]byte(s), &ps) // written by jsonOrEmpty: always valid
 	}
 	return ps
-}
-
-// sortedKeys returns m's keys in order (deterministic ref lookups).
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }

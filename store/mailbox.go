@@ -146,9 +146,7 @@ func (s relayRoom) ListMailboxes(ctx context.Context) ([]Mailbox, error) {
 		return nil, ErrClosed
 	}
 	return queryAll(ctx, s.r, "mailboxes", func(sc scanner) (m Mailbox, err error) {
-		var at int64
-		err = sc.Scan(&m.Address, &m.HasPassword, &at, &m.Messages)
-		m.CreatedAt = time.Unix(0, at).UTC()
+		err = sc.Scan(&m.Address, &m.HasPassword, unixTime{&m.CreatedAt}, &m.Messages)
 		return m, err
 	}, `SELECT b.address, b.password != '', b.created_at,
 		(SELECT count(*) FROM messages m WHERE m.mailbox = b.address)

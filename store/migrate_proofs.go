@@ -103,16 +103,10 @@ func (m migTx) queryRow(q string, a ...any) *sql.Row {
 func (m migTx) oldProofBatch(after int64, n int) ([]oldProof, error) {
 	rows, err := m.tx.QueryContext(m.ctx, m.bind(`SELECT p.direction, p.mailbox, p.fingerprint, p.message_id, m.type, m.sender, m.result, m.received_at
 		FROM proofs_old p JOIN messages m ON m.id = p.message_id WHERE p.message_id > ? ORDER BY p.message_id LIMIT ?`), m.args([]any{after, n})...)
-	var olds []oldProof
-	if err := eachRow(rows, err, "read proofs", func(sc scanner) error {
-		var o oldProof
-		err := sc.Scan(&o.dir, &o.mailbox, &o.fp, &o.id, &o.typ, &o.sender, &o.result, &o.received)
-		olds = append(olds, o)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	return olds, nil
+	return collect(rows, err, "read proofs", func(sc scanner) (o oldProof, err error) {
+		err = sc.Scan(&o.dir, &o.mailbox, &o.fp, &o.id, &o.typ, &o.sender, &o.result, &o.received)
+		return o, err
+	})
 }
 
 // rewriteProofs writes one batch of old proofs again under their new

@@ -235,9 +235,6 @@ func scanPayment(sc scanner) (Payment, error) {
 
 // ClaimPayments implements Payments.
 func (s paymentRoom) ClaimPayments(ctx context.Context, now time.Time, lease time.Duration, limit int, chains []string) ([]Payment, error) {
-	if limit <= 0 {
-		limit = 100
-	}
 	if chains != nil && len(chains) == 0 {
 		return nil, nil
 	}
@@ -246,27 +243,11 @@ func (s paymentRoom) ClaimPayments(ctx context.Context, now time.Time, lease tim
 		c, a := inList("chain", chains)
 		where, args = " AND "+c, append(args, a...)
 	}
-	args = append(args, limit)
-	var ps []Payment
-	err := s.write(ctx, func(tx Tx) error {
-		ps = nil
-		rows, err := tx.Query(`UPDATE payments SET attempts = attempts + 1, next_check_at = ?
-			WHERE message_id IN (SELECT message_id FROM payments WHERE state = 'pending' AND next_check_at <= ?`+where+`
-				ORDER BY authenticated DESC, next_check_at, message_id LIMIT ?`+s.d.skipLocked+`)
-			RETURNING `+paymentCols, args...)
-		if err != nil {
-			return fmt.Errorf("store: claim payments: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			p, err := scanPayment(rows)
-			if err != nil {
-				return fmt.Errorf("store: claim payments: %w", err)
-			}
-			ps = append(ps, p)
-		}
-		return rows.Err()
-	})
+	args = append(args, claimLimit(limit))
+	ps, err := claim(ctx, s.core, "payments", scanPayment, `UPDATE payments SET attempts = attempts + 1, next_check_at = ?
+		WHERE message_id IN (SELECT message_id FROM payments WHERE state = 'pending' AND next_check_at <= ?`+where+`
+			ORDER BY authenticated DESC, next_check_at, message_id LIMIT ?`+s.d.skipLocked+`)
+		RETURNING `+paymentCols, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -360,25 +341,8 @@ func (s paymentRoom) ReleasePayment(ctx context.Context, id int64, next time.Tim
 
 // RecheckPayment implements Payments.
 func (s paymentRoom) RecheckPayment(ctx context.Context, id int64, now time.Time) error {
-	return s.write(ctx, func(tx Tx) error {
-		var state string
-		err := tx.QueryRow(`SELECT state FROM payments WHERE message_id = ?`, id).Scan(&state)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("payment %d: %w", id, ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("store: payment %d: %w", id, err)
-		}
-		if state == PaymentDuplicate {
-			return fmt.Errorf("payment %d: %w", id, ErrPaymentFinal)
-		}
-		_, err = tx.Exec(`UPDATE payments SET state = 'pending', attempts = 0, next_check_at = ? WHERE message_id = ?`,
-			now.UTC().UnixNano(), id)
-		if err != nil {
-			return fmt.Errorf("store: payment %d: %w", id, err)
-		}
-		return nil
-	})
+	return s.settleUnless(ctx, "payment", id, `SELECT state FROM payments WHERE message_id = ?`, PaymentDuplicate, ErrPaymentFinal,
+		`UPDATE payments SET state = 'pending', attempts = 0, next_check_at = ? WHERE message_id = ?`, now.UTC().UnixNano(), id)
 }
 
 // GetPayment implements Payments.
@@ -456,9 +420,7 @@ func (s paymentRoom) ProofCollisions(ctx context.Context) ([]ProofCollision, err
 		return nil, ErrClosed
 	}
 	return queryAll(ctx, s.r, "proof collisions", func(sc scanner) (c ProofCollision, err error) {
-		var at int64
-		err = sc.Scan(&c.MessageID, &c.KeptID, &c.Fingerprint, &at)
-		c.FoundAt = time.Unix(0, at).UTC()
+		err = sc.Scan(&c.MessageID, &c.KeptID, &c.Fingerprint, unixTime{&c.FoundAt})
 		return c, err
 	}, `SELECT message_id, kept_id, fingerprint, found_at FROM proof_collisions ORDER BY message_id`)
 }

@@ -57,8 +57,6 @@ type Postgres struct {
 
 	stopListen context.CancelFunc
 	listenDone chan struct{}
-	closeOnce  sync.Once
-	closeErr   error
 }
 
 var _ Store = (*Postgres)(nil)
@@ -411,16 +409,11 @@ func (p *Postgres) CheckWritable(ctx context.Context) error {
 // Close stops listening and closes the pool. It is safe to call more
 // than once.
 func (p *Postgres) Close() error {
-	p.closeOnce.Do(func() {
-		p.mu.Lock()
-		p.closed = true
-		p.mu.Unlock()
-		close(p.quit)
+	return p.shut(func() error {
 		p.stopListen()
 		<-p.listenDone
-		p.closeErr = p.db.Close()
+		return p.db.Close()
 	})
-	return p.closeErr
 }
 
 // pgTx is Tx over one Postgres transaction.

@@ -226,9 +226,7 @@ func enqueueTx(tx Tx, out *Outgoing, now time.Time, chk *sendCheck) (int64, Outc
 // due first) get attempts+1 and next attempt now+lease before they are
 // returned.
 func (s queueRoom) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Due, error) {
-	if limit <= 0 {
-		limit = 100
-	}
+	limit = claimLimit(limit)
 	var dues []Due
 	n := now.UTC().UnixNano()
 	// Expiring a recipient logs its bounce: only then is this a logged
@@ -240,29 +238,20 @@ func (s queueRoom) ClaimDue(ctx context.Context, now time.Time, lease time.Durat
 		write = s.writeLogged
 	}
 	err := write(ctx, func(tx Tx) error {
-		dues = nil
 		if _, err := tx.Exec(`UPDATE queue_rcpts SET state = 'failed', last_error = 'expired: delivery given up'
 			WHERE state = 'pending' AND queue_id IN (SELECT id FROM queue WHERE expires_at <= ?)`, n); err != nil {
 			return fmt.Errorf("store: expire queue: %w", err)
 		}
-		rows, err := tx.Query(`UPDATE queue_rcpts SET attempts = attempts + 1, next_attempt_at = ?
+		var err error
+		dues, err = claimed(tx, "due", func(sc scanner) (d Due, err error) {
+			err = sc.Scan(&d.QueueID, &d.Rcpt, &d.Attempts)
+			return d, err
+		}, `UPDATE queue_rcpts SET attempts = attempts + 1, next_attempt_at = ?
 			WHERE (queue_id, rcpt) IN (SELECT queue_id, rcpt FROM queue_rcpts
 				WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, queue_id LIMIT ?`+s.d.skipLocked+`)
 			RETURNING queue_id, rcpt, attempts`, now.Add(lease).UTC().UnixNano(), n, limit)
 		if err != nil {
-			return fmt.Errorf("store: claim due: %w", err)
-		}
-		for rows.Next() {
-			var d Due
-			if err := rows.Scan(&d.QueueID, &d.Rcpt, &d.Attempts); err != nil {
-				rows.Close()
-				return fmt.Errorf("store: claim due: %w", err)
-			}
-			dues = append(dues, d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("store: claim due: %w", err)
+			return err
 		}
 		for i := range dues {
 			var exp int64

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 )
 
 // eachRow calls fn with each row of rows, the result of a query that
@@ -31,9 +32,19 @@ func eachRow(rows *sql.Rows, err error, prefix string, fn func(sc scanner) error
 // say what was read ("store: drafts: …"). The list is never nil, so that
 // an empty one encodes as [] in JSON.
 func queryAll[T any](ctx context.Context, r reader, what string, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
-	out := []T{}
 	rows, err := r.QueryContext(ctx, q, args...)
-	err = eachRow(rows, err, "store: "+what, func(sc scanner) error {
+	out, err := collect(rows, err, "store: "+what, scan)
+	if out == nil && err == nil {
+		out = []T{}
+	}
+	return out, err
+}
+
+// collect scans each row of rows, the result of a query that returned
+// err, with scan, in order (eachRow); nil when there are none.
+func collect[T any](rows *sql.Rows, err error, prefix string, scan func(scanner) (T, error)) ([]T, error) {
+	var out []T
+	err = eachRow(rows, err, prefix, func(sc scanner) error {
 		v, err := scan(sc)
 		out = append(out, v)
 		return err
@@ -83,4 +94,21 @@ func tunable(n int64) *atomic.Int64 {
 	var v atomic.Int64
 	v.Store(n)
 	return &v
+}
+
+// unixTime is a Scan destination for a time the schema keeps as Unix
+// nanoseconds (an integer column): it sets *T to that time, in UTC.
+type unixTime struct{ T *time.Time }
+
+// Scan implements sql.Scanner; NULL is an error, as for an int64.
+func (n unixTime) Scan(v any) error {
+	var i sql.NullInt64
+	if err := i.Scan(v); err != nil {
+		return err
+	}
+	if !i.Valid {
+		return errors.New("converting NULL to a time is unsupported")
+	}
+	*n.T = time.Unix(0, i.Int64).UTC()
+	return nil
 }

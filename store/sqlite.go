@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,9 +67,6 @@ type SQLite struct {
 	// afterCommit, when set (tests), runs in the writer after each
 	// committed transaction.
 	afterCommit func(tx *wtx)
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
 // sqliteDialect is SQLite's SQL (see dialect).
@@ -286,15 +282,10 @@ func createPrivate(path string) error {
 // Close stops the writer after the writes already submitted and closes
 // the database. It is safe to call more than once.
 func (s *SQLite) Close() error {
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		s.mu.Unlock()
-		close(s.quit)
+	return s.shut(func() error {
 		<-s.done
-		s.closeErr = errors.Join(s.rdb.Close(), s.w.Close())
+		return errors.Join(s.rdb.Close(), s.w.Close())
 	})
-	return s.closeErr
 }
 
 // Pragma returns the value of a PRAGMA as seen by the writer connection

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -97,7 +98,7 @@ func (c refCandidate) better(d refCandidate) bool {
 func refMatch(tx Tx, in *Incoming) (refCandidate, error) {
 	var ids []any
 	seen := map[string]bool{}
-	for _, k := range sortedKeys(in.Refs) {
+	for _, k := range slices.Sorted(maps.Keys(in.Refs)) {
 		if ref := in.Refs[k]; ref != "" && !seen[ref] && len(ids) < maxThreadRefs {
 			seen[ref] = true
 			ids = append(ids, ref)

@@ -149,10 +149,27 @@ type core struct {
 	closed   bool
 	newMsg   chan struct{} // closed and replaced after a commit that stored messages
 	newQueue chan struct{} // closed and replaced after a commit that queued mail
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 func newCore(d *dialect, poll time.Duration) *core {
 	return &core{d: d, pollInterval: poll, quit: make(chan struct{}), newMsg: make(chan struct{}), newQueue: make(chan struct{})}
+}
+
+// shut marks the store closed (isClosed), stops its loops (quit) and
+// then runs release, once: the backend's Close, which every later call
+// answers with release's error.
+func (s *core) shut(release func() error) error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.quit)
+		s.closeErr = release()
+	})
+	return s.closeErr
 }
 
 func (s *core) isClosed() bool {

@@ -18,7 +18,6 @@
 package a2a
 
 import (
-	"encoding/json"
 	"strconv"
 
 	"github.com/envelopd/envelopd/protocols"
@@ -69,12 +68,7 @@ func (c *checker) add(code protocols.Code, field, format string, args ...any) {
 }
 
 func (c *checker) request(m map[string]any, sum map[string]any) {
-	switch v, ok := m["jsonrpc"]; {
-	case !ok:
-		c.add(protocols.CodeMissingField, "jsonrpc", "jsonrpc is required (JSON-RPC 2.0 §4)")
-	case v != "2.0":
-		c.add(protocols.CodeInvalidField, "jsonrpc", "jsonrpc must be exactly \"2.0\"")
-	}
+	jsondoc.RPCVersion(&c.errs, m, "jsonrpc is required (JSON-RPC 2.0 §4)", "jsonrpc must be exactly \"2.0\"")
 	switch v, ok := m["method"]; {
 	case !ok:
 		c.add(protocols.CodeMissingField, "method", "method is required")
@@ -86,16 +80,7 @@ func (c *checker) request(m map[string]any, sum map[string]any) {
 			sum["method"] = s
 		}
 	}
-	switch v, ok := m["id"]; {
-	case !ok:
-		c.add(protocols.CodeMissingField, "id", "a request that expects a reply needs an id")
-	default:
-		switch v.(type) {
-		case string, json.Number:
-		default:
-			c.add(protocols.CodeInvalidField, "id", "the JSON-RPC id must be a string or a number")
-		}
-	}
+	jsondoc.RPCID(&c.errs, m, "a request that expects a reply needs an id")
 	params, ok := c.object(m, "params", "params")
 	if !ok {
 		return

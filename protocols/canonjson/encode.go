@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,14 +71,8 @@ func (vr variant) value(b []byte, v any, path string) ([]byte, error) {
 		return vr.float(b, x, path)
 	case float32:
 		return vr.float(b, float64(x), path)
-	case int:
-		return strconv.AppendInt(b, int64(x), 10), nil
-	case int8:
-		return strconv.AppendInt(b, int64(x), 10), nil
-	case int16:
-		return strconv.AppendInt(b, int64(x), 10), nil
-	case int32:
-		return strconv.AppendInt(b, int64(x), 10), nil
+	case int, int8, int16, int32:
+		return strconv.AppendInt(b, reflect.ValueOf(x).Int(), 10), nil
 	case int64:
 		if vr.js {
 			return vr.float(b, float64(x), path)
@@ -85,12 +80,8 @@ func (vr variant) value(b []byte, v any, path string) ([]byte, error) {
 		return strconv.AppendInt(b, x, 10), nil
 	case uint:
 		return vr.uint(b, uint64(x), path)
-	case uint8:
-		return strconv.AppendUint(b, uint64(x), 10), nil
-	case uint16:
-		return strconv.AppendUint(b, uint64(x), 10), nil
-	case uint32:
-		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint8, uint16, uint32:
+		return strconv.AppendUint(b, reflect.ValueOf(x).Uint(), 10), nil
 	case uint64:
 		return vr.uint(b, x, path)
 	case []any:
@@ -191,20 +182,10 @@ func (vr variant) str(b []byte, s string, path string) ([]byte, error) {
 	b = append(b, '"')
 	for _, r := range s {
 		switch r {
-		case '"':
-			b = append(b, '\\', '"')
-		case '\\':
-			b = append(b, '\\', '\\')
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\f':
-			b = append(b, '\\', 'f')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
+		case '"', '\\':
+			b = append(b, '\\', byte(r))
+		case '\b', '\f', '\n', '\r', '\t':
+			b = append(b, '\\', shortEscapes[r])
 		default:
 			switch {
 			case r < 0x20:
@@ -369,3 +350,7 @@ func appendPythonFloat(b []byte, f float64) []byte {
 	}
 	return b
 }
+
+// shortEscapes are the two-character escapes of the control characters
+// that have one (RFC 8259 §7), by character.
+var shortEscapes = [...]byte{'\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}

@@ -144,65 +144,65 @@ func (p *parser) lit(s string) bool {
 
 func (p *parser) object(depth int) (any, error) {
 	m := map[string]any{}
-	switch empty, err := p.open(depth, '}'); {
-	case err != nil:
-		return nil, err
-	case empty:
-		return m, nil
-	}
-	for {
-		p.ws()
+	err := p.members(depth, '}', "object", func() error {
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-			return nil, p.errf("expected a string key")
+			return p.errf("expected a string key")
 		}
 		keyAt := p.pos
 		k, err := p.string()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if _, dup := m[k]; dup {
-			return nil, &SyntaxError{Offset: keyAt, Msg: fmt.Sprintf("duplicate key %q", k)}
+			return &SyntaxError{Offset: keyAt, Msg: fmt.Sprintf("duplicate key %q", k)}
 		}
 		p.ws()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return nil, p.errf("expected ':'")
+			return p.errf("expected ':'")
 		}
 		p.pos++
 		p.ws()
-		v, err := p.value(depth)
-		if err != nil {
-			return nil, err
-		}
-		m[k] = v
-		switch end, err := p.sep('}', "object"); {
-		case err != nil:
-			return nil, err
-		case end:
-			return m, nil
-		}
+		m[k], err = p.value(depth)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return m, nil
 }
 
 func (p *parser) array(depth int) (any, error) {
 	a := []any{}
-	switch empty, err := p.open(depth, ']'); {
-	case err != nil:
+	err := p.members(depth, ']', "array", func() error {
+		v, err := p.value(depth)
+		a = append(a, v)
+		return err
+	})
+	if err != nil {
 		return nil, err
+	}
+	return a, nil
+}
+
+// members reads an object or array nested depth deep, what, from its
+// opening to closer, calling member at each member (white space read).
+func (p *parser) members(depth int, closer byte, what string, member func() error) error {
+	switch empty, err := p.open(depth, closer); {
+	case err != nil:
+		return err
 	case empty:
-		return a, nil
+		return nil
 	}
 	for {
 		p.ws()
-		v, err := p.value(depth)
-		if err != nil {
-			return nil, err
+		if err := member(); err != nil {
+			return err
 		}
-		a = append(a, v)
-		switch end, err := p.sep(']', "array"); {
+		switch end, err := p.sep(closer, what); {
 		case err != nil:
-			return nil, err
+			return err
 		case end:
-			return a, nil
+			return nil
 		}
 	}
 }

@@ -3,6 +3,7 @@ package envelopay
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 )
 
 // Version is the protocol version this package implements and writes in "v".
@@ -21,12 +22,7 @@ var RefFields = []string{"order_ref", "invoice_ref", "offer_ref", "which_ref", "
 
 // IsType reports whether typ is one of the nine lower-case types.
 func IsType(typ string) bool {
-	for _, t := range Types {
-		if t == typ {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(Types, typ)
 }
 
 // IDPrefix returns the conventional id prefix for a type, as used by the

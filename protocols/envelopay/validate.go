@@ -74,18 +74,14 @@ func ValidateFields(typ string, f map[string]json.RawMessage) (errs, warns proto
 		c.str("note", false)
 	case "pay": // PAY table.
 		c.str("id", true)
-		c.amount("amount", true)
-		c.str("token", true)
-		c.str("chain", true)
+		c.price(true)
 		c.proof("proof", true)
 		c.str("invoice_ref", false)
 		c.str("note", false)
 	case "order": // ORDER table: token, chain, proof "Required when amount is present".
 		c.str("id", true)
 		c.task("task", true)
-		prepaid := c.amount("amount", false)
-		c.str("token", prepaid)
-		c.str("chain", prepaid)
+		prepaid := c.price(false)
 		c.proof("proof", prepaid)
 		c.str("note", false)
 	case "fulfill": // FULFILL table.
@@ -95,9 +91,7 @@ func ValidateFields(typ string, f map[string]json.RawMessage) (errs, warns proto
 		c.str("note", false)
 	case "invoice": // INVOICE table.
 		c.str("id", true)
-		c.amount("amount", true)
-		c.str("token", true)
-		c.str("chain", true)
+		c.price(true)
 		c.wallet("wallet")
 		c.due()
 		c.str("order_ref", false)
@@ -106,18 +100,14 @@ func ValidateFields(typ string, f map[string]json.RawMessage) (errs, warns proto
 		c.str("id", true)
 		if g, ok := c.object("give", true); ok {
 			s := checker{f: g, prefix: "give."}
-			s.amount("amount", true)
-			s.str("token", true)
-			s.str("chain", true)
+			s.price(true)
 			s.str("to", true)
 			s.proof("proof", true)
 			c.errs = append(c.errs, s.errs...)
 		}
 		if w, ok := c.object("want", true); ok {
 			s := checker{f: w, prefix: "want."}
-			s.amount("amount", true)
-			s.str("token", true)
-			s.str("chain", true)
+			s.price(true)
 			c.errs = append(c.errs, s.errs...)
 		}
 		c.wallet("wallet")
@@ -125,9 +115,7 @@ func ValidateFields(typ string, f map[string]json.RawMessage) (errs, warns proto
 	case "accept": // ACCEPT table.
 		c.str("id", true)
 		c.str("offer_ref", true)
-		c.amount("amount", true)
-		c.str("token", true)
-		c.str("chain", true)
+		c.price(true)
 		c.proof("proof", true)
 		c.str("note", false)
 	case "oops": // OOPS table: note required; error "with code".
@@ -173,24 +161,38 @@ func (c *checker) missing(name string) {
 	c.err(protocols.CodeMissingField, name, "%q is required", c.prefix+name)
 }
 
-// present checks a required member of any JSON type.
-func (c *checker) present(name string, required bool) bool {
-	_, ok := c.get(name)
+// need returns a member (get), noting it missing when it is absent but
+// required.
+func (c *checker) need(name string, required bool) (json.RawMessage, bool) {
+	v, ok := c.get(name)
 	if !ok && required {
 		c.missing(name)
 	}
+	return v, ok
+}
+
+// present checks a required member of any JSON type.
+func (c *checker) present(name string, required bool) bool {
+	_, ok := c.need(name, required)
 	return ok
+}
+
+// price checks the amount, token and chain of a payment or price: the
+// amount as required says, token and chain whenever it is required or
+// present. It reports whether the amount is present.
+func (c *checker) price(required bool) bool {
+	present := c.amount("amount", required)
+	c.str("token", required || present)
+	c.str("chain", required || present)
+	return present
 }
 
 // str checks a string member; required strings must be non-empty. It
 // returns the raw JSON string (quotes included) so that callers decode it
 // only when they need the value.
 func (c *checker) str(name string, required bool) (json.RawMessage, bool) {
-	v, ok := c.get(name)
+	v, ok := c.need(name, required)
 	if !ok {
-		if required {
-			c.missing(name)
-		}
 		return nil, false
 	}
 	switch {
@@ -207,11 +209,8 @@ func (c *checker) str(name string, required bool) (json.RawMessage, bool) {
 // amount checks an amount or price: a string of decimal digits in the
 // smallest unit ("30000000"). It reports whether the member is present.
 func (c *checker) amount(name string, required bool) bool {
-	v, ok := c.get(name)
+	v, ok := c.need(name, required)
 	if !ok {
-		if required {
-			c.missing(name)
-		}
 		return false
 	}
 	if !digits(v) {
@@ -269,11 +268,8 @@ func digits(v json.RawMessage) bool {
 // proof checks a proof: rail-defined and opaque ("Settlement model"), so any
 // JSON value but null, an empty string or an empty object.
 func (c *checker) proof(name string, required bool) {
-	v, ok := c.get(name)
+	v, ok := c.need(name, required)
 	if !ok {
-		if required {
-			c.missing(name)
-		}
 		return
 	}
 	if isEmpty(v) {
@@ -292,11 +288,8 @@ func isEmpty(v json.RawMessage) bool {
 // task checks a task: an object, or a non-empty string (natural language,
 // "Natural language mode").
 func (c *checker) task(name string, required bool) {
-	v, ok := c.get(name)
+	v, ok := c.need(name, required)
 	if !ok {
-		if required {
-			c.missing(name)
-		}
 		return
 	}
 	if s, isStr := String(v); (isStr && s != "") || v[0] == '{' {
@@ -313,11 +306,8 @@ func (c *checker) boolean(name string) {
 
 // object returns an object member, decoded.
 func (c *checker) object(name string, required bool) (map[string]json.RawMessage, bool) {
-	v, ok := c.get(name)
+	v, ok := c.need(name, required)
 	if !ok {
-		if required {
-			c.missing(name)
-		}
 		return nil, false
 	}
 	if v[0] != '{' {

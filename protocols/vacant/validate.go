@@ -10,6 +10,7 @@ import (
 
 	"github.com/envelopd/envelopd/protocols"
 	"github.com/envelopd/envelopd/protocols/canonjson"
+	"github.com/envelopd/envelopd/protocols/internal/jsondoc"
 )
 
 var (
@@ -147,29 +148,14 @@ func (p *wireParser) optStr(parent map[string]any, key, path string) *string {
 func (p *wireParser) envelope(m map[string]any) *Envelope {
 	p.complete = true
 	e := &Envelope{}
-	switch v, ok := m["jsonrpc"]; {
-	case !ok:
-		p.add(protocols.CodeMissingField, "jsonrpc", "jsonrpc is required")
-	case v != "2.0":
-		p.add(protocols.CodeInvalidField, "jsonrpc", "jsonrpc must be \"2.0\"")
-	}
+	jsondoc.RPCVersion(&p.errs, m, "jsonrpc is required", "jsonrpc must be \"2.0\"")
 	switch v, ok := m["method"]; {
 	case !ok:
 		p.add(protocols.CodeMissingField, "method", "method is required")
 	case v != Method:
 		p.add(protocols.CodeInvalidField, "method", "method must be %q (P6 §3.2)", Method)
 	}
-	switch v, ok := m["id"]; {
-	case !ok:
-		p.add(protocols.CodeMissingField, "id", "a message/send request needs an id")
-	default:
-		switch v.(type) {
-		case string, json.Number:
-			e.RPCID = v
-		default:
-			p.add(protocols.CodeInvalidField, "id", "the JSON-RPC id must be a string or a number")
-		}
-	}
+	e.RPCID = jsondoc.RPCID(&p.errs, m, "a message/send request needs an id")
 	params := p.object(m, "params", "params")
 	if params == nil {
 		return e

@@ -3,7 +3,8 @@ package vcp
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/envelopd/envelopd/protocols"
@@ -26,7 +27,7 @@ func isMoneyKey(k string) bool {
 func (c *checker) money(v any, path string) {
 	switch t := v.(type) {
 	case map[string]any:
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			p := path + "." + k
 			if isMoneyKey(k) {
 				c.moneyValue(t[k], p, true)
@@ -52,7 +53,7 @@ func (c *checker) moneyValue(v any, path string, top bool) {
 			c.problems.Add(protocols.CodeInvalidField, path, "%s is %s: money is an integer in minor units, never a float", path, t)
 		}
 	case map[string]any:
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			c.moneyValue(t[k], path+"."+k, false)
 		}
 	case []any:
@@ -72,13 +73,4 @@ func (c *checker) moneyValue(v any, path string, top bool) {
 // fraction and no exponent (Python's json reads 300.0 and 3e2 as floats).
 func isInteger(n json.Number) bool {
 	return !strings.ContainsAny(string(n), ".eE")
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -2,6 +2,7 @@ package vcp
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -143,7 +144,7 @@ func (c *checker) action(env map[string]any) {
 	if kind, ok := c.strAt(act, "action.", "kind"); ok {
 		if m := kindRE.FindStringSubmatch(kind); m == nil {
 			c.problems.Add(protocols.CodeInvalidField, "action.kind", "action.kind %q is not <namespace>.<verb>", kind)
-		} else if !knownNamespace(m[1]) {
+		} else if !slices.Contains(namespaces[:], m[1]) {
 			c.problems.Add(protocols.CodeUnknownType, "action.kind", "action.kind %q: unknown namespace %q (commerce, delegate, platform, world)", kind, m[1])
 		}
 	}
@@ -157,15 +158,6 @@ func (c *checker) action(env map[string]any) {
 // strAt is str for a nested object whose path is prefix.
 func (c *checker) strAt(obj map[string]any, prefix, field string) (string, bool) {
 	return jsondoc.NonEmptyString(&c.problems, obj, field, prefix+field, jsondoc.NullRefused)
-}
-
-func knownNamespace(ns string) bool {
-	for _, n := range namespaces {
-		if n == ns {
-			return true
-		}
-	}
-	return false
 }
 
 // hasZone reports whether an RFC 3339 timestamp ends in a zone. time.Parse

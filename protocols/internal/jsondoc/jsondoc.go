@@ -1,7 +1,8 @@
 // Package jsondoc decodes the JSON documents of the strict protocol
 // validators (pvp, vcp) with canonjson.Parse, names the JSON types of the
 // values in their error messages, and holds the member checks they share
-// (a required non-empty string, a required object).
+// (a required non-empty string, a required object; the JSON-RPC 2.0
+// request members of a2a and vacant).
 package jsondoc
 
 import (
@@ -132,4 +133,33 @@ func RequiredObject(ps *protocols.Problems, obj map[string]any, name, path strin
 		ps.Add(protocols.CodeInvalidField, path, "%s must be an object, not %s", path, TypeName(v))
 	}
 	return o, ok
+}
+
+// RPCVersion checks a JSON-RPC 2.0 request's "jsonrpc" member, which
+// must be exactly "2.0" (JSON-RPC 2.0 §4); missing and invalid are the
+// protocol's messages for an absent and a wrong one.
+func RPCVersion(ps *protocols.Problems, obj map[string]any, missing, invalid string) {
+	switch v, ok := obj["jsonrpc"]; {
+	case !ok:
+		ps.Add(protocols.CodeMissingField, "jsonrpc", "%s", missing)
+	case v != "2.0":
+		ps.Add(protocols.CodeInvalidField, "jsonrpc", "%s", invalid)
+	}
+}
+
+// RPCID returns a JSON-RPC 2.0 request's "id", a string or a number
+// (JSON-RPC 2.0 §4), or nil after adding a problem to ps: missing says
+// why the request needs one.
+func RPCID(ps *protocols.Problems, obj map[string]any, missing string) any {
+	v, ok := obj["id"]
+	if !ok {
+		ps.Add(protocols.CodeMissingField, "id", "%s", missing)
+		return nil
+	}
+	switch v.(type) {
+	case string, json.Number:
+		return v
+	}
+	ps.Add(protocols.CodeInvalidField, "id", "the JSON-RPC id must be a string or a number")
+	return nil
 }
