@@ -521,7 +521,7 @@ func checkAccept(tx Tx, in *Incoming) (protocols.Problems, error) {
 	}
 	rows, err := tx.Query(`SELECT id, sender, status, want_amount, want_token, want_chain
 		FROM messages`+tx.dialect().eidIndex+`
-		WHERE envelopay_id = ? AND mailbox = ? AND type = 'offer' AND want_amount IS NOT NULL`, ref, in.Mailbox)
+		WHERE envelopay_id = ? AND envelopay_id <> '' AND mailbox = ? AND type = 'offer' AND want_amount IS NOT NULL`, ref, in.Mailbox)
 	var best refCandidate
 	var want Asset
 	if err := eachRow(rows, err, "store: look up OFFER", func(sc scanner) error {

@@ -123,6 +123,11 @@ var pgDialect = &dialect{
 			SELECT pg_notify('envelopd_messages.' || current_schema(), '') FROM e`,
 	},
 	eventVisible: fmt.Sprintf("e.id < (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << %d)", pgEventIDBits),
+	// The expression of the messages_tags index, written as it is there
+	// so that the planner uses it.
+	tagCount: `SELECT count(*) FROM (SELECT 1 FROM messages
+		WHERE envelopd_tags(status, type, sender, errors, warnings) @> ARRAY[?::text] LIMIT ?) AS t`,
+	tagged: `envelopd_tags(m.status, m.type, m.sender, m.errors, m.warnings) @> ARRAY[?::text]`,
 }
 
 // pgEventIDBits is how many low bits of an API event id number the events

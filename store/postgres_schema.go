@@ -515,4 +515,31 @@ CREATE TABLE api_inbox_events (
 CREATE INDEX api_inbox_events_inbox ON api_inbox_events (inbox, id);
 CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 `},
+	// 28: a message's filter tags are no longer rows of message_tags (a
+	// 24-byte tuple header and a btree entry per tag, three or four per
+	// mail) but one GIN index over the tags computed from the row
+	// (envelopd_tags: the same tags the message_tags triggers kept, the
+	// type and sender ones included, which no update changes); GIN keeps
+	// each tag's messages as a compressed list of row addresses. The
+	// dialect's tagCount and tagged spell the index expression. The
+	// function pins its search_path: autovacuum's ANALYZE evaluates it
+	// outside the store's. fastupdate off: each insert goes into the
+	// index itself, not into a pending list scanned by every lookup.
+	{28, `
+CREATE FUNCTION envelopd_tags(status text, type text, sender text, errors text, warnings text) RETURNS text[]
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $fn$
+	SELECT coalesce(array_agg(DISTINCT t), '{}') FROM (
+		SELECT 'status:' || status AS t
+		UNION ALL SELECT 'type:' || type WHERE type <> ''
+		UNION ALL SELECT 'sender:' || sender WHERE sender <> ''
+		UNION ALL SELECT 'code:' || c FROM envelopd_codes(errors) AS c
+		UNION ALL SELECT 'code:' || c FROM envelopd_codes(warnings) AS c
+	) AS tags WHERE t IS NOT NULL AND octet_length(t) <= 1000
+$fn$;
+DROP TRIGGER message_tags_insert ON messages;
+DROP TRIGGER message_tags_update ON messages;
+DROP FUNCTION envelopd_message_tags();
+DROP TABLE message_tags;
+CREATE INDEX messages_tags ON messages USING gin (envelopd_tags(status, type, sender, errors, warnings)) WITH (fastupdate = off);
+`},
 }

@@ -212,7 +212,7 @@ func (s rulesRoom) Thread(ctx context.Context, ref string) ([]Message, error) {
 	for _, q := range []struct{ sql, arg string }{
 		{`SELECT thread_id FROM messages WHERE thread_id = ? LIMIT 1`, ref},
 		{`SELECT thread_id FROM messages WHERE message_id = ? ORDER BY id LIMIT 1`, mid},
-		{`SELECT thread_id FROM messages WHERE envelopay_id = ? ORDER BY status = 'accepted' DESC, id LIMIT 1`, ref},
+		{`SELECT thread_id FROM messages WHERE envelopay_id = ? AND envelopay_id <> '' ORDER BY status = 'accepted' DESC, id LIMIT 1`, ref},
 	} {
 		err := s.r.QueryRowContext(ctx, q.sql, q.arg).Scan(&thread)
 		if err == nil {
