@@ -844,9 +844,10 @@ func (s indexRoom) InboxMessageByRef(ctx context.Context, inbox, ref string) (*I
 		return nil, ErrClosed
 	}
 	mid := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(ref), "<"), ">")
+	byMID, midArgs := s.d.midIs("m.message_id", mid)
 	ms, err := s.inboxQuery(ctx, `SELECT x.inbox, x.labels, `+messageCols+` FROM messages m`+s.d.copyIndex+`
 		JOIN inbox_messages x ON x.message_id = m.id AND x.inbox = ?
-		WHERE m.message_id = ? ORDER BY m.id DESC LIMIT 1`, inbox, mid)
+		WHERE `+byMID+` ORDER BY m.id DESC LIMIT 1`, append([]any{inbox}, midArgs...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -541,5 +541,21 @@ DROP TRIGGER message_tags_update ON messages;
 DROP FUNCTION envelopd_message_tags();
 DROP TABLE message_tags;
 CREATE INDEX messages_tags ON messages USING gin (envelopd_tags(status, type, sender, errors, warnings)) WITH (fastupdate = off);
+` +
+		// The exact-copy key narrows to the 16 bytes of the Message-ID's
+		// md5 as a uuid (not 33 of hex text) and the first 16 bytes of the
+		// content's SHA-256 (a conflict is then read back by the whole
+		// hash: redelivery); the lookups by Message-ID use it (dialect
+		// midIs) instead of a hash index of their own. The index of
+		// Envelopay ids leaves out the mail that has none, and its lookups
+		// say envelopay_id <> ''.
+		`CREATE FUNCTION envelopd_mid_key(mid text) RETURNS uuid LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+	SELECT md5(mid)::uuid
+$fn$;
+DROP INDEX messages_copy;
+CREATE UNIQUE INDEX messages_copy ON messages (envelopd_mid_key(message_id), mailbox, direction, substring(content_hash FOR 16));
+DROP INDEX messages_mid;
+DROP INDEX messages_eid;
+CREATE INDEX messages_eid ON messages USING hash (envelopay_id) WHERE envelopay_id <> '';
 `},
 }

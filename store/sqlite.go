@@ -85,6 +85,7 @@ var sqliteDialect = &dialect{
 		return `SELECT min(id), thread_id FROM messages INDEXED BY messages_copy
 			WHERE message_id IN (` + placeholders(n) + `) AND mailbox = ?`
 	},
+	midIs:      func(col, mid string) (string, []any) { return col + ` = ?`, []any{mid} },
 	emptyBlob:  "x''",
 	greatest:   "max",
 	key:        func(s string) any { return s },

@@ -59,6 +59,10 @@ type dialect struct {
 	// id also says envelopay_id <> '': Postgres's index of them leaves out
 	// the mail that has none (most of it).
 	eidIndex, copyIndex string
+	// midIs is the condition that column col (messages.message_id) holds
+	// the Message-ID mid, with its args: Postgres finds it by the hash
+	// leading its exact-copy key (pgMIDIs).
+	midIs func(col, mid string) (string, []any)
 	// threadSQL finds the thread of the earliest message among n
 	// Message-IDs of one mailbox (args: the ids, then the mailbox); it
 	// yields id and thread_id, possibly NULL.
