@@ -548,7 +548,8 @@ CREATE INDEX messages_tags ON messages USING gin (envelopd_tags(status, type, se
 		// hash: redelivery); the lookups by Message-ID use it (dialect
 		// midIs) instead of a hash index of their own. The index of
 		// Envelopay ids leaves out the mail that has none, and its lookups
-		// say envelopay_id <> ''.
+		// say envelopay_id <> ''; the index by relay mailbox leaves out the
+		// mail of none (mailbox ''), and its lookups say mailbox <> ''.
 		`CREATE FUNCTION envelopd_mid_key(mid text) RETURNS uuid LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
 	SELECT md5(mid)::uuid
 $fn$;
@@ -557,5 +558,7 @@ CREATE UNIQUE INDEX messages_copy ON messages (envelopd_mid_key(message_id), mai
 DROP INDEX messages_mid;
 DROP INDEX messages_eid;
 CREATE INDEX messages_eid ON messages USING hash (envelopay_id) WHERE envelopay_id <> '';
+DROP INDEX messages_mailbox;
+CREATE INDEX messages_mailbox ON messages (mailbox, id) WHERE mailbox <> '';
 `},
 }

@@ -154,7 +154,7 @@ func (s rulesRoom) Messages(ctx context.Context, f Filter) ([]Message, error) {
 		where = append(where, s.d.visible)
 	}
 	if f.Mailbox != "" {
-		add("m.mailbox = ?", f.Mailbox)
+		add("m.mailbox = ? AND m.mailbox <> ''", f.Mailbox)
 	}
 	if f.Direction != "" {
 		add("m.direction = ?", f.Direction)

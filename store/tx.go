@@ -57,7 +57,8 @@ type dialect struct {
 	// eidIndex and copyIndex follow "FROM messages" where SQLite must be
 	// told its index (see threadFor); "" elsewhere. A lookup by Envelopay
 	// id also says envelopay_id <> '': Postgres's index of them leaves out
-	// the mail that has none (most of it).
+	// the mail that has none (most of it); so does its index by relay
+	// mailbox, and a lookup by mailbox says mailbox <> ''.
 	eidIndex, copyIndex string
 	// midIs is the condition that column col (messages.message_id) holds
 	// the Message-ID mid, with its args: Postgres finds it by the hash
