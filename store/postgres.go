@@ -129,8 +129,8 @@ var pgDialect = &dialect{
 	// The expression of the messages_tags index, written as it is there
 	// so that the planner uses it.
 	tagCount: `SELECT count(*) FROM (SELECT 1 FROM messages
-		WHERE envelopd_tags(status, type, sender, errors, warnings) @> ARRAY[?::text] LIMIT ?) AS t`,
-	tagged: `envelopd_tags(m.status, m.type, m.sender, m.errors, m.warnings) @> ARRAY[?::text]`,
+		WHERE envelopd_tags(status, type, sender, codes) @> ARRAY[?::text] LIMIT ?) AS t`,
+	tagged: `envelopd_tags(m.status, m.type, m.sender, m.codes) @> ARRAY[?::text]`,
 }
 
 // pgMIDKey is the function of a Message-ID that leads the exact-copy key

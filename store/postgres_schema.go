@@ -517,30 +517,36 @@ CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 `},
 	// 28: a message's filter tags are no longer rows of message_tags (a
 	// 24-byte tuple header and a btree entry per tag, three or four per
-	// mail) but one GIN index over the tags computed from the row
-	// (envelopd_tags: the same tags the message_tags triggers kept, the
-	// type and sender ones included, which no update changes); GIN keeps
-	// each tag's messages as a compressed list of row addresses. The
-	// dialect's tagCount and tagged spell the index expression. The
-	// function pins its search_path: autovacuum's ANALYZE evaluates it
-	// outside the store's. fastupdate off: each insert goes into the
-	// index itself, not into a pending list scanned by every lookup.
+	// mail) but one GIN index over the tags the row gives (envelopd_tags:
+	// the same tags the message_tags triggers kept, the type and sender
+	// ones included, which no update changes); GIN keeps each tag's
+	// messages as a compressed list of row addresses. The error and
+	// warning codes, which only a JSON parse finds, are kept in the row
+	// (codes, a generated column: NULL for mail without any), so that
+	// envelopd_tags is a plain expression, cheap on every row a list walks
+	// (the dialect's tagCount and tagged spell it as the index does).
+	// fastupdate off: each insert goes into the index itself, not into a
+	// pending list scanned by every lookup.
 	{28, `
-CREATE FUNCTION envelopd_tags(status text, type text, sender text, errors text, warnings text) RETURNS text[]
-	LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path FROM CURRENT AS $fn$
-	SELECT coalesce(array_agg(DISTINCT t), '{}') FROM (
-		SELECT 'status:' || status AS t
-		UNION ALL SELECT 'type:' || type WHERE type <> ''
-		UNION ALL SELECT 'sender:' || sender WHERE sender <> ''
-		UNION ALL SELECT 'code:' || c FROM envelopd_codes(errors) AS c
-		UNION ALL SELECT 'code:' || c FROM envelopd_codes(warnings) AS c
-	) AS tags WHERE t IS NOT NULL AND octet_length(t) <= 1000
+CREATE FUNCTION envelopd_code_tags(errors text, warnings text) RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+	SELECT nullif(array(SELECT DISTINCT t FROM (
+		SELECT 'code:' || (p ->> 'code') AS t FROM json_array_elements(CASE WHEN left(errors, 1) = '['
+			THEN replace(errors, '\u0000', '\uFFFD')::json ELSE '[]'::json END) AS p
+		UNION ALL SELECT 'code:' || (p ->> 'code') FROM json_array_elements(CASE WHEN left(warnings, 1) = '['
+			THEN replace(warnings, '\u0000', '\uFFFD')::json ELSE '[]'::json END) AS p
+	) AS c WHERE t IS NOT NULL AND octet_length(t) <= 1000 ORDER BY t), '{}')
+$fn$;
+CREATE FUNCTION envelopd_tags(status text, type text, sender text, codes text[]) RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+	SELECT array_remove(ARRAY['status:' || status,
+		CASE WHEN type <> '' AND octet_length(type) <= 995 THEN 'type:' || type END,
+		CASE WHEN sender <> '' AND octet_length(sender) <= 993 THEN 'sender:' || sender END], NULL) || coalesce(codes, '{}')
 $fn$;
 DROP TRIGGER message_tags_insert ON messages;
 DROP TRIGGER message_tags_update ON messages;
 DROP FUNCTION envelopd_message_tags();
 DROP TABLE message_tags;
-CREATE INDEX messages_tags ON messages USING gin (envelopd_tags(status, type, sender, errors, warnings)) WITH (fastupdate = off);
+ALTER TABLE messages ADD COLUMN codes text[] GENERATED ALWAYS AS (envelopd_code_tags(errors, warnings)) STORED;
+CREATE INDEX messages_tags ON messages USING gin (envelopd_tags(status, type, sender, codes)) WITH (fastupdate = off);
 ` +
 		// The exact-copy key narrows to the 16 bytes of the Message-ID's
 		// md5 as a uuid (not 33 of hex text) and the first 16 bytes of the
