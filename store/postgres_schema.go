@@ -525,16 +525,23 @@ CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 	// (codes, a generated column: NULL for mail without any), so that
 	// envelopd_tags is a plain expression, cheap on every row a list walks
 	// (the dialect's tagCount and tagged spell it as the index does).
+	// envelopd_code_tags is plpgsql, whose query plan a connection keeps:
+	// a SQL function's query would be planned again at every insert.
 	// fastupdate off: each insert goes into the index itself, not into a
 	// pending list scanned by every lookup.
 	{28, `
-CREATE FUNCTION envelopd_code_tags(errors text, warnings text) RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-	SELECT nullif(array(SELECT DISTINCT t FROM (
+CREATE FUNCTION envelopd_code_tags(errors text, warnings text) RETURNS text[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+	IF coalesce(errors, '[]') = '[]' AND coalesce(warnings, '[]') = '[]' THEN
+		RETURN NULL;
+	END IF;
+	RETURN nullif(array(SELECT DISTINCT t FROM (
 		SELECT 'code:' || (p ->> 'code') AS t FROM json_array_elements(CASE WHEN left(errors, 1) = '['
 			THEN replace(errors, '\u0000', '\uFFFD')::json ELSE '[]'::json END) AS p
 		UNION ALL SELECT 'code:' || (p ->> 'code') FROM json_array_elements(CASE WHEN left(warnings, 1) = '['
 			THEN replace(warnings, '\u0000', '\uFFFD')::json ELSE '[]'::json END) AS p
-	) AS c WHERE t IS NOT NULL AND octet_length(t) <= 1000 ORDER BY t), '{}')
+	) AS c WHERE t IS NOT NULL AND octet_length(t) <= 1000 ORDER BY t), '{}');
+END
 $fn$;
 CREATE FUNCTION envelopd_tags(status text, type text, sender text, codes text[]) RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
 	SELECT array_remove(ARRAY['status:' || status,
