@@ -726,16 +726,16 @@ func pgSearch(text string) (string, []any) {
 }
 
 // rareTagLimit is how many messages a filter value may have for a list to
-// start from them (message_tags) rather than walk the inbox newest first
+// start from them (their tags) rather than walk the inbox newest first
 // until a page is full: a walk is fast when matches are common, a start
 // from the tag when they are rare.
 const rareTagLimit = 2000
 
-// maxTagBytes bounds the message_tags tags a list looks up (Postgres keeps
-// none longer: migration 14).
+// maxTagBytes bounds the filter tags a list looks up (Postgres keeps none
+// longer: migrations 14 and 28 of postgres_schema.go).
 const maxTagBytes = 1000
 
-// rareTag returns the message_tags tag of q's rarest filter (status,
+// rareTag returns the filter tag (dialect tagCount) of q's rarest filter (status,
 // type, sender, error code) when fewer than rareTagLimit messages carry
 // it, else "".
 func (s indexRoom) rareTag(ctx context.Context, q InboxQuery) (string, error) {
@@ -762,8 +762,7 @@ func (s indexRoom) rareTag(ctx context.Context, q InboxQuery) (string, error) {
 			continue
 		}
 		var n int
-		if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_tags WHERE tag = ? LIMIT ?) AS t`,
-			t, rareTagLimit).Scan(&n); err != nil {
+		if err := s.r.QueryRowContext(ctx, s.d.tagCount, t, rareTagLimit).Scan(&n); err != nil {
 			return "", fmt.Errorf("store: inbox messages: %w", err)
 		}
 		if n < bestN {
@@ -824,7 +823,7 @@ func (s indexRoom) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMess
 	if tag != "" {
 		// A rare filter value: start from its few messages (the other
 		// conditions above still apply) instead of walking the inbox.
-		where += ` AND m.id IN (SELECT message_id FROM message_tags WHERE tag = ?)`
+		where += ` AND ` + s.d.tagged
 		args = append(args, tag)
 	}
 	from := `inbox_messages x`
@@ -876,9 +875,10 @@ func (s indexRoom) InboxMessageByRef(ctx context.Context, inbox, ref string) (*I
 		return nil, ErrClosed
 	}
 	mid := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(ref), "<"), ">")
+	byMID, midArgs := s.d.midIs("m.message_id", mid)
 	ms, err := s.inboxQuery(ctx, `SELECT x.inbox, x.labels, `+messageCols+` FROM messages m`+s.d.copyIndex+`
 		JOIN inbox_messages x ON x.message_id = m.id AND x.inbox = ?
-		WHERE m.message_id = ? ORDER BY m.id DESC LIMIT 1`, inbox, mid)
+		WHERE `+byMID+` ORDER BY m.id DESC LIMIT 1`, append([]any{inbox}, midArgs...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ func unknownRefs(tx Tx, in *Incoming) (protocols.Problems, error) {
 		}
 		var n int
 		err := tx.QueryRow(`SELECT count(*) FROM messages`+tx.dialect().eidIndex+`
-			WHERE envelopay_id = ? AND mailbox = ? AND (? = '' OR type = ?)`, ref, in.Mailbox, want, want).Scan(&n)
+			WHERE envelopay_id = ? AND envelopay_id <> '' AND mailbox = ? AND (? = '' OR type = ?)`, ref, in.Mailbox, want, want).Scan(&n)
 		if err != nil {
 			return nil, fmt.Errorf("store: look up %s: %w", k, err)
 		}

@@ -42,3 +42,7 @@ func SetProofBatch(n int64) int64 { return proofBatch.Swap(n) }
 // search then probes the index per thread) and returns the previous
 // value.
 func SetCommonMatches(n int64) int64 { return commonMatches.Swap(n) }
+
+// EncodeRaw is how the store encodes raw bytes (the stored bytes and
+// their codec), for tests that write rows as an older build did.
+func EncodeRaw(raw []byte) ([]byte, int) { return raws.encode(raw) }

@@ -103,9 +103,41 @@ func BenchmarkPostgresFootprint(b *testing.B) {
 				JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'`).Scan(&disk); err != nil {
 				b.Fatal(err)
 			}
+			if b.N >= 1000 {
+				pgFootprintBreakdown(b, db)
+			}
 			return disk
 		}
 	})
+}
+
+// pgFootprintBreakdown logs the bytes per mail of each relation of the
+// store's schema that holds any (a table's heap with its TOAST, each
+// index apart), largest first: where a mail's bytes go (-v).
+func pgFootprintBreakdown(b *testing.B, db *sql.DB) {
+	rows, err := db.Query(`SELECT c.relname, c.relkind::text,
+			CASE c.relkind WHEN 'r' THEN pg_table_size(c.oid) ELSE pg_relation_size(c.oid) END
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i') ORDER BY 3 DESC`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	var out strings.Builder
+	for rows.Next() {
+		var name, kind string
+		var size int64
+		if err := rows.Scan(&name, &kind, &size); err != nil {
+			b.Fatal(err)
+		}
+		if size > 8192 {
+			fmt.Fprintf(&out, "\n\t%-32s %s %8.1f B/mail", name, kind, float64(size)/float64(b.N))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("per relation (r: heap and TOAST, i: index):%s", out.String())
 }
 
 // footprint runs the footprint benchmark over the stores open makes; the

@@ -480,9 +480,10 @@ func oopsLimited(tx Tx, lim OOPSLimits, plan *OOPSPlan, thread string, now time.
 func redelivery(tx Tx, dir, mailbox, mid string, sum []byte) (Outcome, error) {
 	out := Outcome{Redelivery: true}
 	var errsJSON, warnsJSON string
+	byMID, args := tx.dialect().midIs("message_id", mid)
 	err := tx.QueryRow(`SELECT id, status, thread_id, errors, warnings FROM messages
-		WHERE message_id = ? AND mailbox = ? AND direction = ? AND content_hash = ?`,
-		mid, mailbox, dir, sum).Scan(&out.ID, &out.Status, &out.ThreadID, &errsJSON, &warnsJSON)
+		WHERE `+byMID+` AND mailbox = ? AND direction = ? AND content_hash = ?`,
+		append(args, mailbox, dir, sum)...).Scan(&out.ID, &out.Status, &out.ThreadID, &errsJSON, &warnsJSON)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("store: read earlier copy: %w", err)
 	}
@@ -502,7 +503,7 @@ func checkAccept(tx Tx, in *Incoming) (protocols.Problems, error) {
 	}
 	rows, err := tx.Query(`SELECT id, sender, status, want_amount, want_token, want_chain
 		FROM messages`+tx.dialect().eidIndex+`
-		WHERE envelopay_id = ? AND mailbox = ? AND type = 'offer' AND want_amount IS NOT NULL`, ref, in.Mailbox)
+		WHERE envelopay_id = ? AND envelopay_id <> '' AND mailbox = ? AND type = 'offer' AND want_amount IS NOT NULL`, ref, in.Mailbox)
 	var best refCandidate
 	var want Asset
 	if err := eachRow(rows, err, "store: look up OFFER", func(sc scanner) error {

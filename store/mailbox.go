@@ -149,7 +149,7 @@ func (s relayRoom) ListMailboxes(ctx context.Context) ([]Mailbox, error) {
 		err = sc.Scan(&m.Address, &m.HasPassword, unixTime{&m.CreatedAt}, &m.Messages)
 		return m, err
 	}, `SELECT b.address, b.password != '', b.created_at,
-		(SELECT count(*) FROM messages m WHERE m.mailbox = b.address)
+		(SELECT count(*) FROM messages m WHERE m.mailbox = b.address AND m.mailbox <> '')
 		FROM mailboxes b ORDER BY b.address`)
 }
 
@@ -163,7 +163,7 @@ func (s relayRoom) SyncFolders(ctx context.Context, mailbox string) (int, error)
 	}
 	var pending int
 	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM messages m, mailboxes b
-		WHERE b.address = ? AND m.mailbox = b.address AND m.id > b.synced_id`, mailbox).Scan(&pending)
+		WHERE b.address = ? AND m.mailbox = b.address AND m.mailbox <> '' AND m.id > b.synced_id`, mailbox).Scan(&pending)
 	if err != nil {
 		return 0, fmt.Errorf("store: sync folders: %w", err)
 	}
@@ -178,7 +178,7 @@ func (s relayRoom) SyncFolders(ctx context.Context, mailbox string) (int, error)
 		if err := tx.QueryRow(`SELECT synced_id FROM mailboxes WHERE address = ?`+s.d.forUpdate, mailbox).Scan(&synced); err != nil {
 			return fmt.Errorf("store: sync folders: %w", err)
 		}
-		q := `SELECT id, direction, status FROM messages m WHERE mailbox = ? AND id > ?`
+		q := `SELECT id, direction, status FROM messages m WHERE mailbox = ? AND mailbox <> '' AND id > ?`
 		if s.d.visible != "" {
 			q += " AND " + s.d.visible
 		}

@@ -697,11 +697,14 @@ CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 	// array of the granted names), the pod a key is bound to ('': the
 	// organisation) and when its name or permissions last changed.
 	sqliteDDL(apiKeyPermissionsDDL),
+	// 29: Postgres's storage of a message's filter tags and keys
+	// (postgres_schema.go); SQLite's is unchanged.
+	`SELECT 1;`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 28
+const SchemaVersion = 29
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

@@ -96,13 +96,16 @@ const pgMigrateLock = 0x656e76656c6f7064
 const pgIDBits = 10
 
 var pgDialect = &dialect{
-	name: "postgres",
+	name:  "postgres",
+	midIs: pgMIDIs,
 	threadSQL: func(n int) string {
-		// MATERIALIZED: find the few matches by the Message-ID index,
+		// MATERIALIZED: find the few matches by the exact-copy key,
 		// then take the earliest; never walk the primary key in id order
 		// looking for a match (the common case has none).
-		return `WITH m AS MATERIALIZED (SELECT id, thread_id FROM messages
-			WHERE message_id IN (` + placeholders(n) + `) AND mailbox = ?)
+		vals := strings.Repeat(`(?::text), `, n)
+		return `WITH m AS MATERIALIZED (SELECT m.id, m.thread_id FROM (VALUES ` + vals[:len(vals)-2] + `) AS k (mid)
+			JOIN messages m ON ` + pgMIDKey + `(m.message_id) = ` + pgMIDKey + `(k.mid) AND m.message_id = k.mid
+			WHERE m.mailbox = ?)
 			SELECT id, thread_id FROM m ORDER BY id LIMIT 1`
 	},
 	emptyBlob:    "''::bytea",
@@ -121,6 +124,22 @@ var pgDialect = &dialect{
 			SELECT pg_notify('envelopd_messages.' || current_schema(), '') FROM e`,
 	},
 	eventVisible: fmt.Sprintf("e.id < (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << %d)", pgEventIDBits),
+	// The expression of the messages_tags index, written as it is there
+	// so that the planner uses it.
+	tagCount: `SELECT count(*) FROM (SELECT 1 FROM messages
+		WHERE envelopd_tags(status, type, sender, codes) @> ARRAY[?::text] LIMIT ?) AS t`,
+	tagged: `envelopd_tags(m.status, m.type, m.sender, m.codes) @> ARRAY[?::text]`,
+}
+
+// pgMIDKey is the function of a Message-ID that leads the exact-copy key
+// messages_copy (migration 29 of postgres_schema.go): a Message-ID may be
+// any length, and a btree entry may not; the lookups by Message-ID go
+// through it too, then compare the whole Message-ID.
+const pgMIDKey = `envelopd_mid_key`
+
+// pgMIDIs is the Postgres dialect's midIs.
+func pgMIDIs(col, mid string) (string, []any) {
+	return pgMIDKey + `(` + col + `) = ` + pgMIDKey + `(?) AND ` + col + ` = ?`, []any{mid, mid}
 }
 
 // pgEventIDBits is how many low bits of an API event id number the events
@@ -456,7 +475,7 @@ func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	err := t.QueryRow(`WITH ins AS (`+insertMessageSQL+`, id)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
-		ON CONFLICT (md5(message_id), mailbox, direction, content_hash) DO NOTHING RETURNING id),
+		ON CONFLICT (envelopd_mid_key(message_id), mailbox, direction, substring(content_hash FOR 16)) DO NOTHING RETURNING id),
 		raw AS (INSERT INTO message_raw (message_id, raw, codec) SELECT id, ?, ? FROM ins)
 		SELECT ins.id FROM ins CROSS JOIN LATERAL (SELECT pg_notify(?, '')) AS notified`,
 		append(args[:len(args):len(args)], n, z, codec, t.msgChan)...).Scan(&got)

@@ -517,4 +517,63 @@ CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 `},
 	// 28: API keys' permissions, pod and updated_at (SQLite migration 28).
 	{28, pgDDL(apiKeyPermissionsDDL)},
+	// 29: a message's filter tags are no longer rows of message_tags (a
+	// 24-byte tuple header and a btree entry per tag, three or four per
+	// mail) but one GIN index over the tags the row gives (envelopd_tags:
+	// the same tags the message_tags triggers kept, the type and sender
+	// ones included, which no update changes); GIN keeps each tag's
+	// messages as a compressed list of row addresses. The error and
+	// warning codes, which only a JSON parse finds, are kept in the row
+	// (codes, a generated column: NULL for mail without any), so that
+	// envelopd_tags is a plain expression, cheap on every row a list walks
+	// (the dialect's tagCount and tagged spell it as the index does).
+	// envelopd_code_tags is plpgsql, whose query plan a connection keeps:
+	// a SQL function's query would be planned again at every insert.
+	// fastupdate off: each insert goes into the index itself, not into a
+	// pending list scanned by every lookup.
+	{29, `
+CREATE FUNCTION envelopd_code_tags(errors text, warnings text) RETURNS text[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+	IF coalesce(errors, '[]') = '[]' AND coalesce(warnings, '[]') = '[]' THEN
+		RETURN NULL;
+	END IF;
+	RETURN nullif(array(SELECT DISTINCT t FROM (
+		SELECT 'code:' || (p ->> 'code') AS t FROM json_array_elements(CASE WHEN left(errors, 1) = '['
+			THEN replace(errors, '\u0000', '\uFFFD')::json ELSE '[]'::json END) AS p
+		UNION ALL SELECT 'code:' || (p ->> 'code') FROM json_array_elements(CASE WHEN left(warnings, 1) = '['
+			THEN replace(warnings, '\u0000', '\uFFFD')::json ELSE '[]'::json END) AS p
+	) AS c WHERE t IS NOT NULL AND octet_length(t) <= 1000 ORDER BY t), '{}');
+END
+$fn$;
+CREATE FUNCTION envelopd_tags(status text, type text, sender text, codes text[]) RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+	SELECT array_remove(ARRAY['status:' || status,
+		CASE WHEN type <> '' AND octet_length(type) <= 995 THEN 'type:' || type END,
+		CASE WHEN sender <> '' AND octet_length(sender) <= 993 THEN 'sender:' || sender END], NULL) || coalesce(codes, '{}')
+$fn$;
+DROP TRIGGER message_tags_insert ON messages;
+DROP TRIGGER message_tags_update ON messages;
+DROP FUNCTION envelopd_message_tags();
+DROP TABLE message_tags;
+ALTER TABLE messages ADD COLUMN codes text[] GENERATED ALWAYS AS (envelopd_code_tags(errors, warnings)) STORED;
+CREATE INDEX messages_tags ON messages USING gin (envelopd_tags(status, type, sender, codes)) WITH (fastupdate = off);
+` +
+		// The exact-copy key narrows to the 16 bytes of the Message-ID's
+		// md5 as a uuid (not 33 of hex text) and the first 16 bytes of the
+		// content's SHA-256 (a conflict is then read back by the whole
+		// hash: redelivery); the lookups by Message-ID use it (dialect
+		// midIs) instead of a hash index of their own. The index of
+		// Envelopay ids leaves out the mail that has none, and its lookups
+		// say envelopay_id <> ''; the index by relay mailbox leaves out the
+		// mail of none (mailbox ''), and its lookups say mailbox <> ''.
+		`CREATE FUNCTION envelopd_mid_key(mid text) RETURNS uuid LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+	SELECT md5(mid)::uuid
+$fn$;
+DROP INDEX messages_copy;
+CREATE UNIQUE INDEX messages_copy ON messages (envelopd_mid_key(message_id), mailbox, direction, substring(content_hash FOR 16));
+DROP INDEX messages_mid;
+DROP INDEX messages_eid;
+CREATE INDEX messages_eid ON messages USING hash (envelopay_id) WHERE envelopay_id <> '';
+DROP INDEX messages_mailbox;
+CREATE INDEX messages_mailbox ON messages (mailbox, id) WHERE mailbox <> '';
+`},
 }

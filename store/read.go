@@ -154,7 +154,7 @@ func (s rulesRoom) Messages(ctx context.Context, f Filter) ([]Message, error) {
 		where = append(where, s.d.visible)
 	}
 	if f.Mailbox != "" {
-		add("m.mailbox = ?", f.Mailbox)
+		add("m.mailbox = ? AND m.mailbox <> ''", f.Mailbox)
 	}
 	if f.Direction != "" {
 		add("m.direction = ?", f.Direction)
@@ -209,12 +209,16 @@ func (s rulesRoom) Thread(ctx context.Context, ref string) ([]Message, error) {
 	}
 	thread := ""
 	mid := strings.TrimSuffix(strings.TrimPrefix(ref, "<"), ">")
-	for _, q := range []struct{ sql, arg string }{
-		{`SELECT thread_id FROM messages WHERE thread_id = ? LIMIT 1`, ref},
-		{`SELECT thread_id FROM messages WHERE message_id = ? ORDER BY id LIMIT 1`, mid},
-		{`SELECT thread_id FROM messages WHERE envelopay_id = ? ORDER BY status = 'accepted' DESC, id LIMIT 1`, ref},
+	byMID, midArgs := s.d.midIs("message_id", mid)
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`SELECT thread_id FROM messages WHERE thread_id = ? LIMIT 1`, []any{ref}},
+		{`SELECT thread_id FROM messages WHERE ` + byMID + ` ORDER BY id LIMIT 1`, midArgs},
+		{`SELECT thread_id FROM messages WHERE envelopay_id = ? AND envelopay_id <> '' ORDER BY status = 'accepted' DESC, id LIMIT 1`, []any{ref}},
 	} {
-		err := s.r.QueryRowContext(ctx, q.sql, q.arg).Scan(&thread)
+		err := s.r.QueryRowContext(ctx, q.sql, q.args...).Scan(&thread)
 		if err == nil {
 			break
 		}

@@ -81,6 +81,7 @@ var sqliteDialect = &dialect{
 		return `SELECT min(id), thread_id FROM messages INDEXED BY messages_copy
 			WHERE message_id IN (` + placeholders(n) + `) AND mailbox = ?`
 	},
+	midIs:      func(col, mid string) (string, []any) { return col + ` = ?`, []any{mid} },
 	emptyBlob:  "x''",
 	greatest:   "max",
 	key:        func(s string) any { return s },
@@ -105,6 +106,8 @@ var sqliteDialect = &dialect{
 					WHERE m.id > max(?1, (SELECT id FROM search_floor)) AND m.id <= ?2
 			) WHERE t IS NOT NULL`,
 	},
+	tagCount:     `SELECT count(*) FROM (SELECT 1 FROM message_tags WHERE tag = ? LIMIT ?) AS t`,
+	tagged:       `m.id IN (SELECT message_id FROM message_tags WHERE tag = ?)`,
 	eventsLag:    `SELECT coalesce((SELECT max(id) FROM messages), 0) > (SELECT id FROM event_sync)`,
 	eventsBehind: `SELECT coalesce((SELECT max(id) FROM messages), 0) - (SELECT id FROM event_sync)`,
 	syncEvents:   `UPDATE event_sync SET id = id + ?`,

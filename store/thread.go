@@ -108,7 +108,7 @@ func refMatch(tx Tx, in *Incoming) (refCandidate, error) {
 		return refCandidate{}, nil
 	}
 	rows, err := tx.Query(`SELECT envelopay_id, id, thread_id, sender, status FROM messages`+tx.dialect().eidIndex+`
-		WHERE envelopay_id IN (`+placeholders(len(ids))+`) AND mailbox = ?`, append(ids, in.Mailbox)...)
+		WHERE envelopay_id IN (`+placeholders(len(ids))+`) AND envelopay_id <> '' AND mailbox = ?`, append(ids, in.Mailbox)...)
 	perRef := map[string]refCandidate{}
 	if err := eachRow(rows, err, "store: thread lookup", func(sc scanner) error {
 		var ref, sender, status string

@@ -55,8 +55,15 @@ const insertMessageSQL = `INSERT INTO messages (mailbox, direction, message_id, 
 type dialect struct {
 	name string
 	// eidIndex and copyIndex follow "FROM messages" where SQLite must be
-	// told its index (see threadFor); "" elsewhere.
+	// told its index (see threadFor); "" elsewhere. A lookup by Envelopay
+	// id also says envelopay_id <> '': Postgres's index of them leaves out
+	// the mail that has none (most of it); so does its index by relay
+	// mailbox, and a lookup by mailbox says mailbox <> ''.
 	eidIndex, copyIndex string
+	// midIs is the condition that column col (messages.message_id) holds
+	// the Message-ID mid, with its args: Postgres finds it by the hash
+	// leading its exact-copy key (pgMIDIs).
+	midIs func(col, mid string) (string, []any)
 	// threadSQL finds the thread of the earliest message among n
 	// Message-IDs of one mailbox (args: the ids, then the mailbox); it
 	// yields id and thread_id, possibly NULL.
@@ -123,6 +130,13 @@ type dialect struct {
 	// numbers it by its transaction and wakes the followers of every
 	// node, as its event triggers do.
 	logEvent []string
+	// tagCount counts the messages carrying one filter tag ("status:…",
+	// "type:…", "sender:…", "code:…"), stopping at a limit (args: the
+	// tag, the limit); tagged is the condition on messages m that m
+	// carries a tag (arg: the tag). SQLite keeps the tags as rows
+	// (message_tags); Postgres as a GIN index over the tags computed from
+	// the row (envelopd_tags, migration 29 of postgres_schema.go).
+	tagCount, tagged string
 	// key converts a claims/states key or value for binding: Postgres
 	// keeps them in bytea (they hold NUL bytes), SQLite in TEXT.
 	key func(string) any
