@@ -693,11 +693,16 @@ CREATE TABLE api_inbox_events (
 CREATE INDEX api_inbox_events_inbox ON api_inbox_events (inbox, id);
 CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 `,
+	// 28: a webhook's custom delivery headers (JSON object, sent with
+	// every delivery: WebhookHeaders), and the inbox index's usage per
+	// inbox and hour (usage.go): messages, bytes and threads it took,
+	// written by SyncInboxes, filled here from the index.
+	sqliteDDL(usageDDL),
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 27
+const SchemaVersion = 28
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

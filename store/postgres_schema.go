@@ -515,4 +515,6 @@ CREATE TABLE api_inbox_events (
 CREATE INDEX api_inbox_events_inbox ON api_inbox_events (inbox, id);
 CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 `},
+	// 28: webhook headers and the inbox usage (SQLite migration 28).
+	{28, pgDDL(usageDDL)},
 }

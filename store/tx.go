@@ -300,6 +300,7 @@ type APIStore interface {
 	APILogPruner
 	WebhookStore
 	IdempotencyStore
+	UsageStore
 }
 
 var (
