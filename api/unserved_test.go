@@ -13,7 +13,7 @@ func TestNotServed(t *testing.T) {
 	e.createInbox("a", "shop.test")
 	for _, tc := range []struct{ method, path, want string }{
 		{"POST", "/v0/agent/sign-up", `agent sign-up and verification is not implemented by envelopd (docs/api.md, "Not implemented")`},
-		{"GET", "/v0/webhooks/wh_1/headers", `custom webhook headers is not implemented by envelopd (docs/api.md, "Webhooks")`},
+		{"PATCH", "/v0/pods/envelopd/domains/x.example", `updating domain settings (feedback, subdomains, tracking) or Domain Connect setup links is not implemented by envelopd (docs/api.md, "Not implemented")`},
 		{"GET", "/v0/nothing/here", `GET /v0/nothing/here is not implemented by envelopd (docs/api.md, "Not implemented")`},
 	} {
 		var er struct{ Name, Message string }

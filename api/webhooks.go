@@ -208,8 +208,8 @@ func (s *Service) CreateWebhook(ctx context.Context, p *Principal, inbox string,
 	if err := checkWebhookURL(req.URL); err != nil {
 		return WebhookObject{}, err
 	}
-	if len(req.Headers) > 0 {
-		return WebhookObject{}, badField("headers", "custom delivery headers are not supported by envelopd")
+	if err := checkHeadersGiven(req.Headers); err != nil {
+		return WebhookObject{}, err
 	}
 	if len(req.PodIDs) > 0 && !(len(req.PodIDs) == 1 && req.PodIDs[0] == podID) {
 		return WebhookObject{}, badField("pod_ids", "the only pod is %q", podID)
@@ -240,10 +240,10 @@ func (s *Service) CreateWebhook(ctx context.Context, p *Principal, inbox string,
 	}
 	now := s.cfg.Now().UTC()
 	w := store.Webhook{ID: "wh_" + hex.EncodeToString(idb[:]), URL: req.URL, EventTypes: sub.EventTypes, InboxIDs: sub.InboxIDs,
-		Secret: secret, Enabled: true, ClientID: req.ClientID, KeyID: p.KeyID, CreatedAt: now, UpdatedAt: now}
+		Secret: secret, Enabled: true, ClientID: req.ClientID, KeyID: p.KeyID, CreatedAt: now, UpdatedAt: now, Headers: req.Headers}
 	got, created, err := ws.CreateWebhook(ctx, w, s.cfg.WebhookLimits)
 	if err != nil {
-		return WebhookObject{}, err
+		return WebhookObject{}, headerError(err)
 	}
 	if !created && !p.seesWebhook(got, inbox) {
 		// Answered as for any webhook p may not see (no existence leak).
@@ -707,6 +707,11 @@ func (ws *WebhookSender) post(ctx context.Context, client *http.Client, d store.
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.Webhook.URL, bytes.NewReader(body))
 	if err != nil {
 		return err
+	}
+	// The webhook's custom headers first: the delivery's own come after
+	// and win (the store refuses those names anyway).
+	for k, v := range d.Webhook.Headers {
+		req.Header.Set(k, v)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "envelopd")

@@ -22,8 +22,8 @@ import (
 const usageHour = int64(time.Hour)
 
 // usageDDL is migration 28: the webhooks' custom delivery headers and
-// the usage counters, filled from the inbox index as it stands ('' is
-// the whole organisation: the sum over inboxes).
+// the usage counters, filled from the inbox index as it stands (inbox
+// "" is the whole organisation: the sum over inboxes).
 const usageDDL = `
 ALTER TABLE api_webhooks ADD COLUMN headers TEXT NOT NULL DEFAULT '{}';
 CREATE TABLE api_usage (
