@@ -136,6 +136,8 @@ func RunAPI(t *testing.T, open func(t *testing.T) API) {
 	t.Run("Retention", func(t *testing.T) { testRetention(t, open) })
 	t.Run("WebhookOwners", func(t *testing.T) { testWebhookOwners(t, open) })
 	t.Run("EventTypes", func(t *testing.T) { testEventTypes(t, open) })
+	t.Run("Usage", func(t *testing.T) { testUsage(t, open) })
+	t.Run("WebhookHeaders", func(t *testing.T) { testWebhookHeaders(t, open) })
 }
 
 // RunPayments runs the payments' suite.
