@@ -182,6 +182,8 @@ func (h *Handler) createDomain(w http.ResponseWriter, r *http.Request, svc *doma
 		return nil, 0, badField("subdomains_enabled", "inboxes on subdomains are not supported by envelopd")
 	case req.TrackingEnabled:
 		return nil, 0, badField("tracking_enabled", "open tracking is not supported by envelopd")
+	case req.FeedbackEnabled:
+		return nil, 0, badField("feedback_enabled", "bounce and complaint mail to inboxes is not supported by envelopd (bounces are message.bounced events)")
 	}
 	d, err := svc.Add(r.Context(), req.Domain, domain.Config{}, req.ClientID)
 	if err != nil {

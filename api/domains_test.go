@@ -66,6 +66,7 @@ func TestDomainsAPI(t *testing.T) {
 		{map[string]any{"domain": "*.example.org"}, 400, "ValidationError"},
 		{map[string]any{"domain": ""}, 400, "ValidationError"},
 		{map[string]any{"domain": "b.example.org", "tracking_enabled": true}, 400, "ValidationError"},
+		{map[string]any{"domain": "b.example.org", "feedback_enabled": true}, 400, "ValidationError"},
 	} {
 		apiErr = api.Error{}
 		if c := e.do(e.key, "POST", "/v0/domains", tc.body, &apiErr); c != tc.code || apiErr.Name != tc.name {
