@@ -135,13 +135,7 @@ func (s *Service) QueryMetrics(ctx context.Context, p *Principal, inbox string, 
 		for _, b := range counts[t] {
 			bs = append(bs, MetricBucket{Timestamp: b.Start, Count: b.Count})
 		}
-		if m.Descending {
-			slices.Reverse(bs)
-		}
-		if m.Limit > 0 && len(bs) > m.Limit {
-			bs = bs[:m.Limit]
-		}
-		out[t] = bs
+		out[t] = order(m, bs)
 	}
 	return out, nil
 }
@@ -162,4 +156,16 @@ func (h *Handler) metricsRoutes(a func(string, authed)) {
 		a("GET /v0/inboxes/{inbox_id}/metrics"+suffix, f)
 		a("GET /v0/pods/{pod_id}/metrics"+suffix, h.inPod(f))
 	}
+}
+
+// order puts a series in the query's order (descending: newest first)
+// and keeps its first Limit items.
+func order[T any](m MetricsQuery, s []T) []T {
+	if m.Descending {
+		slices.Reverse(s)
+	}
+	if m.Limit > 0 && len(s) > m.Limit {
+		s = s[:m.Limit]
+	}
+	return s
 }

@@ -170,13 +170,7 @@ func (s *Service) QueryUsage(ctx context.Context, p *Principal, inbox string, po
 			}
 			ps = append(ps, UsagePoint{Timestamp: ti, Value: v})
 		}
-		if u.Descending {
-			slices.Reverse(ps)
-		}
-		if u.Limit > 0 && len(ps) > u.Limit {
-			ps = ps[:u.Limit]
-		}
-		out[t] = ps
+		out[t] = order(u.MetricsQuery, ps)
 	}
 	return out, nil
 }

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // A webhook's custom delivery headers (the SDK's WebhookHeaders): name
@@ -59,21 +60,12 @@ func reservedHeader(name string) bool {
 	return strings.HasPrefix(name, "svix-") || strings.HasPrefix(name, "webhook-") || strings.HasPrefix(name, "proxy-")
 }
 
-// isToken reports whether s is an RFC 9110 §5.6.2 token.
+// isToken reports whether s is an RFC 9110 §5.6.2 token: one or more
+// tchar (ASCII letters, digits and !#$%&'*+-.^_`|~).
 func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
+	return s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return r >= utf8.RuneSelf || !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("!#$%&'*+-.^_`|~", r))
+	}) < 0
 }
 
 // isFieldValue reports whether s is a non-empty field value of visible
@@ -98,7 +90,7 @@ func (l WebhookLimits) CheckWebhookHeaders(h map[string]string) error {
 		return &HeaderError{Code: "too_many_headers", Reason: fmt.Sprintf("at most %d custom headers per webhook", l.Headers)}
 	}
 	seen := map[string]string{}
-	for _, name := range sortedNames(h) {
+	for _, name := range sortedKeys(h) {
 		v := h[name]
 		switch low := strings.ToLower(name); {
 		case !isToken(name):
@@ -118,18 +110,9 @@ func (l WebhookLimits) CheckWebhookHeaders(h map[string]string) error {
 	return nil
 }
 
-func sortedNames(h map[string]string) []string {
-	names := make([]string, 0, len(h))
-	for k := range h {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
-}
-
 // WebhookHeaderNames is the names of w's custom headers, sorted (their
 // values are never shown back).
-func WebhookHeaderNames(w Webhook) []string { return sortedNames(w.Headers) }
+func WebhookHeaderNames(w Webhook) []string { return sortedKeys(w.Headers) }
 
 func jsonHeaders(h map[string]string) string {
 	if len(h) == 0 {
