@@ -2,11 +2,9 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/envelopd/envelopd/store"
@@ -41,21 +39,9 @@ type UsageQuery struct {
 // end, period, limit and descending.
 func ParseUsageQuery(q url.Values, now time.Time) (UsageQuery, error) {
 	var u UsageQuery
-	for _, v := range q["usage_types"] {
-		ts := []string{v}
-		if strings.HasPrefix(strings.TrimSpace(v), "[") {
-			if err := json.Unmarshal([]byte(v), &ts); err != nil {
-				return u, badField("usage_types", "want usage types, repeated or as a JSON array")
-			}
-		}
-		for _, t := range ts {
-			if !slices.Contains(usageTypes, t) {
-				return u, badField("usage_types", "unknown usage type %q (want one of %s)", t, strings.Join(usageTypes, ", "))
-			}
-			if !slices.Contains(u.Types, t) {
-				u.Types = append(u.Types, t)
-			}
-		}
+	var err error
+	if u.Types, err = enumParam(q, "usage_types", usageTypes); err != nil {
+		return u, err
 	}
 	rest := url.Values{}
 	for k, v := range q {
@@ -63,8 +49,7 @@ func ParseUsageQuery(q url.Values, now time.Time) (UsageQuery, error) {
 			rest[k] = v
 		}
 	}
-	m, err := ParseMetricsQuery(rest, now)
-	u.MetricsQuery = m
+	u.MetricsQuery, err = ParseMetricsQuery(rest, now)
 	return u, err
 }
 

@@ -454,6 +454,15 @@ func jsonList(l []string) string {
 	return string(b)
 }
 
+// jsonHeaders is a webhook's custom headers as stored.
+func jsonHeaders(h map[string]string) string {
+	if len(h) == 0 {
+		return "{}"
+	}
+	b, _ := json.Marshal(h)
+	return string(b)
+}
+
 const webhookCols = `id, url, event_types, inbox_ids, secret, enabled, disabled_reason, coalesce(client_id, ''), key_id, failures, next_at, created_at, updated_at, headers`
 
 func scanWebhook(sc scanner) (Webhook, error) {

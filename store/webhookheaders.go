@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -113,14 +112,6 @@ func (l WebhookLimits) CheckWebhookHeaders(h map[string]string) error {
 // WebhookHeaderNames is the names of w's custom headers, sorted (their
 // values are never shown back).
 func WebhookHeaderNames(w Webhook) []string { return sortedKeys(w.Headers) }
-
-func jsonHeaders(h map[string]string) string {
-	if len(h) == 0 {
-		return "{}"
-	}
-	b, _ := json.Marshal(h)
-	return string(b)
-}
 
 // SetWebhookHeaders changes webhook id's custom headers in one
 // transaction: set adds or replaces (a name replaces the one it equals
