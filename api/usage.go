@@ -162,11 +162,12 @@ func (s *Service) QueryUsage(ctx context.Context, p *Principal, inbox string, po
 
 func (h *Handler) usageRoutes(a func(string, authed)) {
 	f := func(w http.ResponseWriter, r *http.Request, p *Principal) (any, int, error) {
+		var v map[string][]UsagePoint
 		u, err := ParseUsageQuery(r.URL.Query(), h.svc.cfg.Now())
-		if err != nil {
-			return nil, 0, err
+		if err == nil {
+			// The pod's route names pod_id (inPod checked it).
+			v, err = h.svc.QueryUsage(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("pod_id") != "", u)
 		}
-		v, err := h.svc.QueryUsage(r.Context(), p, r.PathValue("inbox_id"), r.PathValue("pod_id") != "", u)
 		return v, 0, err
 	}
 	a("GET /v0/metrics/usage", f)
