@@ -53,24 +53,6 @@ func ParseUsageQuery(q url.Values, now time.Time) (UsageQuery, error) {
 	return u, err
 }
 
-// usagePoints are the ends of the periods from start: start+period,
-// start+2·period, …, the last one end.
-func usagePoints(m MetricsQuery) ([]time.Time, error) {
-	var at []time.Time
-	for t := m.Start.Add(m.Period); ; t = t.Add(m.Period) {
-		if !t.Before(m.End) {
-			t = m.End
-		}
-		if len(at) == store.MaxUsagePoints {
-			return nil, badField("period", "at most %d periods between start and end", store.MaxUsagePoints)
-		}
-		at = append(at, t)
-		if t.Equal(m.End) {
-			return at, nil
-		}
-	}
-}
-
 // QueryUsage answers a usage query at a scope: inbox (its address), the
 // pod (pod true) or the organisation. A key scoped to inboxes counts its
 // inboxes and gets no domain_count values (it may not manage domains).
@@ -100,14 +82,13 @@ func (s *Service) QueryUsage(ctx context.Context, p *Principal, inbox string, po
 			return nil, badField("usage_types", "%s is not counted at this scope (an inbox has storage_bytes, message_count and thread_count; the pod adds inbox_count and domain_count; the organisation pod_count)", t)
 		}
 	}
-	at, err := usagePoints(u.MetricsQuery)
-	if err != nil {
-		return nil, err
+	if _, err := store.UsagePoints(u.Start, u.End, u.Period); err != nil {
+		return nil, badField("period", "at most %d periods between start and end", store.MaxUsagePoints)
 	}
 	if inboxes == nil && p.Inboxes != nil {
 		inboxes = []string{}
 	}
-	got, err := us.Usage(ctx, inboxes, at)
+	at, got, err := us.Usage(ctx, inboxes, u.Start, u.End, u.Period)
 	if err != nil {
 		return nil, err
 	}

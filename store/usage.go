@@ -48,7 +48,7 @@ INSERT INTO api_usage (inbox, at_hour, messages, bytes, threads)
 
 // UsageStore is the inbox index's usage counters (usage.go).
 type UsageStore interface {
-	Usage(ctx context.Context, inboxes []string, at []time.Time) ([]Usage, error)
+	Usage(ctx context.Context, inboxes []string, start, end time.Time, period time.Duration) ([]time.Time, []Usage, error)
 }
 
 var _ UsageStore = indexRoom{}
@@ -119,53 +119,74 @@ func putUsage(tx Tx, d map[usageKey]*usageDelta) error {
 // MaxUsagePoints bounds the points of one Usage answer.
 const MaxUsagePoints = MaxBuckets
 
+// UsagePoints are the times a usage series has values at: the ends of
+// the periods from start, start+period, start+2·period, …, the last one
+// end. At most MaxUsagePoints, else ErrBadInput.
+func UsagePoints(start, end time.Time, period time.Duration) ([]time.Time, error) {
+	if period <= 0 || !end.After(start) || (end.Sub(start)+period-1)/period > MaxUsagePoints {
+		return nil, fmt.Errorf("%w: usage from %s to %s in periods of %s (at most %d periods)", ErrBadInput,
+			start.Format(time.RFC3339), end.Format(time.RFC3339), period, MaxUsagePoints)
+	}
+	var at []time.Time
+	for t := start.Add(period); t.Before(end); t = t.Add(period) {
+		at = append(at, t)
+	}
+	return append(at, end), nil
+}
+
 // Usage returns what inboxes (nil: the organisation, every inbox) held
-// at each time of at (ascending, at most MaxUsagePoints): the messages,
-// bytes and threads of the hours that began before it — the hour a time
+// at each of UsagePoints(start, end, period): the messages, bytes and
+// threads of the hours that began before the point — the hour a point
 // falls in counts whole — and the inboxes created before it that are
-// not deleted. The index is brought up to date first. The work is one
-// read of the counters' rows of the inboxes (one per hour with mail)
-// and one of the inboxes' creation times.
-func (s indexRoom) Usage(ctx context.Context, inboxes []string, at []time.Time) ([]Usage, error) {
-	if len(at) == 0 || len(at) > MaxUsagePoints || !slices.IsSortedFunc(at, func(a, b time.Time) int { return a.Compare(b) }) {
-		return nil, fmt.Errorf("%w: usage at %d times (1 to %d, ascending)", ErrBadInput, len(at), MaxUsagePoints)
+// not deleted. The index is brought up to date first. The counters are
+// summed per period by the database, over one row per inbox and hour
+// with mail (none of the messages is read), and the inboxes' creation
+// times are read once.
+func (s indexRoom) Usage(ctx context.Context, inboxes []string, start, end time.Time, period time.Duration) ([]time.Time, []Usage, error) {
+	at, err := UsagePoints(start, end, period)
+	if err != nil {
+		return nil, nil, err
 	}
 	out := make([]Usage, len(at))
 	if inboxes != nil && len(inboxes) == 0 {
-		return out, nil
+		return at, out, nil
 	}
 	if _, err := s.SyncInboxes(ctx, 0); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	last := at[len(at)-1].UTC().UnixNano()
+	t0, t1 := start.UTC().UnixNano(), end.UTC().UnixNano()
 	scope, args := `inbox = ''`, []any{}
 	if inboxes != nil {
 		scope, args = inList("inbox", inboxes)
 	}
-	// Hours in time order, summed over the inboxes; each time takes the
-	// running total of the hours before it.
-	rows, err := s.r.QueryContext(ctx, `SELECT at_hour, sum(messages), sum(bytes), sum(threads) FROM api_usage
-		WHERE `+scope+` AND at_hour < ? GROUP BY at_hour ORDER BY at_hour`, append(args, last)...)
-	var run Usage
-	i := 0
+	// Per period: the hours before start are period -1 (counted at every
+	// point); an hour in period k counts from point k on (its end).
+	rows, err := s.r.QueryContext(ctx, `SELECT CASE WHEN at_hour < ? THEN -1 ELSE (at_hour - ?) / ? END AS k,
+		sum(messages), sum(bytes), sum(threads) FROM api_usage WHERE `+scope+` AND at_hour < ? GROUP BY k ORDER BY k`,
+		append(append([]any{t0, t0, int64(period)}, args...), t1)...)
+	delta := make([]Usage, len(at))
+	var base Usage
 	if err := eachRow(rows, err, "store: usage", func(sc scanner) error {
-		var h, m, b, th int64
-		if err := sc.Scan(&h, &m, &b, &th); err != nil {
+		var k, m, b, th int64
+		if err := sc.Scan(&k, &m, &b, &th); err != nil {
 			return err
 		}
-		for ; i < len(at) && at[i].UTC().UnixNano() <= h; i++ {
-			out[i] = run
+		d := &base
+		if k >= 0 {
+			d = &delta[min(k, int64(len(at)-1))]
 		}
-		run.Messages, run.Bytes, run.Threads = run.Messages+m, run.Bytes+b, run.Threads+th
+		d.Messages, d.Bytes, d.Threads = d.Messages+m, d.Bytes+b, d.Threads+th
 		return nil
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for ; i < len(at); i++ {
+	run := base
+	for i, d := range delta {
+		run.Messages, run.Bytes, run.Threads = run.Messages+d.Messages, run.Bytes+d.Bytes, run.Threads+d.Threads
 		out[i] = run
 	}
 	// Inboxes: their creation times, in order.
-	q, iargs := `SELECT created_at FROM api_inboxes WHERE deleted = 0 AND created_at < ?`, []any{last}
+	q, iargs := `SELECT created_at FROM api_inboxes WHERE deleted = 0 AND created_at < ?`, []any{t1}
 	if inboxes != nil {
 		c, a := inList("address", inboxes)
 		q += " AND " + c
@@ -179,7 +200,7 @@ func (s indexRoom) Usage(ctx context.Context, inboxes []string, at []time.Time) 
 		created = append(created, c)
 		return err
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	slices.Sort(created)
 	j := 0
@@ -188,5 +209,5 @@ func (s indexRoom) Usage(ctx context.Context, inboxes []string, at []time.Time) 
 		}
 		out[i].Inboxes = int64(j)
 	}
-	return out, nil
+	return at, out, nil
 }

@@ -202,24 +202,35 @@ func testUsage(t *testing.T, open func(t *testing.T) API) {
 	in("m1", []string{"a@u.test"}, base.Add(10*time.Minute), nil)
 	in("m2", []string{"a@u.test", "b@u.test"}, base.Add(70*time.Minute), nil)
 	in("m3", []string{"a@u.test"}, base.Add(3*time.Hour), []string{"m1@x.test"}) // m1's thread
-	at := []time.Time{base, base.Add(5 * time.Minute), base.Add(time.Hour), base.Add(2 * time.Hour), base.Add(4 * time.Hour)}
-	a, err := s.Usage(ctx, []string{"a@u.test"}, at)
-	if err != nil {
-		t.Fatal(err)
+	series := func(inboxes []string, start, end time.Time, period time.Duration) ([]time.Time, []store.Usage) {
+		t.Helper()
+		at, u, err := s.Usage(ctx, inboxes, start, end, period)
+		if err != nil || len(at) != len(u) {
+			t.Fatalf("usage: %v %v %v", at, u, err)
+		}
+		for i := range u {
+			u[i].Bytes, u[i].Inboxes = 0, 0 // checked below
+		}
+		return at, u
 	}
-	// The hour of m1 began at base: a time after base counts it whole.
-	// (Bytes are checked below, at the end.)
-	want := []store.Usage{{}, {Messages: 1, Threads: 1}, {Messages: 1, Threads: 1}, {Messages: 2, Threads: 2}, {Messages: 3, Threads: 2}}
-	for i := range a {
-		a[i].Bytes, a[i].Inboxes = 0, 0
+	// Hourly points base … base+4h: the hour of m1 began at base, so a
+	// point after base counts it whole; m3's hour (base+3h) counts from
+	// the point after it.
+	at, a := series([]string{"a@u.test"}, base.Add(-time.Hour), base.Add(4*time.Hour), time.Hour)
+	want := []store.Usage{{}, {Messages: 1, Threads: 1}, {Messages: 2, Threads: 2}, {Messages: 2, Threads: 2}, {Messages: 3, Threads: 2}}
+	if !slices.Equal(a, want) || !at[0].Equal(base) || !at[4].Equal(base.Add(4*time.Hour)) {
+		t.Errorf("inbox a: %v %+v, want %+v", at, a, want)
 	}
-	if !slices.Equal(a, want) {
-		t.Errorf("inbox a: %+v, want %+v", a, want)
+	// From base+90m: m1 and m2 before the start; m3 at the second point;
+	// the last point is end (a shorter period).
+	at, a = series([]string{"a@u.test"}, base.Add(90*time.Minute), base.Add(4*time.Hour), time.Hour)
+	want = []store.Usage{{Messages: 2, Threads: 2}, {Messages: 3, Threads: 2}, {Messages: 3, Threads: 2}}
+	if !slices.Equal(a, want) || !at[2].Equal(base.Add(4*time.Hour)) {
+		t.Errorf("inbox a from base+90m: %v %+v, want %+v", at, a, want)
 	}
-	end := []time.Time{base.Add(5 * time.Hour)}
 	check := func(name string, inboxes []string, w store.Usage) {
 		t.Helper()
-		got, err := s.Usage(ctx, inboxes, end)
+		_, got, err := s.Usage(ctx, inboxes, base, base.Add(5*time.Hour), 5*time.Hour)
 		if err != nil || len(got) != 1 || got[0].Messages != w.Messages || got[0].Threads != w.Threads || got[0].Bytes != w.Bytes {
 			t.Errorf("%s: %+v %v, want %+v", name, got, err, w)
 		}
@@ -242,19 +253,27 @@ func testUsage(t *testing.T, open func(t *testing.T) API) {
 	if _, _, err := s.CreateInbox(ctx, "c@u.test", "", "", false); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Usage(ctx, nil, []time.Time{base, time.Now().Add(time.Minute)})
-	if err != nil || got[0].Inboxes != 0 || got[1].Inboxes != 3 {
-		t.Errorf("inboxes: %+v %v", got, err)
+	now := time.Now()
+	_, got, err := s.Usage(ctx, nil, base.Add(-time.Hour), base, time.Hour)
+	if err != nil || got[0].Inboxes != 0 {
+		t.Errorf("inboxes at base (a and b were made by their first mail, after): %+v %v", got, err)
+	}
+	if _, got, err = s.Usage(ctx, nil, base, now.Add(time.Minute), time.Hour*24*365); err != nil || got[0].Inboxes != 3 {
+		t.Errorf("inboxes now: %+v %v", got, err)
 	}
 	if err := s.DeleteInbox(ctx, "c@u.test"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Usage(ctx, nil, []time.Time{time.Now().Add(time.Minute)}); err != nil || got[0].Inboxes != 2 {
+	if _, got, err := s.Usage(ctx, nil, base, now.Add(time.Minute), time.Hour*24*365); err != nil || got[0].Inboxes != 2 {
 		t.Errorf("inboxes after a delete: %+v %v", got, err)
 	}
-	for _, bad := range [][]time.Time{nil, {end[0], base}, make([]time.Time, store.MaxUsagePoints+1)} {
-		if _, err := s.Usage(ctx, nil, bad); !errors.Is(err, store.ErrBadInput) {
-			t.Errorf("usage at %d times: %v, want ErrBadInput", len(bad), err)
+	for _, bad := range []struct {
+		start, end time.Time
+		period     time.Duration
+	}{{base, base, time.Hour}, {base, base.Add(-time.Hour), time.Hour}, {base, base.Add(time.Hour), 0},
+		{base, base.Add(time.Duration(store.MaxUsagePoints)*time.Second + 1), time.Second}} {
+		if _, _, err := s.Usage(ctx, nil, bad.start, bad.end, bad.period); !errors.Is(err, store.ErrBadInput) {
+			t.Errorf("usage %+v: %v, want ErrBadInput", bad, err)
 		}
 	}
 }
