@@ -48,6 +48,10 @@ var pgTests = []struct {
 	{"DraftAttachments", TestDraftAttachments},
 	{"BatchMessages", TestBatchMessages},
 	{"PodWebhooks", TestPodWebhooks},
+	{"Usage", TestUsage},
+	{"WebhookHeaders", TestWebhookHeaders},
+	{"WebhookHeadersDelivered", TestWebhookHeadersDelivered},
+	{"PodDomains", TestPodDomains},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens
