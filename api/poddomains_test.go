@@ -1,17 +1,10 @@
 package api_test
 
 import (
-	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/envelopd/envelopd/api"
-	"github.com/envelopd/envelopd/authdns"
-	"github.com/envelopd/envelopd/authdns/dnstest"
-	"github.com/envelopd/envelopd/domain"
-	"github.com/envelopd/envelopd/mailout"
 )
 
 // TestPodDomains: the one pod's domains are the organisation's
@@ -19,24 +12,7 @@ import (
 // pod is a 404, a scoped key a 403, and update a 501 naming why.
 func TestPodDomains(t *testing.T) {
 	t.Parallel()
-	st := openStore(t)
-	dns, err := dnstest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(dns.Close)
-	res, _ := authdns.New(authdns.Config{Server: dns.Addr(), MaxEntries: -1, Timeout: 2 * time.Second})
-	dsvc := &domain.Service{Store: st, Checker: domain.Checker{Resolver: res}, Hostname: "mx.example.net",
-		Keys: func(ctx context.Context, d string) ([]domain.DKIMKey, error) { return nil, nil }}
-	svc, err := api.NewService(api.Config{Store: st, Domains: []string{"agents.example.com"}, DomainService: dsvc,
-		Mailer: func(string) *mailout.Mailer { return &mailout.Mailer{} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.NewHandler(svc, api.HandlerOptions{}))
-	t.Cleanup(srv.Close)
-	e := &env{t: t, st: st, srv: srv, svc: svc}
-	e.key = e.newKey(nil)
+	e, _, _ := newDomainEnv(t, nil)
 	pre := "/v0/pods/envelopd/domains"
 	var d api.DomainObject
 	if c := e.do(e.key, "POST", pre, map[string]any{"domain": "Pod.Example.com"}, &d); c != 200 || d.DomainID != "pod.example.com" || d.Status != "NOT_STARTED" {
