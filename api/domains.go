@@ -13,9 +13,11 @@ import (
 
 // The domains endpoints (the SDK's DomainsClient: list, get, create,
 // delete, verify, getZoneFile) over package domain — the same code as
-// `envelopd domain`. A domain's id is its name. Updating the SDK's
-// feedback/subdomain/tracking flags and Domain Connect setup links are
-// not implemented (501). Only unscoped keys manage domains.
+// `envelopd domain`, and the same under the one pod (pods.domains). A
+// domain's id is its name. Updating the SDK's feedback/subdomain/
+// tracking flags (envelopd has none of the three features) and Domain
+// Connect setup links are not implemented (501). Only unscoped keys
+// manage domains.
 
 // DomainRecord is the SDK's VerificationRecord.
 type DomainRecord struct {
@@ -134,6 +136,14 @@ func (h *Handler) domainRoutes(a func(string, authed)) {
 	d("DELETE /v0/domains/{domain_id}", h.deleteDomain)
 	d("POST /v0/domains/{domain_id}/verify", h.verifyDomain)
 	d("GET /v0/domains/{domain_id}/zone-file", h.domainZone)
+	// The one pod holds the organisation's domains (pods.domains).
+	p := func(pattern string, f domainHandler) { a(pattern, h.inPod(h.withDomains(f))) }
+	p("GET /v0/pods/{pod_id}/domains", h.listDomains)
+	p("POST /v0/pods/{pod_id}/domains", h.createDomain)
+	p("GET /v0/pods/{pod_id}/domains/{domain_id}", h.getDomain)
+	p("DELETE /v0/pods/{pod_id}/domains/{domain_id}", h.deleteDomain)
+	p("POST /v0/pods/{pod_id}/domains/{domain_id}/verify", h.verifyDomain)
+	p("GET /v0/pods/{pod_id}/domains/{domain_id}/zone-file", h.domainZone)
 }
 
 // domainHandler is a domain route: it runs with the domain service once
@@ -172,6 +182,8 @@ func (h *Handler) createDomain(w http.ResponseWriter, r *http.Request, svc *doma
 		return nil, 0, badField("subdomains_enabled", "inboxes on subdomains are not supported by envelopd")
 	case req.TrackingEnabled:
 		return nil, 0, badField("tracking_enabled", "open tracking is not supported by envelopd")
+	case req.FeedbackEnabled:
+		return nil, 0, badField("feedback_enabled", "bounce and complaint mail to inboxes is not supported by envelopd (bounces are message.bounced events)")
 	}
 	d, err := svc.Add(r.Context(), req.Domain, domain.Config{}, req.ClientID)
 	if err != nil {

@@ -17,11 +17,10 @@ import (
 	"github.com/envelopd/envelopd/store"
 )
 
-// TestDomainsAPI: create, get, list, verify, zone file and delete over
-// the SDK's routes and wire names, and the domain.verified event.
-func TestDomainsAPI(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
+// newDomainEnv is an API whose domain service checks records on a
+// loopback DNS server (dns) and signs with keys; MX host mx.example.net.
+func newDomainEnv(t *testing.T, keys []domain.DKIMKey) (*env, *domain.Service, *dnstest.Server) {
+	t.Helper()
 	st := openStore(t)
 	dns, err := dnstest.Start()
 	if err != nil {
@@ -29,7 +28,6 @@ func TestDomainsAPI(t *testing.T) {
 	}
 	t.Cleanup(dns.Close)
 	res, _ := authdns.New(authdns.Config{Server: dns.Addr(), MaxEntries: -1, Timeout: 2 * time.Second})
-	keys := []domain.DKIMKey{{Selector: "ed1", TXT: "v=DKIM1; k=ed25519; p=11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="}}
 	dsvc := &domain.Service{Store: st, Checker: domain.Checker{Resolver: res}, Hostname: "mx.example.net",
 		Keys: func(ctx context.Context, d string) ([]domain.DKIMKey, error) { return keys, nil }}
 	svc, err := api.NewService(api.Config{Store: st, Domains: []string{"agents.example.com"}, DomainService: dsvc,
@@ -41,6 +39,17 @@ func TestDomainsAPI(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e := &env{t: t, st: st, srv: srv, svc: svc}
 	e.key = e.newKey(nil)
+	return e, dsvc, dns
+}
+
+// TestDomainsAPI: create, get, list, verify, zone file and delete over
+// the SDK's routes and wire names, and the domain.verified event.
+func TestDomainsAPI(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keys := []domain.DKIMKey{{Selector: "ed1", TXT: "v=DKIM1; k=ed25519; p=11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="}}
+	e, dsvc, dns := newDomainEnv(t, keys)
+	st, svc, srv := e.st, e.svc, e.srv
 
 	var d api.DomainObject
 	if c := e.do(e.key, "POST", "/v0/domains", map[string]any{"domain": "Agents.Example.com."}, &d); c != 200 {
@@ -66,6 +75,7 @@ func TestDomainsAPI(t *testing.T) {
 		{map[string]any{"domain": "*.example.org"}, 400, "ValidationError"},
 		{map[string]any{"domain": ""}, 400, "ValidationError"},
 		{map[string]any{"domain": "b.example.org", "tracking_enabled": true}, 400, "ValidationError"},
+		{map[string]any{"domain": "b.example.org", "feedback_enabled": true}, 400, "ValidationError"},
 	} {
 		apiErr = api.Error{}
 		if c := e.do(e.key, "POST", "/v0/domains", tc.body, &apiErr); c != tc.code || apiErr.Name != tc.name {

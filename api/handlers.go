@@ -106,12 +106,14 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /v0/download/{token}", h.download)
 	m.HandleFunc("GET /v0", h.websocket) // websocket.go
 	h.webhookRoutes(a)                   // webhooks.go
+	h.webhookHeaderRoutes(a)             // webhookheaders.go
 	h.domainRoutes(a)                    // domains.go
 	h.podRoutes(a)                       // pods.go
 	h.draftRoutes(a)                     // drafts.go
 	h.listRoutes(a)                      // lists.go
 	h.apiKeyRoutes(a)                    // apikeys.go
 	h.metricsRoutes(a)                   // metrics.go
+	h.usageRoutes(a)                     // usage.go
 	h.searchRoutes(a)                    // search.go
 	h.batchRoutes(a)                     // batch.go
 	a("GET /v0/auth/me", h.authMe)       // permissions.go

@@ -51,20 +51,9 @@ var periodRE = regexp.MustCompile(`^([0-9]{1,6})([smhd])$`)
 // descending.
 func ParseMetricsQuery(q url.Values, now time.Time) (MetricsQuery, error) {
 	m := MetricsQuery{End: now.UTC(), Period: time.Hour}
-	for _, v := range q["event_types"] {
-		ts := []string{v}
-		if strings.HasPrefix(strings.TrimSpace(v), "[") {
-			// The Python SDK sends a list as one JSON array.
-			if err := json.Unmarshal([]byte(v), &ts); err != nil {
-				return m, badField("event_types", "want event types, repeated or as a JSON array")
-			}
-		}
-		for _, t := range ts {
-			if !slices.Contains(metricTypes, t) {
-				return m, badField("event_types", "unknown metric event type %q", t)
-			}
-			m.EventTypes = append(m.EventTypes, t)
-		}
+	var err error
+	if m.EventTypes, err = enumParam(q, "event_types", metricTypes); err != nil {
+		return m, err
 	}
 	if err := timeParams(q, []string{"start", "end"}, &m.Start, &m.End); err != nil {
 		return m, err
@@ -135,13 +124,7 @@ func (s *Service) QueryMetrics(ctx context.Context, p *Principal, inbox string, 
 		for _, b := range counts[t] {
 			bs = append(bs, MetricBucket{Timestamp: b.Start, Count: b.Count})
 		}
-		if m.Descending {
-			slices.Reverse(bs)
-		}
-		if m.Limit > 0 && len(bs) > m.Limit {
-			bs = bs[:m.Limit]
-		}
-		out[t] = bs
+		out[t] = order(m, bs)
 	}
 	return out, nil
 }
@@ -162,4 +145,40 @@ func (h *Handler) metricsRoutes(a func(string, authed)) {
 		a("GET /v0/inboxes/{inbox_id}/metrics"+suffix, f)
 		a("GET /v0/pods/{pod_id}/metrics"+suffix, h.inPod(f))
 	}
+}
+
+// order puts a series in the query's order (descending: newest first)
+// and keeps its first Limit items.
+func order[T any](m MetricsQuery, s []T) []T {
+	if m.Descending {
+		slices.Reverse(s)
+	}
+	if m.Limit > 0 && len(s) > m.Limit {
+		s = s[:m.Limit]
+	}
+	return s
+}
+
+// enumParam reads a list parameter: repeated, or one JSON array (the
+// Python SDK sends a list so); each value one of allowed, a repeated one
+// kept once.
+func enumParam(q url.Values, name string, allowed []string) ([]string, error) {
+	var out []string
+	for _, v := range q[name] {
+		vs := []string{v}
+		if strings.HasPrefix(strings.TrimSpace(v), "[") {
+			if err := json.Unmarshal([]byte(v), &vs); err != nil {
+				return nil, badField(name, "want values, repeated or as a JSON array")
+			}
+		}
+		for _, x := range vs {
+			if !slices.Contains(allowed, x) {
+				return nil, badField(name, "unknown value %q (want one of %s)", x, strings.Join(allowed, ", "))
+			}
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+	}
+	return out, nil
 }

@@ -53,6 +53,10 @@ var pgTests = []struct {
 	{"APIKeyScopeAndPermissions", TestAPIKeyScopeAndPermissions},
 	{"AuthMe", TestAuthMe},
 	{"WebsocketPermissions", TestWebsocketPermissions},
+	{"Usage", TestUsage},
+	{"WebhookHeaders", TestWebhookHeaders},
+	{"WebhookHeadersDelivered", TestWebhookHeadersDelivered},
+	{"PodDomains", TestPodDomains},
 }
 
 // postgresTests marks the tests (by their *testing.T) whose newEnv opens

@@ -13,11 +13,10 @@ var unserved = []struct {
 	path             *regexp.Regexp
 	feature, section string
 }{
-	{regexp.MustCompile(`^/v0/(pods/[^/]+/)?domains(/|$)`), "domains (verification against real DNS)", "Not implemented"},
+	{regexp.MustCompile(`^/v0/(pods/[^/]+/)?domains(/|$)`), "updating domain settings (feedback, subdomains, tracking) or Domain Connect setup links", "Not implemented"},
 	{regexp.MustCompile(`^/v0/agent/`), "agent sign-up and verification (AgentMail's hosted sign-up)", "Not implemented"},
 	{regexp.MustCompile(`^/v0/(providers|accounts)(/|$)|^/v0/inboxes/[^/]+/authorize$`),
 		"sign-in to third-party providers (AgentMail's hosted accounts, providers and inbox authorization)", "Not implemented"},
-	{regexp.MustCompile(`/webhooks/[^/]+/headers$`), "custom webhook headers", "Webhooks"},
 	{regexp.MustCompile(`^/v0/(organizations|pods)(/|$)`), "organisation and pod management beyond the one", "Pods and the organisation"},
 }
 

@@ -16,7 +16,7 @@ func TestNotServed(t *testing.T) {
 		{"GET", "/v0/providers", `sign-in to third-party providers (AgentMail's hosted accounts, providers and inbox authorization) is not implemented`},
 		{"POST", "/v0/inboxes/a@shop.test/authorize", `sign-in to third-party providers`},
 		{"GET", "/v0/accounts/acc_1", `sign-in to third-party providers`},
-		{"GET", "/v0/webhooks/wh_1/headers", `custom webhook headers is not implemented by envelopd (docs/api.md, "Webhooks")`},
+		{"PATCH", "/v0/pods/envelopd/domains/x.example", `updating domain settings (feedback, subdomains, tracking) or Domain Connect setup links is not implemented by envelopd (docs/api.md, "Not implemented")`},
 		{"GET", "/v0/nothing/here", `GET /v0/nothing/here is not implemented by envelopd (docs/api.md, "Not implemented")`},
 	} {
 		var er struct{ Name, Message string }

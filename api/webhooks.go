@@ -194,8 +194,8 @@ func (s *Service) CreateWebhook(ctx context.Context, p *Principal, inbox string,
 	if err := checkWebhookURL(req.URL); err != nil {
 		return WebhookObject{}, err
 	}
-	if len(req.Headers) > 0 {
-		return WebhookObject{}, badField("headers", "custom delivery headers are not supported by envelopd")
+	if err := checkHeadersGiven(req.Headers); err != nil {
+		return WebhookObject{}, err
 	}
 	if len(req.PodIDs) > 0 && !(len(req.PodIDs) == 1 && req.PodIDs[0] == podID) {
 		return WebhookObject{}, badField("pod_ids", "the only pod is %q", podID)
@@ -229,10 +229,10 @@ func (s *Service) CreateWebhook(ctx context.Context, p *Principal, inbox string,
 	}
 	now := s.cfg.Now().UTC()
 	w := store.Webhook{ID: "wh_" + hex.EncodeToString(idb[:]), URL: req.URL, EventTypes: sub.EventTypes, InboxIDs: sub.InboxIDs,
-		Secret: secret, Enabled: true, ClientID: req.ClientID, KeyID: p.KeyID, CreatedAt: now, UpdatedAt: now}
+		Secret: secret, Enabled: true, ClientID: req.ClientID, KeyID: p.KeyID, CreatedAt: now, UpdatedAt: now, Headers: req.Headers}
 	got, created, err := ws.CreateWebhook(ctx, w, s.cfg.WebhookLimits)
 	if err != nil {
-		return WebhookObject{}, err
+		return WebhookObject{}, headerError(err)
 	}
 	if !created && !p.seesWebhook(got, inbox) {
 		// Answered as for any webhook p may not see (no existence leak).
@@ -655,7 +655,14 @@ func (ws *WebhookSender) post(ctx context.Context, client *http.Client, d store.
 	}
 	ctx, cancel := context.WithTimeout(ctx, webhookTimeout)
 	defer cancel()
-	code, err := webhook.Post(ctx, client, d.Webhook.URL, body, map[string]string{"svix-id": id, "svix-timestamp": ts, "svix-signature": sig})
+	// The webhook's custom headers first: the delivery's own come after
+	// and win (the store refuses those names anyway).
+	header := make(map[string]string, len(d.Webhook.Headers)+3)
+	for k, v := range d.Webhook.Headers {
+		header[http.CanonicalHeaderKey(k)] = v
+	}
+	header["Svix-Id"], header["Svix-Timestamp"], header["Svix-Signature"] = id, ts, sig
+	code, err := webhook.Post(ctx, client, d.Webhook.URL, body, header)
 	if err != nil {
 		return err
 	}

@@ -241,19 +241,20 @@ func (s indexRoom) SyncInboxes(ctx context.Context, max int) (int, error) {
 			if err := tx.QueryRow(`SELECT synced_id FROM api_sync` + s.d.forUpdate).Scan(&synced); err != nil {
 				return fmt.Errorf("store: sync inboxes: %w", err)
 			}
-			rows, err := tx.Query(`SELECT m.id, m.mailbox, m.direction, m.sender, m.recipients, m.thread_id, m.received_at, m.received_as FROM messages m
+			rows, err := tx.Query(`SELECT m.id, m.mailbox, m.direction, m.sender, m.recipients, m.thread_id, m.received_at, m.received_as, m.size FROM messages m
 				WHERE m.id > ?`+s.and(s.d.visible)+` ORDER BY m.id LIMIT ?`, synced, syncBatch)
 			type item struct {
-				id, at                               int64
+				id, at, size                         int64
 				mailbox, dir, sender, rcpts, thr, as string
 			}
 			items, err := collect(rows, err, "store: sync inboxes", func(sc scanner) (it item, err error) {
-				err = sc.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at, &it.as)
+				err = sc.Scan(&it.id, &it.mailbox, &it.dir, &it.sender, &it.rcpts, &it.thr, &it.at, &it.as, &it.size)
 				return it, err
 			})
 			if err != nil {
 				return err
 			}
+			usage := map[usageKey]*usageDelta{}
 			for _, it := range items {
 				for _, b := range inboxesOf(it.mailbox, it.dir, it.sender, it.rcpts) {
 					// Inbound lists mark what they refused when the
@@ -266,17 +267,33 @@ func (s indexRoom) SyncInboxes(ctx context.Context, max int) (int, error) {
 						ON CONFLICT (address) DO UPDATE SET deleted = 0`, b, it.at, it.at); err != nil {
 						return fmt.Errorf("store: sync inboxes: %w", err)
 					}
-					if _, err := tx.Exec(`INSERT INTO inbox_messages (inbox, message_id, thread_id, labels) VALUES (?, ?, ?, ?)
-						ON CONFLICT DO NOTHING`, b, it.id, it.thr, labels); err != nil {
+					res, err := tx.Exec(`INSERT INTO inbox_messages (inbox, message_id, thread_id, labels) VALUES (?, ?, ?, ?)
+						ON CONFLICT DO NOTHING`, b, it.id, it.thr, labels)
+					if err != nil {
 						return fmt.Errorf("store: sync inboxes: %w", err)
 					}
-					if _, err := tx.Exec(`INSERT INTO inbox_threads (inbox, thread_id, last_id) VALUES (?, ?, ?)
-						ON CONFLICT (inbox, thread_id) DO UPDATE SET last_id = `+s.d.greatest+`(inbox_threads.last_id, excluded.last_id)`, b, it.thr, it.id); err != nil {
+					// A new thread of the inbox is an insert, a known one
+					// moves its last message (usage counts the new ones).
+					res2, err := tx.Exec(`INSERT INTO inbox_threads (inbox, thread_id, last_id) VALUES (?, ?, ?)
+						ON CONFLICT (inbox, thread_id) DO NOTHING`, b, it.thr, it.id)
+					if err != nil {
 						return fmt.Errorf("store: sync inboxes: %w", err)
+					}
+					newThread, _ := res2.RowsAffected()
+					if newThread == 0 {
+						if _, err := tx.Exec(`UPDATE inbox_threads SET last_id = ? WHERE inbox = ? AND thread_id = ? AND last_id < ?`, it.id, b, it.thr, it.id); err != nil {
+							return fmt.Errorf("store: sync inboxes: %w", err)
+						}
+					}
+					if added, _ := res.RowsAffected(); added > 0 {
+						usageCount(usage, b, it.at, it.size, newThread > 0)
 					}
 				}
 				synced = it.id
 				n++
+			}
+			if err := putUsage(tx, usage); err != nil {
+				return err
 			}
 			if len(items) > 0 {
 				for _, q := range s.d.indexSearch {

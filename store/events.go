@@ -294,6 +294,9 @@ type Webhook struct {
 	NextAt    time.Time
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Headers are sent with every delivery (CheckWebhookHeaders), never
+	// shown back: only their names are (WebhookHeaderNames).
+	Headers map[string]string
 }
 
 // State is "enabled", "failing" (enabled, its endpoint backed off after
@@ -319,10 +322,12 @@ type WebhookLimits struct {
 	EventTypes   int // event types of one webhook; default 16
 	EventTypeLen int // bytes of one event type; default 64
 	Inboxes      int // inbox ids of one webhook; default 10
+	Headers      int // custom delivery headers of one webhook; default 16
+	HeaderBytes  int // bytes of one header's name and value; default 1024
 }
 
 // DefaultWebhookLimits are the limits of a zero WebhookLimits.
-var DefaultWebhookLimits = WebhookLimits{PerKey: 32, PerInbox: 16, EventTypes: 16, EventTypeLen: 64, Inboxes: 10}
+var DefaultWebhookLimits = WebhookLimits{PerKey: 32, PerInbox: 16, EventTypes: 16, EventTypeLen: 64, Inboxes: 10, Headers: 16, HeaderBytes: 1024}
 
 // WithDefaults is l with its zero fields set to DefaultWebhookLimits'.
 func (l WebhookLimits) WithDefaults() WebhookLimits {
@@ -341,6 +346,12 @@ func (l WebhookLimits) WithDefaults() WebhookLimits {
 	}
 	if l.Inboxes > 0 {
 		d.Inboxes = l.Inboxes
+	}
+	if l.Headers > 0 {
+		d.Headers = l.Headers
+	}
+	if l.HeaderBytes > 0 {
+		d.HeaderBytes = l.HeaderBytes
 	}
 	return d
 }
@@ -431,16 +442,26 @@ func jsonList(l []string) string {
 	return string(b)
 }
 
-const webhookCols = `id, url, event_types, inbox_ids, secret, enabled, disabled_reason, coalesce(client_id, ''), key_id, failures, next_at, created_at, updated_at`
+// jsonHeaders is a webhook's custom headers as stored.
+func jsonHeaders(h map[string]string) string {
+	if len(h) == 0 {
+		return "{}"
+	}
+	b, _ := json.Marshal(h)
+	return string(b)
+}
+
+const webhookCols = `id, url, event_types, inbox_ids, secret, enabled, disabled_reason, coalesce(client_id, ''), key_id, failures, next_at, created_at, updated_at, headers`
 
 func scanWebhook(sc scanner) (Webhook, error) {
 	var w Webhook
-	var types, inboxes string
+	var types, inboxes, headers string
 	var next, created, updated int64
 	if err := sc.Scan(&w.ID, &w.URL, &types, &inboxes, &w.Secret, &w.Enabled, &w.DisabledReason, &w.ClientID, &w.KeyID,
-		&w.Failures, &next, &created, &updated); err != nil {
+		&w.Failures, &next, &created, &updated, &headers); err != nil {
 		return Webhook{}, err
 	}
+	_ = json.Unmarshal([]byte(headers), &w.Headers)
 	_ = json.Unmarshal([]byte(types), &w.EventTypes)
 	_ = json.Unmarshal([]byte(inboxes), &w.InboxIDs)
 	if next != 0 {
@@ -455,6 +476,9 @@ func scanWebhook(sc scanner) (Webhook, error) {
 func (s webhookRoom) CreateWebhook(ctx context.Context, w Webhook, l WebhookLimits) (Webhook, bool, error) {
 	l = l.WithDefaults()
 	if err := l.checkShape(w); err != nil {
+		return Webhook{}, false, err
+	}
+	if err := l.CheckWebhookHeaders(w.Headers); err != nil {
 		return Webhook{}, false, err
 	}
 	created := false
@@ -479,9 +503,9 @@ func (s webhookRoom) CreateWebhook(ctx context.Context, w Webhook, l WebhookLimi
 		}
 		// ON CONFLICT (client_id): a create racing this one with the same
 		// client_id (another node) wins; this one returns its webhook.
-		res, err := tx.Exec(`INSERT INTO api_webhooks (id, url, event_types, inbox_ids, secret, enabled, disabled_reason, client_id, key_id, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client_id) DO NOTHING`, w.ID, w.URL, jsonList(w.EventTypes), jsonList(w.InboxIDs), w.Secret, w.Enabled,
-			w.DisabledReason, cid, w.KeyID, w.CreatedAt.UTC().UnixNano(), w.UpdatedAt.UTC().UnixNano())
+		res, err := tx.Exec(`INSERT INTO api_webhooks (id, url, event_types, inbox_ids, secret, enabled, disabled_reason, client_id, key_id, created_at, updated_at, headers)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client_id) DO NOTHING`, w.ID, w.URL, jsonList(w.EventTypes), jsonList(w.InboxIDs), w.Secret, w.Enabled,
+			w.DisabledReason, cid, w.KeyID, w.CreatedAt.UTC().UnixNano(), w.UpdatedAt.UTC().UnixNano(), jsonHeaders(w.Headers))
 		if err != nil {
 			return fmt.Errorf("store: create webhook: %w", err)
 		}

@@ -700,11 +700,16 @@ CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 	// 29: Postgres's storage of a message's filter tags and keys
 	// (postgres_schema.go); SQLite's is unchanged.
 	`SELECT 1;`,
+	// 30: a webhook's custom delivery headers (JSON object, sent with
+	// every delivery: WebhookHeaders), and the inbox index's usage per
+	// inbox and hour (usage.go): messages, bytes and threads it took,
+	// written by SyncInboxes, filled here from the index.
+	sqliteDDL(usageDDL),
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 29
+const SchemaVersion = 30
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

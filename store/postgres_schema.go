@@ -576,4 +576,6 @@ CREATE INDEX messages_eid ON messages USING hash (envelopay_id) WHERE envelopay_
 DROP INDEX messages_mailbox;
 CREATE INDEX messages_mailbox ON messages (mailbox, id) WHERE mailbox <> '';
 `},
+	// 30: webhook headers and the inbox usage (SQLite migration 30).
+	{30, pgDDL(usageDDL)},
 }

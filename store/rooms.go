@@ -192,6 +192,7 @@ type WebhookStore interface {
 	WebhookDeliveryRetry(ctx context.Context, webhook string, event int64, next time.Time, lastErr string) error
 	WebhookDeliveryDrop(ctx context.Context, webhook string, event int64, lastErr string) error
 	WebhookDeliveries(ctx context.Context) ([]WebhookDeliveryState, error)
+	SetWebhookHeaders(ctx context.Context, id string, set map[string]string, remove []string, l WebhookLimits, at time.Time) (Webhook, error)
 }
 
 // IdempotencyStore is the HTTP API's Idempotency-Key records

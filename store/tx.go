@@ -331,6 +331,7 @@ type APIStore interface {
 	APILogPruner
 	WebhookStore
 	IdempotencyStore
+	UsageStore
 }
 
 var (

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,17 @@ func startAPIServer(t *testing.T, prep ...func(db string)) apiServer {
 // in a temporary directory when ""; a postgres:// DSN for Postgres).
 func startAPIServerDB(t *testing.T, db string, prep ...func(db string)) apiServer {
 	t.Helper()
-	return startAPIServerArgs(t, db, []string{"--relay", "--domain", "shop.test", "--domain", "buyer.test", "--sign-local"}, prep...)
+	return startAPIServerArgs(t, db, relayServeArgs, prep...)
+}
+
+// relayServeArgs are the arguments of startAPIServerDB's serve.
+var relayServeArgs = []string{"--relay", "--domain", "shop.test", "--domain", "buyer.test", "--sign-local"}
+
+// startSDKServer is startAPIServerDB with an MX host name, so that the
+// SDKs' domain calls have one.
+func startSDKServer(t *testing.T, db string) apiServer {
+	t.Helper()
+	return startAPIServerArgs(t, db, append(slices.Clone(relayServeArgs), "--hostname", "mx.shop.test"))
 }
 
 // startAPIServerArgs is startAPIServerDB with serve's arguments besides
@@ -132,7 +143,7 @@ func testAgentMailSDK(t *testing.T, db string) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "agentmail", "package.json")); err != nil {
 		t.Fatalf("agentmail is not installed in %s: %v", dir, err)
 	}
-	srv := startAPIServerDB(t, db)
+	srv := startSDKServer(t, db)
 	script, _ := filepath.Abs("../../testdata/api/sdk.test.mjs")
 	cmd := exec.Command("node", "--test", script)
 	cmd.Env = append(os.Environ(), "ENVELOPD_API_URL="+srv.url, "ENVELOPD_API_KEY="+srv.key, "ENVELOPD_NPM_DIR="+dir)
@@ -244,7 +255,7 @@ func TestInteropPostgresAgentMailPythonSDK(t *testing.T) {
 
 func testAgentMailPythonSDK(t *testing.T, db string) {
 	venv := pyVenv(t)
-	srv := startAPIServerDB(t, db)
+	srv := startSDKServer(t, db)
 	script, _ := filepath.Abs("../../testdata/api/sdk_test.py")
 	cmd := exec.Command(filepath.Join(venv, "bin", "python"), script)
 	cmd.Env = append(os.Environ(), "ENVELOPD_API_URL="+srv.url, "ENVELOPD_API_KEY="+srv.key)

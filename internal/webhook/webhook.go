@@ -14,8 +14,9 @@ import (
 // connection can be reused, then dropped).
 const drainLimit = 64 << 10
 
-// Post sends body to url as application/json (User-Agent envelopd) with
-// the extra header fields of header, reads and drops at most 64 KiB of the
+// Post sends body to url with the header fields of header, then
+// Content-Type application/json and User-Agent envelopd (which header
+// cannot override), reads and drops at most 64 KiB of the
 // answer and returns its HTTP status code. The error is the one that kept
 // the request from an answer (a bad URL, the connection, ctx).
 func Post(ctx context.Context, client *http.Client, url string, body []byte, header map[string]string) (int, error) {
@@ -23,11 +24,11 @@ func Post(ctx context.Context, client *http.Client, url string, body []byte, hea
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "envelopd")
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "envelopd")
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err

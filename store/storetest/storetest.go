@@ -140,6 +140,8 @@ func RunAPI(t *testing.T, open func(t *testing.T) API) {
 		{name: "WebhookOwners", one: testWebhookOwners},
 		{name: "EventTypes", one: testEventTypes},
 		{name: "APIKeys", one: testAPIKeys},
+		{name: "Usage", one: testUsage},
+		{name: "WebhookHeaders", one: testWebhookHeaders},
 	})
 }
 

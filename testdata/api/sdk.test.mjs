@@ -10,6 +10,9 @@ import { createRequire } from "node:module";
 
 const require = createRequire(process.env.ENVELOPD_NPM_DIR + "/node_modules/");
 const { AgentMailClient, AgentMail, AgentMailError } = require("agentmail");
+const serializers = require("agentmail/serialization");
+const { Webhook: SvixWebhook } = require("svix");
+import http from "node:http";
 
 const base = process.env.ENVELOPD_API_URL;
 const client = new AgentMailClient({
@@ -40,7 +43,31 @@ async function received(inbox, type, n = 1) {
   });
 }
 
+// strict checks an answer the SDK parsed (it skips validation) against
+// the SDK's own schema: a missing required field or a wrong type throws.
+function strict(schema, data) {
+  schema.jsonOrThrow(data, { unrecognizedObjectKeys: "passthrough" });
+  return data;
+}
+
+// listen starts a webhook receiver on loopback; hits collects the
+// deliveries ({headers, body}).
+async function listen() {
+  const hits = [];
+  const srv = http.createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      hits.push({ headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  return { srv, hits, url: `http://127.0.0.1:${srv.address().port}/hook` };
+}
+
 test("Envelopay exchange through the AgentMail SDK", async () => {
+
   // Inboxes; client_id makes create idempotent.
   const shop = await client.inboxes.create({ username: "shop", domain: "shop.test", clientId: "shop-1" });
   assert.equal(shop.inboxId, SHOP);
@@ -51,6 +78,12 @@ test("Envelopay exchange through the AgentMail SDK", async () => {
   const inboxes = await client.inboxes.list();
   assert.deepEqual(inboxes.inboxes.map((i) => i.inboxId).sort(), [BOB, SHOP]);
   assert.equal((await client.inboxes.get(BOB)).displayName, "Bob");
+
+  // A webhook with custom delivery headers hears the shop's mail; its
+  // deliveries carry them and still verify with svix.
+  const listener = await listen();
+  const hh = await client.webhooks.create({ url: listener.url, eventTypes: ["message.received"], inboxIds: [SHOP],
+    headers: { "X-Agent-Token": "tok-1", Authorization: "Bearer shop" } });
 
   // WHICH (bare) from Bob.
   const which = await client.inboxes.messages.send(BOB, { to: SHOP, subject: "WHICH", text: "" });
@@ -182,6 +215,58 @@ test("Envelopay exchange through the AgentMail SDK", async () => {
   assert.deepEqual((await client.pods.webhooks.update("envelopd", ph.webhookId, { eventTypes: ["message.sent"] })).eventTypes, ["message.sent"]);
   await client.pods.webhooks.delete("envelopd", ph.webhookId);
   await assert.rejects(client.webhooks.get(ph.webhookId), AgentMail.NotFoundError);
+
+  // Custom delivery headers (TypeScript only): names read back, values
+  // never; set and removed on the organisation's, inbox's and pod's
+  // routes; a reserved one refused with the SDK's ValidationError.
+  assert.deepEqual(strict(serializers.webhooks.WebhookHeaderNamesResponse, await client.webhooks.getHeaders(hh.webhookId)).headerNames,
+    ["Authorization", "X-Agent-Token"]);
+  await client.webhooks.updateHeaders(hh.webhookId, { headers: { "X-Extra": "1" }, removeHeaders: ["authorization"] });
+  assert.deepEqual((await client.inboxes.webhooks.getHeaders(SHOP, hh.webhookId)).headerNames, ["X-Agent-Token", "X-Extra"]);
+  await client.inboxes.webhooks.updateHeaders(SHOP, hh.webhookId, { removeHeaders: ["X-Extra"] });
+  await client.pods.webhooks.updateHeaders("envelopd", hh.webhookId, { headers: { "X-Pod": "p" } });
+  assert.deepEqual((await client.pods.webhooks.getHeaders("envelopd", hh.webhookId)).headerNames, ["X-Agent-Token", "X-Pod"]);
+  await assert.rejects(client.webhooks.updateHeaders(hh.webhookId, { headers: { Host: "evil.test" } }), (err) => {
+    assert.ok(err instanceof AgentMail.ValidationError, String(err));
+    assert.equal(err.body.errors[0].code, "reserved_header");
+    return true;
+  });
+  // The deliveries of the shop's mail carry the headers given at create
+  // (the first ones) and verify with svix and the secret.
+  const hit = await waitFor("a webhook delivery", async () => listener.hits[0]);
+  assert.equal(hit.headers["x-agent-token"], "tok-1");
+  assert.equal(hit.headers.authorization, "Bearer shop");
+  new SvixWebhook((await client.webhooks.get(hh.webhookId)).secret).verify(hit.body, hit.headers);
+  assert.equal(JSON.parse(hit.body).event_type, "message.received");
+  await client.webhooks.delete(hh.webhookId);
+  listener.srv.close();
+
+  // Usage (metrics.queryUsage; TypeScript only): cumulative counts at the
+  // end of each period, per scope.
+  const u = strict(serializers.QueryUsageResponse, await client.metrics.queryUsage({ start: since, period: 3600 }));
+  assert.deepEqual(Object.keys(u).sort(), ["domain_count", "inbox_count", "message_count", "pod_count", "storage_bytes", "thread_count"]);
+  const lastOf = (ps) => ps[ps.length - 1].value;
+  assert.equal(u.message_count.length, 25); // 24 whole hours and the moments since
+  assert.ok(lastOf(u.message_count) >= 13 && lastOf(u.storage_bytes) > 0 && lastOf(u.inbox_count) === 2 && lastOf(u.pod_count) === 1, JSON.stringify(u));
+  const iu = strict(serializers.QueryUsageResponse, await client.inboxes.metrics.queryUsage(SHOP, { usageTypes: ["message_count", "thread_count"], descending: true, limit: 1 }));
+  assert.deepEqual(Object.keys(iu).sort(), ["message_count", "thread_count"]);
+  assert.ok(iu.message_count[0].value >= 7 && iu.thread_count[0].value === 1, JSON.stringify(iu));
+  const pu = strict(serializers.QueryUsageResponse, await client.pods.metrics.queryUsage("envelopd", { usageTypes: ["inbox_count"] }));
+  assert.equal(lastOf(pu.inbox_count), 2);
+  await assert.rejects(client.inboxes.metrics.queryUsage(SHOP, { usageTypes: ["pod_count"] }), AgentMail.ValidationError);
+
+  // The one pod's domains are the organisation's (pods.domains; update
+  // is not implemented: envelopd has none of its three settings).
+  const pd = strict(serializers.Domain, await client.pods.domains.create("envelopd", { domain: "pod.example.com" }));
+  assert.equal(pd.domainId, "pod.example.com");
+  assert.deepEqual(strict(serializers.ListDomainsResponse, await client.pods.domains.list("envelopd")).domains.map((d) => d.domainId), ["pod.example.com"]);
+  assert.equal(strict(serializers.Domain, await client.pods.domains.get("envelopd", "pod.example.com")).status, "NOT_STARTED");
+  assert.match(Buffer.from(await (await client.pods.domains.getZoneFile("envelopd", "pod.example.com")).arrayBuffer()).toString(), /pod\.example\.com/);
+  assert.equal((await client.domains.get("pod.example.com")).domainId, "pod.example.com");
+  await assert.rejects(client.pods.domains.update("envelopd", "pod.example.com", { feedbackEnabled: true }), (err) => err instanceof AgentMailError && err.statusCode === 501);
+  await client.pods.domains.delete("envelopd", "pod.example.com");
+  await assert.rejects(client.pods.domains.get("envelopd", "pod.example.com"), AgentMail.NotFoundError);
+  await assert.rejects(client.pods.domains.list("other"), AgentMail.NotFoundError);
 
   // Search (the TypeScript SDK has it; the Python SDK 0.5.0 does not):
   // every word a prefix in a subject or note.

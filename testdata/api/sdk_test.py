@@ -146,8 +146,11 @@ def main():
     # verifies a delivery with svix.
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hooks)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
+    # The SDK's create has no headers argument (the TypeScript one has):
+    # custom delivery headers go in as an extra body parameter.
     hook = c.webhooks.create(url=f"http://127.0.0.1:{srv.server_port}/hook", event_types=["message.received"],
-                             inbox_ids=[SHOP], client_id="hook-1")
+                             inbox_ids=[SHOP], client_id="hook-1",
+                             request_options={"additional_body_parameters": {"headers": {"X-Agent-Token": "tok-py"}}})
     got = c.webhooks.get(hook.webhook_id)
     assert got.secret == hook.secret and got.secret.startswith("whsec_"), got
     assert [w.secret for w in c.webhooks.list().webhooks if w.webhook_id == hook.webhook_id] == [hook.secret]
@@ -176,6 +179,7 @@ def main():
     body, headers = wait_for("webhook delivery", lambda: Hooks.got[0] if Hooks.got else None)
     SvixWebhook(c.webhooks.get(hook.webhook_id).secret).verify(body, headers)
     assert json.loads(body)["event_type"] == "message.received"
+    assert headers["x-agent-token"] == "tok-py", headers
 
     # METHODS: the subject from the JSON's type and note.
     c.inboxes.messages.reply(SHOP, w.message_id, text=json.dumps({
@@ -428,13 +432,27 @@ def main():
     assert sum(b.count for b in c.inboxes.metrics.query(SHOP, event_types=["message.sent"], start=start)["message.sent"]) >= 3
     assert set(c.pods.metrics.query("envelopd", start=start)) >= {"message.sent", "message.delivered", "message.bounced"}
 
+    # The one pod's domains are the organisation's; update is not
+    # implemented (envelopd has none of its settings), nor is another pod.
+    pd = c.pods.domains.create("envelopd", domain="pod.example.com", feedback_enabled=False)
+    assert pd.domain_id == "pod.example.com" and pd.feedback_enabled is False, pd
+    assert [d.domain_id for d in c.pods.domains.list("envelopd").domains] == ["pod.example.com"]
+    assert c.pods.domains.get("envelopd", "pod.example.com").status == "NOT_STARTED"
+    assert b"pod.example.com" in b"".join(c.pods.domains.get_zone_file("envelopd", "pod.example.com"))
+    expect_error(400, lambda: c.pods.domains.create("envelopd", domain="other.example.com", feedback_enabled=True), "ValidationError")
+    expect_error(501, lambda: c.pods.domains.update("envelopd", "pod.example.com", feedback_enabled=False))
+    c.pods.domains.delete("envelopd", "pod.example.com")
+    expect_error(404, lambda: c.pods.domains.get("envelopd", "pod.example.com"), "NotFoundError")
+    expect_error(404, lambda: c.pods.domains.list("other"), "NotFoundError")
+
     # Errors are the SDK's own.
     expect_error(404, lambda: c.inboxes.messages.get(SHOP, "<nope@shop.test>"), "NotFoundError")
     expect_error(401, lambda: client("ek_000000000000_" + "A" * 43).inboxes.list())
 
     for t in ["Inbox", "ListInboxesResponse", "Webhook", "ListWebhooksResponse", "SendMessageResponse",
               "ListMessagesResponse", "Message", "Thread", "ListThreadsResponse", "AttachmentResponse",
-              "RawMessageResponse", "Pod", "ListPodsResponse", "Organization", "Draft", "ListDraftsResponse", "PodListEntry", "ListEntry", "CreateApiKeyResponse", "ListApiKeysResponse", "ListInboxEventsResponse", "ApiKey", "Identity"]:
+              "RawMessageResponse", "Pod", "ListPodsResponse", "Organization", "Draft", "ListDraftsResponse", "PodListEntry", "ListEntry", "CreateApiKeyResponse", "ListApiKeysResponse", "ListInboxEventsResponse", "ApiKey", "Identity",
+              "Domain", "ListDomainsResponse"]:
         assert VALIDATED.get(t), f"{t} never validated: {VALIDATED}"
     print("ok")
 
