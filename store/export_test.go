@@ -42,3 +42,18 @@ func SetProofBatch(n int64) int64 { return proofBatch.Swap(n) }
 // search then probes the index per thread) and returns the previous
 // value.
 func SetCommonMatches(n int64) int64 { return commonMatches.Swap(n) }
+
+// SetCommonShare sets the share of the indexed messages (ten-thousandths)
+// from which a Postgres search word is common and returns the previous
+// value.
+func SetCommonShare(n int64) int64 { return commonShare.Swap(n) }
+
+// SearchDrive returns the words of text a search on db asks its index for
+// (nil: all of them).
+func SearchDrive(ctx context.Context, db DB, text string) ([]string, error) {
+	p, ok := db.(*Postgres)
+	if !ok {
+		return nil, nil
+	}
+	return p.indexRoom.searchDrive(ctx, text)
+}
