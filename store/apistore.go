@@ -716,11 +716,11 @@ func pgSearchDriven(text string, drive []string) (string, []any) {
 // the planner's own for @@). A lexeme not among them is rarer than
 // every one that is; without statistics every share is 0.
 func pgSearchShares(n int) string {
-	return `SELECT w.i, coalesce(sum(s.f), 0) FROM unnest(ARRAY[` + strings.TrimSuffix(strings.Repeat("?::text, ", n), ", ") + `])
+	return `SELECT w.i, coalesce(sum(s.f), 0) FROM unnest(ARRAY[` + strings.TrimSuffix(strings.Repeat("envelopd_fold(?::text), ", n), ", ") + `])
 			WITH ORDINALITY AS w(word, i)
 		LEFT JOIN (SELECT x.e, x.f FROM pg_stats p, unnest(p.most_common_elems::text::text[], p.most_common_elem_freqs) AS x(e, f)
 			WHERE p.schemaname = current_schema() AND p.tablename = 'message_fts' AND p.attname = 'doc') AS s
-		ON starts_with(s.e, envelopd_fold(w.word))
+		ON starts_with(s.e, w.word)
 		GROUP BY w.i`
 }
 
