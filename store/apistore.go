@@ -1178,9 +1178,18 @@ func (s indexRoom) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef,
 				sub.Search = ""
 			}
 		}
-		w, a, err := s.searchWhere(ctx, sub)
-		if err != nil {
-			return nil, err
+		// In one inbox a message the index finds is looked up by the
+		// inbox's primary key; org-wide, Postgres has no index from a
+		// message to the inboxes holding it, and a plan made for the few
+		// rows a split search expects would scan one for each (SQLite's
+		// rare search finds them by a skip scan, threadSearch): there the
+		// whole query stays one index condition.
+		w, a := sub.where(s.d, nil)
+		if q.Inbox != "" {
+			var err error
+			if w, a, err = s.searchWhere(ctx, sub); err != nil {
+				return nil, err
+			}
 		}
 		exists = `EXISTS (SELECT 1 FROM inbox_messages x JOIN messages m ON m.id = x.message_id
 			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND ` + w
