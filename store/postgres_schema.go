@@ -515,4 +515,16 @@ CREATE TABLE api_inbox_events (
 CREATE INDEX api_inbox_events_inbox ON api_inbox_events (inbox, id);
 CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 `},
+	// 28: the search index's pending list. A GIN index with fastupdate
+	// (the default) appends new entries to an unsorted pending list
+	// until it holds gin_pending_list_limit (4 MB by default), then
+	// merges them into the index; every search reads the whole list
+	// meanwhile, whatever its words, so a search cost up to 4 MB of
+	// reading more than the index's own entries. The list is bounded at
+	// 256 kB (merged 16 times as often, each time a sixteenth as much)
+	// and merged now.
+	{28, `
+ALTER INDEX message_fts_doc SET (gin_pending_list_limit = 256);
+SELECT gin_clean_pending_list('message_fts_doc');
+`},
 }
