@@ -523,8 +523,14 @@ CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 	// reading more than the index's own entries. The list is bounded at
 	// 256 kB (merged 16 times as often, each time a sixteenth as much)
 	// and merged now.
+	// And no parallel scan of inbox_threads: every read of it is a
+	// keyset page (LIMIT) walked in index order, but a thread search's
+	// estimate (every thread's messages probed) made the planner start
+	// two workers for a page it finds in the first few dozen threads,
+	// and on a busy machine starting them costs many times the walk.
 	{28, `
 ALTER INDEX message_fts_doc SET (gin_pending_list_limit = 256);
 SELECT gin_clean_pending_list('message_fts_doc');
+ALTER TABLE inbox_threads SET (parallel_workers = 0);
 `},
 }
