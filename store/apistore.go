@@ -574,7 +574,10 @@ func labelCond(d *dialect, l string) (string, []any) {
 	return d.instr + `(x.labels, ?) > 0`, []any{" " + l + " "}
 }
 
-func (q *InboxQuery) where(d *dialect) (string, []any) {
+// where is the WHERE condition of q on messages m and index x; drive,
+// when not nil, is the search's words the index is asked for
+// (searchDrive).
+func (q *InboxQuery) where(d *dialect, drive []string) (string, []any) {
 	var w clause
 	w.addIf(q.Inbox != "", `x.inbox = ?`, q.Inbox)
 	w.addIf(q.ThreadID != "", `x.thread_id = ?`, q.ThreadID)
@@ -590,9 +593,11 @@ func (q *InboxQuery) where(d *dialect) (string, []any) {
 		c := `"code":` + strconv.Quote(q.ErrorCode)
 		w.add(`(`+d.instr+`(m.errors, ?) > 0 OR `+d.instr+`(m.warnings, ?) > 0)`, c, c)
 	}
-	if c, a := d.search(q.Search); c != "" {
-		w.add(c, a...)
+	c, a := d.search(q.Search)
+	if drive != nil {
+		c, a = d.searchDriven(q.Search, drive)
 	}
+	w.addIf(c != "", c, a...)
 	w.addIf(!q.Before.IsZero(), `m.received_at < ?`, q.Before.UTC().UnixNano())
 	w.addIf(!q.After.IsZero(), `m.received_at >= ?`, q.After.UTC().UnixNano())
 	if len(w.sql) == 0 {
@@ -742,6 +747,84 @@ func pgSearch(text string) (string, []any) {
 	return `m.id IN (SELECT message_id FROM message_fts WHERE doc @@ to_tsquery('simple', envelopd_fold(?)))`, []any{q}
 }
 
+// pgSearchDriven is pgSearch asking the GIN index for the words of drive
+// only (some of text's words) and testing the whole query on the rows it
+// finds: the same rows, every word still required. OFFSET 0 keeps the
+// planner from moving the outer test into the index scan, which would
+// collect the common words' postings again.
+func pgSearchDriven(text string, drive []string) (string, []any) {
+	return `m.id IN (SELECT f.message_id FROM (SELECT message_id, doc FROM message_fts
+			WHERE doc @@ to_tsquery('simple', envelopd_fold(?)) OFFSET 0) AS f
+		WHERE f.doc @@ to_tsquery('simple', envelopd_fold(?)))`, []any{TSQuery(strings.Join(drive, " ")), TSQuery(text)}
+}
+
+// pgSearchShares is the query of n words' shares on Postgres: the sum of
+// the frequencies of the most common lexemes of message_fts.doc that the
+// folded word is a prefix of (ANALYZE's statistics of a tsvector column,
+// the planner's own for @@). A lexeme not among them is rarer than
+// every one that is; without statistics every share is 0.
+func pgSearchShares(n int) string {
+	return `SELECT w.i, coalesce(sum(s.f), 0) FROM unnest(ARRAY[` + strings.TrimSuffix(strings.Repeat("envelopd_fold(?::text), ", n), ", ") + `])
+			WITH ORDINALITY AS w(word, i)
+		LEFT JOIN (SELECT x.e, x.f FROM pg_stats p, unnest(p.most_common_elems::text::text[], p.most_common_elem_freqs) AS x(e, f)
+			WHERE p.schemaname = current_schema() AND p.tablename = 'message_fts' AND p.attname = 'doc') AS s
+		ON starts_with(s.e, w.word)
+		GROUP BY w.i`
+}
+
+// commonShare is the share of the indexed messages, in ten-thousandths,
+// from which a search word counts as common (searchDrive). Tests set it.
+var commonShare = tunable(100)
+
+// searchDrive returns the words of text a Postgres search asks its index
+// for, nil for all of them. A GIN index answers a prefix term (how every
+// search word is matched) by first collecting every posting of every
+// lexeme it covers into a bitmap, whatever the other terms: "order" then
+// costs one entry per message holding it even when the search's other
+// word is in four. So the words whose prefix covers commonShare of the
+// messages or more, by the planner's statistics, are left out of the
+// index scan and tested on the rows the rarer words find
+// (searchDriven). When every word is common, or none, the whole query
+// goes to the index condition as before (the planner may then walk the
+// inbox and test each message). One word is never split.
+func (s indexRoom) searchDrive(ctx context.Context, text string) ([]string, error) {
+	words := searchWords(text)
+	if s.d.searchShares == nil || len(words) < 2 {
+		return nil, nil
+	}
+	args := make([]any, len(words))
+	for i, w := range words {
+		args[i] = w
+	}
+	var drive []string
+	rows, err := s.r.QueryContext(ctx, s.d.searchShares(len(words)), args...)
+	err = eachRow(rows, err, "store: search", func(sc scanner) error {
+		var i int
+		var share float64
+		if err := sc.Scan(&i, &share); err != nil {
+			return err
+		}
+		if i >= 1 && i <= len(words) && share*10000 < float64(commonShare.Load()) {
+			drive = append(drive, words[i-1])
+		}
+		return nil
+	})
+	if err != nil || len(drive) == len(words) {
+		return nil, err
+	}
+	return drive, nil
+}
+
+// searchWhere is q.where with the search split as searchDrive finds.
+func (s indexRoom) searchWhere(ctx context.Context, q InboxQuery) (string, []any, error) {
+	drive, err := s.searchDrive(ctx, q.Search)
+	if err != nil {
+		return "", nil, err
+	}
+	w, a := q.where(s.d, drive)
+	return w, a, nil
+}
+
 // rareTagLimit is how many messages a filter value may have for a list to
 // start from them (their tags) rather than walk the inbox newest first
 // until a page is full: a walk is fast when matches are common, a start
@@ -821,7 +904,7 @@ func (s indexRoom) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMess
 				conds += ` AND ` + id + ` ` + op + ` ?`
 				args = append(args, q.CursorID)
 			}
-			where, wargs := sub.where(s.d)
+			where, wargs := sub.where(s.d, nil)
 			args = append(args, wargs...)
 			sqlq := `SELECT x.inbox, x.labels, ` + messageCols + ` FROM ` + from + ` CROSS JOIN inbox_messages x CROSS JOIN messages m
 				WHERE ` + conds + ` AND x.message_id = ` + id + ` AND m.id = ` + id + ` AND ` + where + ` ORDER BY ` + id + ` ` + order
@@ -832,7 +915,10 @@ func (s indexRoom) InboxMessages(ctx context.Context, q InboxQuery) ([]InboxMess
 			return s.inboxQuery(ctx, sqlq, args...)
 		}
 	}
-	where, args := q.where(s.d)
+	where, args, err := s.searchWhere(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	if q.CursorID > 0 {
 		where += ` AND x.message_id ` + op + ` ?`
 		args = append(args, q.CursorID)
@@ -1140,7 +1226,19 @@ func (s indexRoom) InboxThreads(ctx context.Context, q InboxQuery) ([]ThreadRef,
 				sub.Search = ""
 			}
 		}
-		w, a := sub.where(s.d)
+		// In one inbox a message the index finds is looked up by the
+		// inbox's primary key; org-wide, Postgres has no index from a
+		// message to the inboxes holding it, and a plan made for the few
+		// rows a split search expects would scan one for each (SQLite's
+		// rare search finds them by a skip scan, threadSearch): there the
+		// whole query stays one index condition.
+		w, a := sub.where(s.d, nil)
+		if q.Inbox != "" {
+			var err error
+			if w, a, err = s.searchWhere(ctx, sub); err != nil {
+				return nil, err
+			}
+		}
 		exists = `EXISTS (SELECT 1 FROM inbox_messages x JOIN messages m ON m.id = x.message_id
 			WHERE x.inbox = t.inbox AND x.thread_id = t.thread_id AND ` + w
 		existsArgs = a

@@ -46,3 +46,18 @@ func SetCommonMatches(n int64) int64 { return commonMatches.Swap(n) }
 // EncodeRaw is how the store encodes raw bytes (the stored bytes and
 // their codec), for tests that write rows as an older build did.
 func EncodeRaw(raw []byte) ([]byte, int) { return raws.encode(raw) }
+
+// SetCommonShare sets the share of the indexed messages (ten-thousandths)
+// from which a Postgres search word is common and returns the previous
+// value.
+func SetCommonShare(n int64) int64 { return commonShare.Swap(n) }
+
+// SearchDrive returns the words of text a search on db asks its index for
+// (nil: all of them).
+func SearchDrive(ctx context.Context, db DB, text string) ([]string, error) {
+	p, ok := db.(*Postgres)
+	if !ok {
+		return nil, nil
+	}
+	return p.indexRoom.searchDrive(ctx, text)
+}

@@ -116,6 +116,8 @@ var pgDialect = &dialect{
 	key:          func(s string) any { return []byte(s) },
 	instr:        "strpos",
 	search:       pgSearch,
+	searchShares: pgSearchShares,
+	searchDriven: pgSearchDriven,
 	snapshotXmax: "pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
 	snapshotXmin: "pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
 	logEvent: []string{

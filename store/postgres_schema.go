@@ -578,4 +578,22 @@ CREATE INDEX messages_mailbox ON messages (mailbox, id) WHERE mailbox <> '';
 `},
 	// 30: webhook headers and the inbox usage (SQLite migration 30).
 	{30, pgDDL(usageDDL)},
+	// 31: the search index's pending list. A GIN index with fastupdate
+	// (the default) appends new entries to an unsorted pending list
+	// until it holds gin_pending_list_limit (4 MB by default), then
+	// merges them into the index; every search reads the whole list
+	// meanwhile, whatever its words, so a search cost up to 4 MB of
+	// reading more than the index's own entries. The list is bounded at
+	// 256 kB (merged 16 times as often, each time a sixteenth as much)
+	// and merged now.
+	// And no parallel scan of inbox_threads: every read of it is a
+	// keyset page (LIMIT) walked in index order, but a thread search's
+	// estimate (every thread's messages probed) made the planner start
+	// two workers for a page it finds in the first few dozen threads,
+	// and on a busy machine starting them costs many times the walk.
+	{31, `
+ALTER INDEX message_fts_doc SET (gin_pending_list_limit = 256);
+SELECT gin_clean_pending_list('message_fts_doc');
+ALTER TABLE inbox_threads SET (parallel_workers = 0);
+`},
 }

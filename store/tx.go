@@ -85,6 +85,15 @@ type dialect struct {
 	// search is the condition on messages m for the web inbox's free
 	// text search ("" when the text has no word).
 	search func(text string) (string, []any)
+	// searchShares, when not nil, is a query giving for each of n
+	// search words (bound in order) its number (from 1) and the share
+	// of the indexed messages holding a term its prefix covers, by the
+	// planner's statistics (indexRoom.searchDrive); searchDriven is
+	// search asking the index for the words of drive only and testing
+	// the whole text on the rows found. nil where the index walks
+	// prefixes lazily once expanded (SQLite's sqliteMatch).
+	searchShares func(n int) string
+	searchDriven func(text string, drive []string) (string, []any)
 	// searchWalk, when not nil, is an index that yields the matches of
 	// an FTS query (core.sqliteMatch's) in message id order, ascending or
 	// descending, with an id bound pushed into it: from is a FROM item

@@ -21,7 +21,7 @@ import (
 // usageHour is the counters' resolution.
 const usageHour = int64(time.Hour)
 
-// usageDDL is migration 28: the webhooks' custom delivery headers and
+// usageDDL is migration 30: the webhooks' custom delivery headers and
 // the usage counters, filled from the inbox index as it stands (inbox
 // "" is the whole organisation: the sum over inboxes).
 const usageDDL = `
