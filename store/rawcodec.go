@@ -157,6 +157,10 @@ func resultNote(j []byte) any {
 		}
 		return note
 	}
+	if !bytes.Contains(j, []byte(`"note"`)) && bytes.IndexByte(j, '\\') < 0 {
+		// A key is "note" only written so, or with an escape in it.
+		return nil
+	}
 	return resultNoteDecoded(j)
 }
 

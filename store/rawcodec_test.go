@@ -134,6 +134,12 @@ func FuzzRawCodec(f *testing.F) {
 				t.Fatalf("resultNote of %q: fast %v, decoder %v", b, want, got)
 			}
 		}
+		// Every shortcut reads what the decoder reads.
+		if b[0] == '{' && json.Valid(b) {
+			if got, want := resultNote(b), resultNoteDecoded(b); got != want {
+				t.Fatalf("resultNote of %q: %v, decoder %v", b, got, want)
+			}
+		}
 	})
 }
 
@@ -221,6 +227,9 @@ func TestResultNote(t *testing.T) {
 		{`{"type":"pay","note":""}`, nil},
 		{`{"type":"pay","note":null}`, nil},
 		{`{"type":"pay"}`, nil},
+		{`{"type":"pay","valid":true,"body":{"v":"0.2.0"}}`, nil},
+		{`{"valid":true,"no\u0074e":"escaped key"}`, "escaped key"},
+		{`{"valid":true,"note":"not second"}`, "not second"},
 		{`{"type":"pay","note":7}`, nil},
 		{`{"type":`, nil},
 		{`["note","x"]`, nil},
