@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/envelopd/envelopd/payments/proof"
 	"github.com/envelopd/envelopd/protocols"
@@ -199,7 +200,22 @@ func BodyFingerprint(body json.RawMessage) string {
 	return hex.EncodeToString(h[:])
 }
 
+// str is the JSON string raw, or "" when raw is not one. A string
+// without escapes, quotes or control characters in valid UTF-8 is its
+// own text, read without a decoder.
 func str(raw json.RawMessage) string {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
+		plain := true
+		for _, c := range raw[1 : n-1] {
+			if c < 0x20 || c == '"' || c == '\\' {
+				plain = false
+				break
+			}
+		}
+		if plain && utf8.Valid(raw[1:n-1]) {
+			return string(raw[1 : n-1])
+		}
+	}
 	var s string
 	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
 		return ""

@@ -3,6 +3,7 @@ package message
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,4 +87,21 @@ func TestIncomingSenderVerdict(t *testing.T) {
 			t.Errorf("%s: result %s read back unauthenticated %v, SenderVerdict %d", c.name, in.Result, got, in.SenderVerdict)
 		}
 	}
+}
+
+// FuzzStr: str reads a JSON string as encoding/json does, "" for
+// anything else.
+func FuzzStr(f *testing.F) {
+	for _, s := range []string{`"base"`, `"caf\u00e9"`, `"a\"b"`, `"tab	x"`, `"\xff"`, `"a"b"`, `"x" `, `7`, `""`, `"`, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var want string
+		if json.Unmarshal(raw, &want) != nil {
+			want = ""
+		}
+		if got := str(raw); got != want {
+			t.Fatalf("str(%q) = %q, encoding/json %q", raw, got, want)
+		}
+	})
 }
