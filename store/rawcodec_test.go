@@ -111,6 +111,10 @@ func FuzzRawCodec(f *testing.F) {
 		if err != nil || !bytes.Equal(got, b) {
 			t.Fatalf("round trip: %v", err)
 		}
+		// Over a reused buffer, the same frame.
+		if z2, codec2 := raws.encodeTo(bytes.Repeat([]byte{0xaa}, 100), b); codec2 != codec || !bytes.Equal(z2, z) {
+			t.Fatalf("encodeTo over a used buffer: codec %d, %d bytes; encode: codec %d, %d bytes", codec2, len(z2), codec, len(z))
+		}
 		raws.decode(b, codecZstd)
 		stored := raws.encodeResult(b)
 		if len(b) == 0 {
