@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/envelopd/envelopd/payments/proof"
 	"github.com/envelopd/envelopd/protocols"
@@ -58,10 +59,15 @@ func Incoming(a *Analysis, raw []byte, dir string) *store.Incoming {
 	} else if b, err := r.MarshalJSON(); err == nil {
 		in.Result = b
 	}
+	in.SenderVerdict = store.SenderVerdictAuthenticated // no verdict
 	if a.Sender != nil {
 		// MarshalJSON itself: json.Marshal would compact its output again.
 		if b, err := a.Sender.MarshalJSON(); err == nil {
-			in.Result = withKey(in.Result, senderauth.ResultKey, b)
+			var added bool
+			in.Result, added = withKey(in.Result, senderauth.ResultKey, b)
+			if added && a.Sender.AuthenticatedAs == "" {
+				in.SenderVerdict = store.SenderVerdictUnauthenticated
+			}
 		}
 	}
 	if b, err := json.Marshal(a.DKIM); err == nil {
@@ -105,12 +111,13 @@ func Incoming(a *Analysis, raw []byte, dir string) *store.Incoming {
 }
 
 // withKey returns the JSON object obj with "key": val added at its end
-// (obj must not have key already; Analyze's result never has "sender").
-// It copies obj: Analyze's buffer may be shared.
-func withKey(obj []byte, key string, val []byte) []byte {
+// (obj must not have key already; Analyze's result never has "sender"),
+// and whether it was added (obj is an object). It copies obj: Analyze's
+// buffer may be shared.
+func withKey(obj []byte, key string, val []byte) ([]byte, bool) {
 	obj = bytes.TrimRight(obj, " \r\n\t")
 	if len(obj) < 2 || obj[len(obj)-1] != '}' {
-		return obj
+		return obj, false
 	}
 	out := make([]byte, 0, len(obj)+len(key)+len(val)+4)
 	out = append(out, obj[:len(obj)-1]...)
@@ -121,7 +128,7 @@ func withKey(obj []byte, key string, val []byte) []byte {
 	out = append(out, key...)
 	out = append(out, '"', ':')
 	out = append(out, val...)
-	return append(out, '}')
+	return append(out, '}'), true
 }
 
 // Withheld is what is stored instead of a mail that must not be persisted:
@@ -193,7 +200,22 @@ func BodyFingerprint(body json.RawMessage) string {
 	return hex.EncodeToString(h[:])
 }
 
+// str is the JSON string raw, or "" when raw is not one. A string
+// without escapes, quotes or control characters in valid UTF-8 is its
+// own text, read without a decoder.
 func str(raw json.RawMessage) string {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
+		plain := true
+		for _, c := range raw[1 : n-1] {
+			if c < 0x20 || c == '"' || c == '\\' {
+				plain = false
+				break
+			}
+		}
+		if plain && utf8.Valid(raw[1:n-1]) {
+			return string(raw[1 : n-1])
+		}
+	}
 	var s string
 	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
 		return ""

@@ -89,6 +89,11 @@ type Incoming struct {
 	Result      json.RawMessage // the parse JSON, stored and handed off
 	DKIM        json.RawMessage // JSON array of dkim results
 	AuthResults string          // Authentication-Results header value
+	// SenderVerdict is what the sender verdict in Result (its "sender"
+	// key) says, given by the caller that wrote it there so that the
+	// store does not decode Result again to learn it; the zero value
+	// has the store read Result.
+	SenderVerdict SenderVerdict
 
 	Claims []protocols.Claim      // tunnelled-protocol uniqueness claims
 	Links  []protocols.Link       // tunnelled-protocol hash-chain links
@@ -114,6 +119,22 @@ type Incoming struct {
 	// OOPSLimits bound the courtesy OOPS (zero fields: the defaults).
 	OOPSLimits OOPSLimits
 }
+
+// SenderVerdict is what an Incoming's Result says of its sender, as far as
+// the store's rules need it: whether it holds a sender verdict that
+// authenticates no domain (its authenticated_as null).
+type SenderVerdict uint8
+
+const (
+	// SenderVerdictInResult: not given; the store reads Result.
+	SenderVerdictInResult SenderVerdict = iota
+	// SenderVerdictAuthenticated: Result holds no verdict, or one that
+	// authenticates a domain.
+	SenderVerdictAuthenticated
+	// SenderVerdictUnauthenticated: Result holds a verdict that
+	// authenticates no domain.
+	SenderVerdictUnauthenticated
+)
 
 // OOPSTerms are the facts a courtesy OOPS decision needs that only the
 // caller knows (Envelopay v0.2.0, "OOPS is a courtesy"): whom it would go

@@ -146,13 +146,13 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *OOPSPlan, error) {
 	}
 	var as string
 	if dir == DirIn {
-		if as, err = receivedAs(tx, in.Mailbox, in.Sender, rcpts, thread, in.Result); err != nil {
+		if as, err = receivedAs(tx, in.Mailbox, in.Sender, rcpts, thread, in.unauthenticated()); err != nil {
 			return Outcome{}, nil, err
 		}
 	}
 	id, inserted, err := tx.InsertMessage(rawBytes(in.Raw),
 		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
-		status, thread, now.UnixNano(), jsonOrEmpty(errs, "[]"), jsonOrEmpty(warns, "[]"),
+		status, thread, now.UnixNano(), problemsJSON(errs), problemsJSON(warns),
 		raws.encodeResult(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
 		wantAmount, wantToken, wantChain, resultNote(in.Result), as)
 	if err != nil {
@@ -557,6 +557,14 @@ func logHandoff(tx Tx, id int64, targets []string, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// problemsJSON is ps as JSON, "[]" for none (most mail: no marshalling).
+func problemsJSON(ps protocols.Problems) string {
+	if len(ps) == 0 {
+		return "[]"
+	}
+	return jsonOrEmpty(ps, "[]")
 }
 
 func jsonOrEmpty(v any, empty string) string {

@@ -205,9 +205,9 @@ const LabelBlocked = "blocked"
 // in (a reply) its reply lists decide, for any other its receive lists.
 // "" (the usual case): message.received. Installations without inbound
 // lists pay one query per message.
-func receivedAs(tx Tx, mailbox, sender, rcpts, thread string, result []byte) (string, error) {
+func receivedAs(tx Tx, mailbox, sender, rcpts, thread string, unauth bool) (string, error) {
 	var as strings.Builder
-	if unauthenticated(result) {
+	if unauth {
 		as.WriteString(" u")
 	}
 	lists, err := inboundListsExist(tx)
@@ -277,6 +277,18 @@ func forgetLists(tx Tx) {
 // blockedFor reports whether received_as as marks the message blocked
 // for inbox.
 func blockedFor(as, inbox string) bool { return strings.Contains(as, " b:"+inbox+" ") }
+
+// unauthenticated reports whether in's sender verdict authenticates no
+// domain: as its caller gave it (SenderVerdict), else read from its result.
+func (in *Incoming) unauthenticated() bool {
+	switch in.SenderVerdict {
+	case SenderVerdictAuthenticated:
+		return false
+	case SenderVerdictUnauthenticated:
+		return true
+	}
+	return unauthenticated(in.Result)
+}
 
 // unauthenticated reports whether a stored result holds a sender verdict
 // that authenticates no domain (its authenticated_as is null). Mail

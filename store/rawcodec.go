@@ -89,7 +89,16 @@ func (c *rawCodec) encode(raw []byte) ([]byte, int) {
 	if len(raw) < 64 {
 		return raw, codecNone
 	}
-	z := c.enc.EncodeAll(raw, make([]byte, 0, len(raw)/2))
+	return c.encodeTo(make([]byte, 0, len(raw)/2), raw)
+}
+
+// encodeTo is encode writing the frame over dst's bytes (dst[:0]), for a
+// caller that reuses its buffer; the frame is the same whatever dst.
+func (c *rawCodec) encodeTo(dst, raw []byte) ([]byte, int) {
+	if len(raw) < 64 {
+		return raw, codecNone
+	}
+	z := c.enc.EncodeAll(raw, dst[:0])
 	if len(z) >= len(raw) {
 		return raw, codecNone
 	}
@@ -156,6 +165,10 @@ func resultNote(j []byte) any {
 			return nil
 		}
 		return note
+	}
+	if !bytes.Contains(j, []byte(`"note"`)) && bytes.IndexByte(j, '\\') < 0 {
+		// A key is "note" only written so, or with an escape in it.
+		return nil
 	}
 	return resultNoteDecoded(j)
 }

@@ -111,6 +111,10 @@ func FuzzRawCodec(f *testing.F) {
 		if err != nil || !bytes.Equal(got, b) {
 			t.Fatalf("round trip: %v", err)
 		}
+		// Over a reused buffer, the same frame.
+		if z2, codec2 := raws.encodeTo(bytes.Repeat([]byte{0xaa}, 100), b); codec2 != codec || !bytes.Equal(z2, z) {
+			t.Fatalf("encodeTo over a used buffer: codec %d, %d bytes; encode: codec %d, %d bytes", codec2, len(z2), codec, len(z))
+		}
 		raws.decode(b, codecZstd)
 		stored := raws.encodeResult(b)
 		if len(b) == 0 {
@@ -132,6 +136,12 @@ func FuzzRawCodec(f *testing.F) {
 			}
 			if got := resultNoteDecoded(b); got != want && json.Valid(b) {
 				t.Fatalf("resultNote of %q: fast %v, decoder %v", b, want, got)
+			}
+		}
+		// Every shortcut reads what the decoder reads.
+		if b[0] == '{' && json.Valid(b) {
+			if got, want := resultNote(b), resultNoteDecoded(b); got != want {
+				t.Fatalf("resultNote of %q: %v, decoder %v", b, got, want)
 			}
 		}
 	})
@@ -221,6 +231,9 @@ func TestResultNote(t *testing.T) {
 		{`{"type":"pay","note":""}`, nil},
 		{`{"type":"pay","note":null}`, nil},
 		{`{"type":"pay"}`, nil},
+		{`{"type":"pay","valid":true,"body":{"v":"0.2.0"}}`, nil},
+		{`{"valid":true,"no\u0074e":"escaped key"}`, "escaped key"},
+		{`{"valid":true,"note":"not second"}`, "not second"},
 		{`{"type":"pay","note":7}`, nil},
 		{`{"type":`, nil},
 		{`["note","x"]`, nil},

@@ -32,7 +32,14 @@ type wtx struct {
 	// reply) list entry exists (receivedAs asks once per message): 0
 	// not known, 1 none, 2 some. A write to the lists forgets it.
 	lists int8
+	// frame is the buffer of the raw bytes' frames, reused from message
+	// to message: the driver copies what it binds (up to maxFrameBuffer).
+	frame []byte
 }
+
+// maxFrameBuffer bounds the frame buffer the writer keeps between
+// messages.
+const maxFrameBuffer = 256 << 10
 
 // inboundLists is the transaction's cache of whether inbound lists exist.
 func (w *wtx) inboundLists() *int8 { return &w.lists }
@@ -110,8 +117,12 @@ func (w *wtx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 		return 0, false, err
 	}
 	w.stored = true
-	z, codec := raws.encode(raw)
-	if _, err := w.Exec(`INSERT INTO message_raw (message_id, raw, codec) VALUES (?, ?, ?)`, id, z, codec); err != nil {
+	z, codec := raws.encodeTo(w.frame, raw)
+	_, err = w.Exec(`INSERT INTO message_raw (message_id, raw, codec) VALUES (?, ?, ?)`, id, z, codec)
+	if codec == codecZstd && cap(z) <= maxFrameBuffer {
+		w.frame = z[:0]
+	}
+	if err != nil {
 		return 0, false, fmt.Errorf("insert raw: %w", err)
 	}
 	return id, true, nil
