@@ -189,7 +189,7 @@ func TestSPFRFC7208Suite(t *testing.T) {
 		}
 		defer s.Close()
 		serveZone(s, suite.ZoneData)
-		r, err := authdns.New(authdns.Config{Server: s.Addr(), Timeout: 150 * time.Millisecond})
+		r, err := authdns.New(authdns.Config{Server: s.Addr(), Timeout: 500 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +256,7 @@ func TestSPFHostileDNS(t *testing.T) {
 	}
 	s.TXT("silent.test", "v=spf1 include:hang.test -all")
 	s.Silent("hang.test")
-	r, err := authdns.New(authdns.Config{Server: s.Addr(), Timeout: 200 * time.Millisecond, MaxEntries: -1})
+	r, err := authdns.New(authdns.Config{Server: s.Addr(), Timeout: 500 * time.Millisecond, MaxEntries: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
