@@ -63,6 +63,7 @@ async function listen() {
     });
   });
   await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  srv.unref(); // a failed assertion must end the run, not leave it waiting on the listener
   return { srv, hits, url: `http://127.0.0.1:${srv.address().port}/hook` };
 }
 
@@ -279,16 +280,9 @@ test("Envelopay exchange through the AgentMail SDK", async () => {
   assert.deepEqual((await client.inboxes.search({ q: "bo" })).inboxes.map((i) => i.inboxId), [BOB]);
   await assert.rejects(client.inboxes.messages.search(SHOP, { q: "***" }), AgentMail.ValidationError);
 
-  // API keys: per-operation permissions, get, update and auth.me. The
-  // SDK parses answers with skipValidation; strict re-checks each against
-  // the SDK's own schema with validation on (a missing required field or
-  // a wrong type fails).
-  const ser = require("agentmail/serialization");
-  const strict = (schema, v) => {
-    const r = schema.json(v, { unrecognizedObjectKeys: "passthrough" });
-    assert.ok(r.ok, JSON.stringify(r.errors));
-    return v;
-  };
+  // API keys: per-operation permissions, get, update and auth.me, each
+  // answer re-checked by strict against the SDK's own schema.
+  const ser = serializers;
   const keyed = (k) => new AgentMailClient({ apiKey: k, environment: { http: base, websockets: base.replace(/^http/, "ws") } });
   const ome = strict(ser.Identity, await client.auth.me());
   assert.deepEqual([ome.scopeType, ome.scopeId, ome.organizationId, ome.podId], ["organization", "envelopd", "envelopd", undefined]);
