@@ -832,7 +832,7 @@ func (s indexRoom) searchWhere(ctx context.Context, q InboxQuery) (string, []any
 const rareTagLimit = 2000
 
 // maxTagBytes bounds the filter tags a list looks up (Postgres keeps none
-// longer: migrations 14 and 28 of postgres_schema.go).
+// longer: migrations 14 and 29 of postgres_schema.go).
 const maxTagBytes = 1000
 
 // rareTag returns the filter tag (dialect tagCount) of q's rarest filter (status,

@@ -170,7 +170,7 @@ func (s *core) catchUpStep(tx Tx) (more bool, err error) {
 // log is caught up to its place; otherwise its trigger stages it
 // (api_events_staged) and the catch-up that reaches its place numbers
 // it, after the received events of the messages stored before it
-// (migration 26): the log keeps the order of the facts without fn
+// (migration 27): the log keeps the order of the facts without fn
 // waiting for a backlog. writeLogged catches up, in fn's transaction,
 // what is owed when it fits what is left of the step (the usual case:
 // a few messages since the last read), so that fn's events are written

@@ -135,7 +135,7 @@ type dialect struct {
 	// logEvent writes one event without a stored message (type, inbox,
 	// detail, created_at bound to each statement, in that order): where
 	// the log is caught up to the newest message, at once, else staged
-	// behind the received events owed (SQLite, migration 26); Postgres
+	// behind the received events owed (SQLite, migration 27); Postgres
 	// numbers it by its transaction and wakes the followers of every
 	// node, as its event triggers do.
 	logEvent []string
