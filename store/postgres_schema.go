@@ -617,5 +617,18 @@ DROP TRIGGER message_fts_insert ON messages;
 DROP FUNCTION envelopd_message_fts();
 DROP TABLE message_fts;
 CREATE INDEX messages_fts ON messages USING gin (envelopd_doc(subject, note, result)) WITH (fastupdate = off);
+` +
+		// The event log's index by time, which only the metrics' counts
+		// read (EventCounts: every event of a span, per period; the
+		// retention walks the primary key), keys the hour of created_at
+		// (dialect eventHours) instead of (created_at, type): a btree
+		// keeps the events of one hour as one key and a list of row
+		// addresses (deduplication), ≈ 6 bytes an event instead of an
+		// entry of ≈ 40. A count reads the events' rows (their type and
+		// inbox) from the heap, in the hours its span covers. SQLite
+		// keeps its index: a table without such deduplication gains
+		// nothing from a coarser key.
+		`DROP INDEX api_events_created;
+CREATE INDEX api_events_hour ON api_events ((created_at / 3600000000000));
 `},
 }
