@@ -122,6 +122,19 @@ func TestPostgresMigrateSearchIndex(t *testing.T) {
 			t.Errorf("search %q after the migration: %v, want %v", tc.search, got, want)
 		}
 	}
+	// The migration gathered the statistics of the index's expression
+	// (no ANALYZE here): which words are common is known at once.
+	old31 := store.SetCommonShare(3000)
+	defer store.SetCommonShare(old31)
+	for text, want := range map[string][]string{"order uberweisung": {"uberweisung"}, "ORDER one": nil} {
+		drive, err := store.SearchDrive(ctx, s, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(drive, want) {
+			t.Errorf("search %q after the migration asks the index for %q, want %q", text, drive, want)
+		}
+	}
 	evs, err := s.Events(ctx, store.EventFilter{Limit: 100})
 	if err != nil {
 		t.Fatal(err)

@@ -605,7 +605,11 @@ ALTER TABLE inbox_threads SET (parallel_workers = 0);
 	// names resolve in the store's schema whoever runs it: ANALYZE,
 	// autovacuum). fastupdate off: each insert goes into the index
 	// itself, so its size no longer varies with when a pending list was
-	// last merged, and no search reads one.
+	// last merged, and no search reads one. ANALYZE: the statistics of
+	// an expression index's column are gathered with its table's, and a
+	// new index does not make autovacuum analyze the table; without them
+	// the planner guesses how common a search word is (searchDrive reads
+	// them too), and a common word's page then collects every match.
 	{32, `
 CREATE FUNCTION envelopd_doc(subject text, note text, result bytea) RETURNS tsvector LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 	SET search_path FROM CURRENT AS $fn$
@@ -617,6 +621,7 @@ DROP TRIGGER message_fts_insert ON messages;
 DROP FUNCTION envelopd_message_fts();
 DROP TABLE message_fts;
 CREATE INDEX messages_fts ON messages USING gin (envelopd_doc(subject, note, result)) WITH (fastupdate = off);
+ANALYZE messages;
 ` +
 		// The event log's index by time, which only the metrics' counts
 		// read (EventCounts: every event of a span, per period; the
