@@ -605,20 +605,12 @@ ALTER TABLE inbox_threads SET (parallel_workers = 0);
 	// names resolve in the store's schema whoever runs it: ANALYZE,
 	// autovacuum). fastupdate off: each insert goes into the index
 	// itself, so its size no longer varies with when a pending list was
-	// last merged, and no search reads one. envelopd_fold skips its
-	// translate when the lowered text is ASCII (every character it maps
-	// is not): the same text, without a scan of the mapping per
-	// character, which the index now recomputes where it rechecks a row
-	// and the searches where they test one. ANALYZE: the statistics of
+	// last merged, and no search reads one. ANALYZE: the statistics of
 	// an expression index's column are gathered with its table's, and a
 	// new index does not make autovacuum analyze the table; without them
 	// the planner guesses how common a search word is (searchDrive reads
 	// them too), and a common word's page then collects every match.
 	{32, `
-CREATE OR REPLACE FUNCTION envelopd_fold(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-	SELECT CASE WHEN octet_length(lower(t)) = length(lower(t)) THEN lower(t)
-		ELSE translate(lower(t), 'àáâãäåçèéêëìíîïñòóôõöùúûüýÿāăąćĉċčďēĕėęěĝğġģĥĩīĭįĵķĺļľńņňōŏőŕŗřśŝşšţťũūŭůűųŵŷźżžơưǎǐǒǔǖǘǚǜǟǡǧǩǫǭǰǵǹǻȁȃȅȇȉȋȍȏȑȓȕȗșțȟȧȩȫȭȯȱȳøđħıłŧƀɨ', 'aaaaaaceeeeiiiinooooouuuuyyaaaccccdeeeeegggghiiiijklllnnnooorrrssssttuuuuuuwyzzzouaiouuuuuaagkoojgnaaaeeiioorruusthaeooooyodhiltbi') END
-$fn$;
 CREATE FUNCTION envelopd_doc(subject text, note text, result bytea) RETURNS tsvector LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 	SET search_path FROM CURRENT AS $fn$
 BEGIN
