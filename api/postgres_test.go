@@ -56,6 +56,7 @@ var pgTests = []struct {
 	{"Usage", TestUsage},
 	{"WebhookHeaders", TestWebhookHeaders},
 	{"WebhookHeadersDelivered", TestWebhookHeadersDelivered},
+	{"Metrics", TestMetrics},
 	{"PodDomains", TestPodDomains},
 }
 

@@ -736,15 +736,20 @@ func sqliteSearchWalk(match string) (from, id, cond string, args []any) {
 	return `message_fts f`, `f.rowid`, `message_fts MATCH ?`, []any{match}
 }
 
+// pgDoc is a message's search document on Postgres, spelled as the GIN
+// index messages_fts is (migration 32 of postgres_schema.go) so that the
+// planner uses it: the tsvector of its subject and note.
+const pgDoc = `envelopd_doc(subject, note, result)`
+
 // pgSearch is the dialect's search condition on Postgres: the tsvector
-// index message_fts (migration 14 of postgres_schema.go), folded by
-// envelopd_fold as the index is (case and Latin diacritics).
+// index messages_fts, folded by envelopd_fold as the index is (case and
+// Latin diacritics).
 func pgSearch(text string) (string, []any) {
 	q := TSQuery(text)
 	if q == "" {
 		return "", nil
 	}
-	return `m.id IN (SELECT message_id FROM message_fts WHERE doc @@ to_tsquery('simple', envelopd_fold(?)))`, []any{q}
+	return `m.id IN (SELECT id FROM messages WHERE ` + pgDoc + ` @@ to_tsquery('simple', envelopd_fold(?)))`, []any{q}
 }
 
 // pgSearchDriven is pgSearch asking the GIN index for the words of drive
@@ -753,21 +758,22 @@ func pgSearch(text string) (string, []any) {
 // planner from moving the outer test into the index scan, which would
 // collect the common words' postings again.
 func pgSearchDriven(text string, drive []string) (string, []any) {
-	return `m.id IN (SELECT f.message_id FROM (SELECT message_id, doc FROM message_fts
-			WHERE doc @@ to_tsquery('simple', envelopd_fold(?)) OFFSET 0) AS f
+	return `m.id IN (SELECT f.id FROM (SELECT id, ` + pgDoc + ` AS doc FROM messages
+			WHERE ` + pgDoc + ` @@ to_tsquery('simple', envelopd_fold(?)) OFFSET 0) AS f
 		WHERE f.doc @@ to_tsquery('simple', envelopd_fold(?)))`, []any{TSQuery(strings.Join(drive, " ")), TSQuery(text)}
 }
 
 // pgSearchShares is the query of n words' shares on Postgres: the sum of
-// the frequencies of the most common lexemes of message_fts.doc that the
-// folded word is a prefix of (ANALYZE's statistics of a tsvector column,
-// the planner's own for @@). A lexeme not among them is rarer than
+// the frequencies of the most common lexemes of the search index's
+// expression that the folded word is a prefix of (ANALYZE's statistics
+// of an expression index's column, kept under the index's name: the
+// planner's own for @@). A lexeme not among them is rarer than
 // every one that is; without statistics every share is 0.
 func pgSearchShares(n int) string {
 	return `SELECT w.i, coalesce(sum(s.f), 0) FROM unnest(ARRAY[` + strings.TrimSuffix(strings.Repeat("envelopd_fold(?::text), ", n), ", ") + `])
 			WITH ORDINALITY AS w(word, i)
 		LEFT JOIN (SELECT x.e, x.f FROM pg_stats p, unnest(p.most_common_elems::text::text[], p.most_common_elem_freqs) AS x(e, f)
-			WHERE p.schemaname = current_schema() AND p.tablename = 'message_fts' AND p.attname = 'doc') AS s
+			WHERE p.schemaname = current_schema() AND p.tablename = 'messages_fts' AND p.attname = 'envelopd_doc') AS s
 		ON starts_with(s.e, w.word)
 		GROUP BY w.i`
 }

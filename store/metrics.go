@@ -33,6 +33,10 @@ func (s eventRoom) EventCounts(ctx context.Context, inboxes, types []string, sta
 		(created_at - ?) / ?, count(*) FROM api_events WHERE created_at >= ? AND created_at < ?`
 	p0 := start.UTC().UnixNano()
 	args := []any{p0, int64(period), p0, end.UTC().UnixNano()}
+	if s.d.eventHours != "" {
+		q += " AND " + s.d.eventHours
+		args = append(args, p0, end.UTC().UnixNano())
+	}
 	if inboxes != nil {
 		if len(inboxes) == 0 {
 			return map[string][]Bucket{}, nil

@@ -708,11 +708,14 @@ CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 	// 31: Postgres bounds the pending list of its search index
 	// (postgres_schema.go); FTS5 has none. Versions only.
 	`SELECT 1;`,
+	// 32: Postgres's search index and event log narrow
+	// (postgres_schema.go); SQLite's are unchanged. Versions only.
+	`SELECT 1;`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 31
+const SchemaVersion = 32
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

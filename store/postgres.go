@@ -125,6 +125,7 @@ var pgDialect = &dialect{
 			VALUES (envelopd_api_event_id(), ?, ?, 0, ?, ?) RETURNING id)
 			SELECT pg_notify('envelopd_messages.' || current_schema(), '') FROM e`,
 	},
+	eventHours:   `created_at / 3600000000000 >= ?::bigint / 3600000000000 AND created_at / 3600000000000 <= (?::bigint - 1) / 3600000000000`,
 	eventVisible: fmt.Sprintf("e.id < (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << %d)", pgEventIDBits),
 	// The expression of the messages_tags index, written as it is there
 	// so that the planner uses it.

@@ -596,4 +596,44 @@ ALTER INDEX message_fts_doc SET (gin_pending_list_limit = 256);
 SELECT gin_clean_pending_list('message_fts_doc');
 ALTER TABLE inbox_threads SET (parallel_workers = 0);
 `},
+	// 32: the search index is an expression index over messages
+	// (envelopd_doc: the tsvector the message_fts trigger stored, of the
+	// same bounded text), not a table of its own: a message's search
+	// entry no longer costs a heap row and a primary key entry besides
+	// its GIN entries. The searches spell the expression as the index
+	// does (pgSearch). envelopd_doc pins its search_path (its callers'
+	// names resolve in the store's schema whoever runs it: ANALYZE,
+	// autovacuum). fastupdate off: each insert goes into the index
+	// itself, so its size no longer varies with when a pending list was
+	// last merged, and no search reads one. ANALYZE: the statistics of
+	// an expression index's column are gathered with its table's, and a
+	// new index does not make autovacuum analyze the table; without them
+	// the planner guesses how common a search word is (searchDrive reads
+	// them too), and a common word's page then collects every match.
+	{32, `
+CREATE FUNCTION envelopd_doc(subject text, note text, result bytea) RETURNS tsvector LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+	SET search_path FROM CURRENT AS $fn$
+BEGIN
+	RETURN to_tsvector('simple', envelopd_fold(left(subject, 10000) || ' ' || left(coalesce(note, envelopd_note(result), ''), 100000)));
+END
+$fn$;
+DROP TRIGGER message_fts_insert ON messages;
+DROP FUNCTION envelopd_message_fts();
+DROP TABLE message_fts;
+CREATE INDEX messages_fts ON messages USING gin (envelopd_doc(subject, note, result)) WITH (fastupdate = off);
+ANALYZE messages;
+` +
+		// The event log's index by time, which only the metrics' counts
+		// read (EventCounts: every event of a span, per period; the
+		// retention walks the primary key), keys the hour of created_at
+		// (dialect eventHours) instead of (created_at, type): a btree
+		// keeps the events of one hour as one key and a list of row
+		// addresses (deduplication), ≈ 6 bytes an event instead of an
+		// entry of ≈ 40. A count reads the events' rows (their type and
+		// inbox) from the heap, in the hours its span covers. SQLite
+		// keeps its index: a table without such deduplication gains
+		// nothing from a coarser key.
+		`DROP INDEX api_events_created;
+CREATE INDEX api_events_hour ON api_events ((created_at / 3600000000000));
+`},
 }

@@ -108,6 +108,11 @@ type dialect struct {
 	// inboxThreadIndex follows "FROM inbox_messages x" for one thread of
 	// one inbox where SQLite must be told its index; "" elsewhere.
 	inboxThreadIndex string
+	// eventHours, when not "", is a condition (args: the start and end
+	// of a span, Unix nanoseconds) that the event log's rows created in
+	// [start, end) meet and that its index by time answers: Postgres
+	// indexes the hour of created_at, not created_at (EventCounts).
+	eventHours string
 	// eventVisible is visible for the API's event log (api_events e):
 	// only events no later commit can precede; "" when ids commit in
 	// order.
