@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -222,7 +223,7 @@ func resultNoteFast(j []byte) (note string, ok bool) {
 	if !ok {
 		return "", false
 	}
-	if bytes.IndexByte(s, '\\') < 0 {
+	if plainJSONString(s[1 : len(s)-1]) {
 		return string(s[1 : len(s)-1]), true
 	}
 	var v string
@@ -230,6 +231,22 @@ func resultNoteFast(j []byte) (note string, ok bool) {
 		return "", false
 	}
 	return v, true
+}
+
+// plainJSONString reports whether the inside of a JSON string reads as
+// itself: no escape, no control character (which a decoder refuses,
+// RFC 8259 §7) and valid UTF-8 (which a decoder would replace by U+FFFD).
+func plainJSONString(b []byte) bool {
+	ascii := true
+	for _, c := range b {
+		if c == '\\' || c < 0x20 {
+			return false
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+	}
+	return ascii || utf8.Valid(b)
 }
 
 // jsonString splits a JSON string (quotes included) off the front of b.

@@ -105,6 +105,8 @@ func FuzzRawCodec(f *testing.F) {
 	f.Add([]byte("Subject: x\r\n\r\nbody\r\n"))
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0})
 	f.Add([]byte(`{"type":null,"note":"caf\u00e9 \"x\"","valid":true}`))
+	f.Add([]byte("{\"type\":null,\"note\":\"000000\x80\"}"))
+	f.Add([]byte("{\"type\":null,\"note\":\"a\tb\"}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		z, codec := raws.encode(b)
 		got, err := raws.decode(z, int64(codec))
