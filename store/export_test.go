@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -60,4 +61,14 @@ func SearchDrive(ctx context.Context, db DB, text string) ([]string, error) {
 		return nil, nil
 	}
 	return p.indexRoom.searchDrive(ctx, text)
+}
+
+// EncodeRawDict is how a backend that asks for the mail dictionary
+// (Postgres) encodes raw bytes.
+func EncodeRawDict(raw []byte) ([]byte, int) { return raws.encodeRaw(raw, true) }
+
+// CorpusMail is every .eml of testdata as it arrives over SMTP (CRLF).
+func CorpusMail(t testing.TB) [][]byte {
+	mails, _ := corpusMail(t)
+	return mails
 }
