@@ -214,3 +214,43 @@ func TestMailDictionaryFramesOnSQLite(t *testing.T) {
 		}
 	}
 }
+
+// TestMailDictionaryHeldOut: the recipe, made from half of the corpus
+// (every other mail in path order), shrinks the other half's frames too
+// — a figure not measured on the mail the dictionary was made from
+// (docs/performance.md). -v logs the ratios.
+func TestMailDictionaryHeldOut(t *testing.T) {
+	t.Parallel()
+	mails, _ := corpusMail(t)
+	opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true)}
+	plain, err := zstd.NewWriter(nil, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for half := range 2 {
+		var made, held [][]byte
+		for i, m := range mails {
+			if i%2 == half {
+				made = append(made, m)
+			} else {
+				held = append(held, m)
+			}
+		}
+		enc, err := zstd.NewWriter(nil, append(opts, zstd.WithEncoderDictRaw(dictMailID, mailDictionary(made, 16384)))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in, without, with int
+		for _, m := range held {
+			in += len(m)
+			without += min(len(plain.EncodeAll(m, nil)), len(m))
+			with += min(len(enc.EncodeAll(m, nil)), len(m))
+		}
+		t.Logf("made from half %d, %d held-out mails (%d bytes): frames %.3f of the mail without the dictionary, %.3f over it",
+			half, len(held), in, float64(without)/float64(in), float64(with)/float64(in))
+		if with*4 > without*3 {
+			t.Errorf("held-out half: %d bytes over the dictionary, %d without: want 25 %% saved at least", with, without)
+		}
+	}
+}
