@@ -72,3 +72,9 @@ func CorpusMail(t testing.TB) [][]byte {
 	mails, _ := corpusMail(t)
 	return mails
 }
+
+// DictMailID is the mail dictionary's id in a frame's header.
+const DictMailID = dictMailID
+
+// RawDictMax is the largest raw mail framed over the mail dictionary.
+const RawDictMax = rawDictMax
