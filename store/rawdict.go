@@ -10,18 +10,18 @@ import (
 //
 // A mail of a few hundred bytes is mostly its header fields and MIME
 // boilerplate (Content-Type, Content-Transfer-Encoding, boundaries,
-// charset parameters), which a frame of its own sees once and cannot
-// shrink: such a frame is ≈ 0.64 of the mail. Starting the frame from a
-// raw-content dictionary of those lines (RFC 8878 §5, codecdict/mail.raw,
-// made as codecdict/README.md says) brings it to ≈ 0.45. The dictionary
-// costs CPU on every frame (the encoder restores its match table from
-// the dictionary's), so it is used only where a backend's stored bytes
-// ask for it (dialect.rawDict) and only for mail up to rawDictMax
-// bytes; above that the frame's own history already finds most of what
-// the dictionary would (figures in docs/performance.md). Every frame
-// names its dictionary in its header (RFC 8878 §3.1.1.1.3), and the one
-// decoder knows each dictionary, so message_raw.codec stays codecZstd
-// and every backend reads every frame.
+// charset parameters), which a frame of its own sees once and so cannot
+// shrink much. A frame that starts from a raw-content dictionary of
+// those lines (RFC 8878 §5, codecdict/mail.raw, made as
+// codecdict/README.md says) refers to them instead. The dictionary costs
+// CPU on every frame (the encoder restores its match table from the
+// dictionary's), so it is used only where a backend's stored bytes ask
+// for it (dialect.rawDict) and only for mail up to rawDictMax bytes,
+// where the bytes it saves are a share of the mail worth its CPU
+// (figures in docs/performance.md). Every frame names its dictionary in
+// its header (RFC 8878 §3.1.1.1.3), and the one decoder knows each
+// dictionary, so message_raw.codec stays codecZstd and every backend
+// reads every frame.
 
 // dictMailID is the mail dictionary's id, written in the frames' headers:
 // two bytes (ids below 65,536; those below 32,768 are reserved for
