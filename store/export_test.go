@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -61,3 +62,19 @@ func SearchDrive(ctx context.Context, db DB, text string) ([]string, error) {
 	}
 	return p.indexRoom.searchDrive(ctx, text)
 }
+
+// EncodeRawDict is how a backend that asks for the mail dictionary
+// (Postgres) encodes raw bytes.
+func EncodeRawDict(raw []byte) ([]byte, int) { return raws.encodeRaw(raw, true) }
+
+// CorpusMail is every .eml of testdata as it arrives over SMTP (CRLF).
+func CorpusMail(t testing.TB) [][]byte {
+	mails, _ := corpusMail(t)
+	return mails
+}
+
+// DictMailID is the mail dictionary's id in a frame's header.
+const DictMailID = dictMailID
+
+// RawDictMax is the largest raw mail framed over the mail dictionary.
+const RawDictMax = rawDictMax

@@ -96,8 +96,9 @@ const pgMigrateLock = 0x656e76656c6f7064
 const pgIDBits = 10
 
 var pgDialect = &dialect{
-	name:  "postgres",
-	midIs: pgMIDIs,
+	name:    "postgres",
+	midIs:   pgMIDIs,
+	rawDict: true,
 	threadSQL: func(n int) string {
 		// MATERIALIZED: find the few matches by the exact-copy key,
 		// then take the earliest; never walk the primary key in id order
@@ -470,7 +471,7 @@ func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	}
 	n := t.n
 	t.n++
-	z, codec := raws.encode(raw)
+	z, codec := raws.encodeRaw(raw, t.dialect().rawDict)
 	// One round trip: the row with its id from the transaction id, its
 	// raw bytes, and the NOTIFY (delivered at commit, like any NOTIFY in
 	// a transaction).

@@ -23,9 +23,9 @@ import (
 // of that shape (codecdict/result.json, results of the testdata corpus;
 // RFC 8878 §5, "Dictionary Format"). A dictionary is part of the stored
 // format: once released it never changes; another one gets another id.
-// Raw mail is compressed without one: starting each frame from a
-// dictionary costs a copy of the encoder's tables, which the few bytes
-// it saves on mail do not pay for (docs/performance.md).
+// Raw mail is compressed without one, except small mail on a backend
+// that asks for it (rawdict.go): starting each frame from a dictionary
+// costs a copy of the encoder's tables.
 
 // Codecs of message_raw.raw.
 const (
@@ -55,6 +55,7 @@ const maxRawDecoded = 1 << 30
 // DecodeAll) and hold no state between calls.
 type rawCodec struct {
 	enc     *zstd.Encoder // raw bytes
+	encMail *zstd.Encoder // small raw mail, over the mail dictionary (rawdict.go)
 	encJSON *zstd.Encoder // results, over the result dictionary
 	dec     *zstd.Decoder // every frame, with the dictionary or none
 }
@@ -77,11 +78,11 @@ func newRawCodec() *rawCodec {
 		panic(err)
 	}
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxRawDecoded),
-		zstd.WithDecoderDictRaw(dictResultID, dictResult))
+		zstd.WithDecoderDictRaw(dictResultID, dictResult), zstd.WithDecoderDictRaw(dictMailID, dictMail))
 	if err != nil {
 		panic(err)
 	}
-	return &rawCodec{enc: enc, encJSON: encJSON, dec: dec}
+	return &rawCodec{enc: enc, encMail: newMailEncoder(opts), encJSON: encJSON, dec: dec}
 }
 
 // encode returns what to store for raw and its codec: the compressed

@@ -107,6 +107,7 @@ func FuzzRawCodec(f *testing.F) {
 	f.Add([]byte(`{"type":null,"note":"caf\u00e9 \"x\"","valid":true}`))
 	f.Add([]byte("{\"type\":null,\"note\":\"000000\x80\"}"))
 	f.Add([]byte("{\"type\":null,\"note\":\"a\tb\"}"))
+	f.Add([]byte("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nhello=E2=82=AC\r\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		z, codec := raws.encode(b)
 		got, err := raws.decode(z, int64(codec))
@@ -116,6 +117,11 @@ func FuzzRawCodec(f *testing.F) {
 		// Over a reused buffer, the same frame.
 		if z2, codec2 := raws.encodeTo(bytes.Repeat([]byte{0xaa}, 100), b); codec2 != codec || !bytes.Equal(z2, z) {
 			t.Fatalf("encodeTo over a used buffer: codec %d, %d bytes; encode: codec %d, %d bytes", codec2, len(z2), codec, len(z))
+		}
+		// Over the mail dictionary (Postgres), the same bytes back.
+		zd, codecd := raws.encodeRaw(b, true)
+		if got, err := raws.decode(zd, int64(codecd)); err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("round trip over the mail dictionary: %v", err)
 		}
 		raws.decode(b, codecZstd)
 		stored := raws.encodeResult(b)

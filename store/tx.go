@@ -113,6 +113,13 @@ type dialect struct {
 	// [start, end) meet and that its index by time answers: Postgres
 	// indexes the hour of created_at, not created_at (EventCounts).
 	eventHours string
+	// rawDict compresses small raw mail over the mail dictionary
+	// (rawdict.go). Postgres sets it: there a 600-byte mail's other rows
+	// leave no room in its goal of twice the raw bytes, and the frame's
+	// bytes are a tuple of their own. SQLite meets that goal without it
+	// and spends its CPU per message on the one writer, so its frames
+	// start from no dictionary. Both read both kinds of frame.
+	rawDict bool
 	// eventVisible is visible for the API's event log (api_events e):
 	// only events no later commit can precede; "" when ids commit in
 	// order.
