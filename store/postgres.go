@@ -131,6 +131,12 @@ var pgDialect = &dialect{
 	tagCount: `SELECT count(*) FROM (SELECT 1 FROM messages
 		WHERE envelopd_tags(status, type, sender, codes) @> ARRAY[?::text] LIMIT ?) AS t`,
 	tagged: `envelopd_tags(m.status, m.type, m.sender, m.codes) @> ARRAY[?::text]`,
+	codes: func(tags []string) any {
+		if len(tags) == 0 {
+			return nil
+		}
+		return tags
+	},
 }
 
 // pgMIDKey is the function of a Message-ID that leads the exact-copy key
@@ -475,7 +481,7 @@ func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	// a transaction).
 	var got int64
 	err := t.QueryRow(`WITH ins AS (`+insertMessageSQL+`, id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
 		ON CONFLICT (envelopd_mid_key(message_id), mailbox, direction, substring(content_hash FOR 16)) DO NOTHING RETURNING id),
 		raw AS (INSERT INTO message_raw (message_id, raw, codec) SELECT id, ?, ? FROM ins)

@@ -596,4 +596,14 @@ ALTER INDEX message_fts_doc SET (gin_pending_list_limit = 256);
 SELECT gin_clean_pending_list('message_fts_doc');
 ALTER TABLE inbox_threads SET (parallel_workers = 0);
 `},
+	// 32: a message's errors and warnings are kept once (SQLite
+	// migration 32, problems.go): the column is '' when its list is the
+	// stored result's. codes was computed from the lists' JSON; it is now
+	// written by the store (the same sorted, distinct "code:…" tags, NULL
+	// for none), so rows from before keep theirs. The messages_tags index
+	// reads it as before.
+	{32, `
+ALTER TABLE messages ALTER COLUMN codes DROP EXPRESSION;
+DROP FUNCTION envelopd_code_tags(text, text);
+`},
 }

@@ -51,8 +51,6 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 		return Message{}, fmt.Errorf("store: message %d: recipients: %w", m.ID, err)
 	}
 	m.ReceivedAt = time.Unix(0, at).UTC()
-	m.Errors = decodeProblems(errs)
-	m.Warnings = decodeProblems(warns)
 	if len(result) > 0 {
 		j, err := raws.decodeResult(result)
 		if err != nil {
@@ -60,6 +58,8 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 		}
 		m.Result = json.RawMessage(j)
 	}
+	m.Errors = decodeProblemCol(errs, m.Result, "errors")
+	m.Warnings = decodeProblemCol(warns, m.Result, "warnings")
 	if len(dkim) > 0 {
 		m.DKIM = json.RawMessage(dkim)
 	}

@@ -49,7 +49,7 @@ type Tx interface {
 // needs (Postgres: RETURNING id, and its own id).
 const insertMessageSQL = `INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
 		recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
-		result, dkim, auth_results, size, want_amount, want_token, want_chain, note, received_as`
+		result, dkim, auth_results, size, want_amount, want_token, want_chain, note, received_as, codes`
 
 // dialect is what differs in the SQL of the backends.
 type dialect struct {
@@ -146,6 +146,11 @@ type dialect struct {
 	// (message_tags); Postgres as a GIN index over the tags computed from
 	// the row (envelopd_tags, migration 29 of postgres_schema.go).
 	tagCount, tagged string
+	// codes binds messages.codes, the filter tags of a message's error
+	// and warning codes (codeTags; nil: none): Postgres keeps a text[],
+	// which its tags index reads as is; SQLite a JSON array, which its
+	// triggers and indexSearch walk with json_each.
+	codes func(tags []string) any
 	// key converts a claims/states key or value for binding: Postgres
 	// keeps them in bytea (they hold NUL bytes), SQLite in TEXT.
 	key func(string) any
