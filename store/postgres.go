@@ -135,6 +135,10 @@ var pgDialect = &dialect{
 		if len(tags) == 0 {
 			return nil
 		}
+		// text cannot hold NUL: U+FFFD, as the lists' JSON is read.
+		for i, t := range tags {
+			tags[i] = strings.ReplaceAll(t, "\x00", "\uFFFD")
+		}
 		return tags
 	},
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/envelopd/envelopd/protocols"
 )
@@ -111,13 +113,26 @@ func codeTags(errs, warns protocols.Problems) []string {
 	tags := make([]string, 0, len(errs)+len(warns))
 	for _, l := range []protocols.Problems{errs, warns} {
 		for _, p := range l {
-			if t := "code:" + string(p.Code); len(t) <= maxTagBytes {
+			if t := "code:" + validUTF8(string(p.Code)); len(t) <= maxTagBytes {
 				tags = append(tags, t)
 			}
 		}
 	}
 	slices.Sort(tags)
 	return slices.Compact(tags)
+}
+
+// validUTF8 is s as it reads back from JSON that encoding/json wrote:
+// each byte of an invalid UTF-8 sequence is U+FFFD.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // topLevel returns the value (its JSON bytes) of the top-level key key of
