@@ -8,7 +8,7 @@ import (
 	"github.com/envelopd/envelopd/protocols"
 )
 
-// TestProblemCol: a list is stored as '' exactly when the result holds
+// TestProblemCol: a list is stored as ” exactly when the result holds
 // the same bytes under its top-level key, written once; a reader then
 // gets the same list back.
 func TestProblemCol(t *testing.T) {
