@@ -150,10 +150,10 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *OOPSPlan, error) {
 			return Outcome{}, nil, err
 		}
 	}
+	errsCol, warnsCol := problemCols(problemsJSON(errs), problemsJSON(warns), in.Result)
 	id, inserted, err := tx.InsertMessage(rawBytes(in.Raw),
 		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
-		status, thread, now.UnixNano(), problemCol(problemsJSON(errs), in.Result, "errors"),
-		problemCol(problemsJSON(warns), in.Result, "warnings"),
+		status, thread, now.UnixNano(), errsCol, warnsCol,
 		raws.encodeResult(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
 		wantAmount, wantToken, wantChain, resultNote(in.Result), as, tx.dialect().codes(codeTags(errs, warns)))
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 // A message's errors and warnings (messages.errors, messages.warnings) are
 // JSON arrays of protocols.Problem. Most often they are the lists of the
 // stored parse result itself (messages.result, a compressed frame), which
-// then holds them once: the column is '' and a reader takes the result's
-// top-level "errors" or "warnings" value (problemCol, readProblems). A
+// then holds them once: the column is empty and a reader takes the
+// result's top-level "errors" or "warnings" value (problemCol, readProblems). A
 // column whose list differs from the result's (a stateful error added at
 // ingest, a warning added later, a result that bounded its lists) holds
 // the whole list. Rows stored before hold their lists as they were.
@@ -41,25 +41,37 @@ func problemsJSON(ps protocols.Problems) string {
 	return string(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
-// problemCol returns what to store in messages.errors (key "errors") or
-// messages.warnings (key "warnings") for the list whose JSON is list: ”
-// when result (the parse result's JSON, as stored) holds exactly those
-// bytes under its top-level key, else list itself.
-func problemCol(list string, result []byte, key string) string {
-	if v, ok := topLevel(result, key); ok && string(v) == list {
-		return ""
+// problemCols returns what to store in messages.errors and
+// messages.warnings for the lists whose JSON is errs and warns: each
+// empty when result (the parse result's JSON, as stored) holds exactly those
+// bytes under its top-level key "errors" or "warnings", else the list
+// itself.
+func problemCols(errs, warns string, result []byte) (errsCol, warnsCol string) {
+	e, w := topLevel(result)
+	errsCol, warnsCol = errs, warns
+	if e != nil && string(e) == errs {
+		errsCol = ""
 	}
-	return list
+	if w != nil && string(w) == warns {
+		warnsCol = ""
+	}
+	return errsCol, warnsCol
 }
 
-// decodeProblemCol is the list a column read from a stored row holds:
-// the result's (JSON, decoded from the row) when the column is ”.
-func decodeProblemCol(col string, result []byte, key string) protocols.Problems {
-	if col == "" {
-		v, _ := topLevel(result, key)
-		return decodeProblems(string(v))
+// decodeProblemCols are the lists the errors and warnings columns read
+// from a stored row hold: the result's (JSON, decoded from the row) for
+// a column that is empty.
+func decodeProblemCols(errsCol, warnsCol string, result []byte) (errs, warns protocols.Problems) {
+	if errsCol == "" || warnsCol == "" {
+		e, w := topLevel(result)
+		if errsCol == "" {
+			errsCol = string(e)
+		}
+		if warnsCol == "" {
+			warnsCol = string(w)
+		}
 	}
-	return decodeProblems(col)
+	return decodeProblems(errsCol), decodeProblems(warnsCol)
 }
 
 // decodeProblems decodes a list of problems; "" is none.
@@ -84,7 +96,7 @@ func readProblems(tx Tx, id int64, suffix string) (errs, warns protocols.Problem
 }
 
 // problemsOfRow decodes the errors and warnings columns of a row with its
-// stored result, which is decoded only when a column is ”.
+// stored result, which is decoded only when a column is empty.
 func problemsOfRow(id int64, errsCol, warnsCol string, stored []byte) (errs, warns protocols.Problems, err error) {
 	var result []byte
 	if (errsCol == "" || warnsCol == "") && len(stored) > 0 {
@@ -92,7 +104,8 @@ func problemsOfRow(id int64, errsCol, warnsCol string, stored []byte) (errs, war
 			return nil, nil, fmt.Errorf("store: message %d: %w", id, err)
 		}
 	}
-	return decodeProblemCol(errsCol, result, "errors"), decodeProblemCol(warnsCol, result, "warnings"), nil
+	errs, warns = decodeProblemCols(errsCol, warnsCol, result)
+	return errs, warns, nil
 }
 
 // setWarnings records message id's courtesy OOPS (rec) and its warnings
@@ -135,40 +148,43 @@ func validUTF8(s string) string {
 	return b.String()
 }
 
-// topLevel returns the value (its JSON bytes) of the top-level key key of
-// the JSON object j, written exactly so (no escape in the key); ok is
-// false when j is not an object, holds the key more than once or none,
-// or ends early. Writer and reader both use it, so what a ” column
-// stands for is what this finds, whatever a JSON decoder would make of
-// an odd object.
-func topLevel(j []byte, key string) (v []byte, ok bool) {
+// topLevel returns the values (their JSON bytes) of the top-level keys
+// "errors" and "warnings" of the JSON object j, each written exactly so
+// (no escape in the key), in one pass; a value is nil when j is not an
+// object, holds its key more than once or none, or ends early. Writer and
+// reader both use it, so what an empty column stands for is what this finds,
+// whatever a JSON decoder would make of an odd object.
+func topLevel(j []byte) (errs, warns []byte) {
 	if len(j) == 0 || j[0] != '{' {
-		return nil, false
+		return nil, nil
 	}
+	var dupErrs, dupWarns bool
 	rest := j[1:]
 	for {
 		rest = skipSpace(rest)
 		if len(rest) > 0 && rest[0] == '}' {
-			return v, v != nil
+			break
 		}
 		k, r, kok := jsonString(rest)
 		if !kok {
-			return nil, false
+			return nil, nil
 		}
 		r = skipSpace(r)
 		if len(r) == 0 || r[0] != ':' {
-			return nil, false
+			return nil, nil
 		}
 		r = skipSpace(r[1:])
 		n := valueLen(r)
 		if n <= 0 {
-			return nil, false
+			return nil, nil
 		}
-		if len(k) == len(key)+2 && string(k[1:len(k)-1]) == key {
-			if v != nil {
-				return nil, false
-			}
-			v = r[:n]
+		switch string(k) {
+		case `"errors"`:
+			dupErrs = dupErrs || errs != nil
+			errs = r[:n]
+		case `"warnings"`:
+			dupWarns = dupWarns || warns != nil
+			warns = r[:n]
 		}
 		rest = skipSpace(r[n:])
 		if len(rest) > 0 && rest[0] == ',' {
@@ -176,10 +192,17 @@ func topLevel(j []byte, key string) (v []byte, ok bool) {
 			continue
 		}
 		if len(rest) > 0 && rest[0] == '}' {
-			return v, v != nil
+			break
 		}
-		return nil, false
+		return nil, nil
 	}
+	if dupErrs {
+		errs = nil
+	}
+	if dupWarns {
+		warns = nil
+	}
+	return errs, warns
 }
 
 // valueLen is the length of the JSON value at the front of b (a string,

@@ -58,8 +58,7 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 		}
 		m.Result = json.RawMessage(j)
 	}
-	m.Errors = decodeProblemCol(errs, m.Result, "errors")
-	m.Warnings = decodeProblemCol(warns, m.Result, "warnings")
+	m.Errors, m.Warnings = decodeProblemCols(errs, warns, m.Result)
 	if len(dkim) > 0 {
 		m.DKIM = json.RawMessage(dkim)
 	}
