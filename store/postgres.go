@@ -98,6 +98,9 @@ const pgIDBits = 10
 var pgDialect = &dialect{
 	name:  "postgres",
 	midIs: pgMIDIs,
+	// The thread index holds 8 bytes of the thread id's md5 (migration
+	// 32 of postgres_schema.go).
+	threadIs: pgKeyIs(`envelopd_thread_key`),
 	threadSQL: func(n int) string {
 		// MATERIALIZED: find the few matches by the exact-copy key,
 		// then take the earliest; never walk the primary key in id order
@@ -131,16 +134,32 @@ var pgDialect = &dialect{
 	tagCount: `SELECT count(*) FROM (SELECT 1 FROM messages
 		WHERE envelopd_tags(status, type, sender, codes) @> ARRAY[?::text] LIMIT ?) AS t`,
 	tagged: `envelopd_tags(m.status, m.type, m.sender, m.codes) @> ARRAY[?::text]`,
-	codes: func(tags []string) any {
-		if len(tags) == 0 {
-			return nil
+	codes:  pgCodes,
+}
+
+// pgCodes is messages.codes on Postgres: the tags separated by newlines
+// (envelopd_tags splits them), NULL for none. text cannot hold NUL: it
+// reads as U+FFFD, as the lists' JSON was read before the store wrote
+// the codes. A tag with a newline in it is left out (no code the store
+// writes has one).
+func pgCodes(tags []string) any {
+	var b strings.Builder
+	for _, t := range tags {
+		if strings.IndexByte(t, '\n') >= 0 {
+			continue
 		}
-		// text cannot hold NUL: U+FFFD, as the lists' JSON is read.
-		for i, t := range tags {
-			tags[i] = strings.ReplaceAll(t, "\x00", "\uFFFD")
+		if b.Len() > 0 {
+			b.WriteByte('\n')
 		}
-		return tags
-	},
+		if strings.IndexByte(t, 0) >= 0 {
+			t = strings.ReplaceAll(t, "\x00", "\uFFFD")
+		}
+		b.WriteString(t)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return b.String()
 }
 
 // pgMIDKey is the function of a Message-ID that leads the exact-copy key
@@ -150,8 +169,14 @@ var pgDialect = &dialect{
 const pgMIDKey = `envelopd_mid_key`
 
 // pgMIDIs is the Postgres dialect's midIs.
-func pgMIDIs(col, mid string) (string, []any) {
-	return pgMIDKey + `(` + col + `) = ` + pgMIDKey + `(?) AND ` + col + ` = ?`, []any{mid, mid}
+var pgMIDIs = pgKeyIs(pgMIDKey)
+
+// pgKeyIs is the condition that column col holds a value, looked up by
+// the function key of it that an index holds, then compared whole.
+func pgKeyIs(key string) func(col, v string) (string, []any) {
+	return func(col, v string) (string, []any) {
+		return key + `(` + col + `) = ` + key + `(?) AND ` + col + ` = ?`, []any{v, v}
+	}
 }
 
 // pgEventIDBits is how many low bits of an API event id number the events

@@ -597,13 +597,34 @@ SELECT gin_clean_pending_list('message_fts_doc');
 ALTER TABLE inbox_threads SET (parallel_workers = 0);
 `},
 	// 32: a message's errors and warnings are kept once (SQLite
-	// migration 32, problems.go): the column is '' when its list is the
-	// stored result's. codes was computed from the lists' JSON; it is now
-	// written by the store (the same sorted, distinct "code:…" tags, NULL
-	// for none), so rows from before keep theirs. The messages_tags index
-	// reads it as before.
+	// migration 32, problems.go): the column is empty when its list is
+	// the stored result's. codes was computed from the lists' JSON; it is
+	// now written by the store, and as text (the "code:…" tags, sorted,
+	// each once, separated by newlines; NULL for none): a text[] of one
+	// tag took 45 bytes of the row, its text 19. envelopd_tags splits it;
+	// the messages_tags index is built again over the new expression
+	// (the dialect's tagCount and tagged spell it as before).
+	// The thread index keys on 8 bytes of the thread id's md5
+	// (envelopd_thread_key), not on the thread id and the message id:
+	// every read of it looks one thread up by equality (dialect threadIs:
+	// the key, then the thread id itself), its messages sorted after.
 	{32, `
+DROP INDEX messages_tags;
 ALTER TABLE messages ALTER COLUMN codes DROP EXPRESSION;
+ALTER TABLE messages ALTER COLUMN codes TYPE text USING array_to_string(codes, E'\n');
 DROP FUNCTION envelopd_code_tags(text, text);
+DROP FUNCTION envelopd_tags(text, text, text, text[]);
+CREATE FUNCTION envelopd_tags(status text, type text, sender text, codes text) RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+	SELECT array_remove(ARRAY['status:' || status,
+		CASE WHEN type <> '' AND octet_length(type) <= 995 THEN 'type:' || type END,
+		CASE WHEN sender <> '' AND octet_length(sender) <= 993 THEN 'sender:' || sender END], NULL)
+		|| coalesce(string_to_array(codes, E'\n'), '{}')
+$fn$;
+CREATE INDEX messages_tags ON messages USING gin (envelopd_tags(status, type, sender, codes)) WITH (fastupdate = off);
+CREATE FUNCTION envelopd_thread_key(thread text) RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+	SELECT ('x' || left(md5(thread), 16))::bit(64)::bigint
+$fn$;
+DROP INDEX messages_thread;
+CREATE INDEX messages_thread ON messages (envelopd_thread_key(thread_id));
 `},
 }

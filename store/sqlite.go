@@ -70,6 +70,9 @@ type SQLite struct {
 }
 
 // sqliteDialect is SQLite's SQL (see dialect).
+// sqliteIs is the condition that column col holds v.
+func sqliteIs(col, v string) (string, []any) { return col + ` = ?`, []any{v} }
+
 var sqliteDialect = &dialect{
 	name:      "sqlite",
 	eidIndex:  " INDEXED BY messages_eid",
@@ -81,7 +84,8 @@ var sqliteDialect = &dialect{
 		return `SELECT min(id), thread_id FROM messages INDEXED BY messages_copy
 			WHERE message_id IN (` + placeholders(n) + `) AND mailbox = ?`
 	},
-	midIs:      func(col, mid string) (string, []any) { return col + ` = ?`, []any{mid} },
+	midIs:      sqliteIs,
+	threadIs:   sqliteIs,
 	emptyBlob:  "x''",
 	greatest:   "max",
 	key:        func(s string) any { return s },

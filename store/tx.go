@@ -64,6 +64,10 @@ type dialect struct {
 	// the Message-ID mid, with its args: Postgres finds it by the hash
 	// leading its exact-copy key (pgMIDIs).
 	midIs func(col, mid string) (string, []any)
+	// threadIs is the condition that column col (messages.thread_id)
+	// holds the thread id thread, with its args: Postgres finds it by
+	// the key its thread index holds.
+	threadIs func(col, thread string) (string, []any)
 	// threadSQL finds the thread of the earliest message among n
 	// Message-IDs of one mailbox (args: the ids, then the mailbox); it
 	// yields id and thread_id, possibly NULL.
@@ -147,9 +151,10 @@ type dialect struct {
 	// the row (envelopd_tags, migration 29 of postgres_schema.go).
 	tagCount, tagged string
 	// codes binds messages.codes, the filter tags of a message's error
-	// and warning codes (codeTags; nil: none): Postgres keeps a text[],
-	// which its tags index reads as is; SQLite a JSON array, which its
-	// triggers and indexSearch walk with json_each.
+	// and warning codes (codeTags; nil: none): Postgres keeps them as
+	// text, one per line, which its tags index splits (pgCodes; a text[]
+	// costs its row 26 bytes more); SQLite as a JSON array, which its
+	// triggers and indexSearch walk with json_each (SQLite has no split).
 	codes func(tags []string) any
 	// key converts a claims/states key or value for binding: Postgres
 	// keeps them in bytea (they hold NUL bytes), SQLite in TEXT.
