@@ -131,7 +131,7 @@ func testProblemsOnce(t *testing.T, open func(context.Context) (store.DB, error)
 	// What is stored: '' where the list is the result's, the list
 	// elsewhere.
 	for name, w := range map[string][2]string{
-		"same@x.test": {"", ""}, "other@x.test": {mustJSON(late), `[]`}, "pay1@x.test": {"", ""},
+		"same@x.test": {"", ""}, "other@x.test": {mustJSON(late), `[]`}, "pay1@x.test": {`[]`, ""},
 		"pay2@x.test": {mustJSON(dup.Errors), ""}, "none@x.test": {`[]`, `[]`},
 	} {
 		var got [2]string

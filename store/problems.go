@@ -15,8 +15,8 @@ import (
 // JSON arrays of protocols.Problem. Most often they are the lists of the
 // stored parse result itself (messages.result, a compressed frame), which
 // then holds them once: the column is empty and a reader takes the
-// result's top-level "errors" or "warnings" value (problemCol, readProblems). A
-// column whose list differs from the result's (a stateful error added at
+// result's top-level "errors" or "warnings" value (problemCols,
+// decodeProblemCols). A column whose list differs from the result's (a stateful error added at
 // ingest, a warning added later, a result that bounded its lists) holds
 // the whole list. Rows stored before hold their lists as they were.
 //
@@ -27,7 +27,7 @@ import (
 
 // problemsJSON is the JSON of a list of problems as stored: "[]" for
 // none; no HTML escaping, as parse.Result writes its own lists, so that a
-// list equal to the result's is the same bytes (problemCol).
+// list equal to the result's is the same bytes (problemCols).
 func problemsJSON(ps protocols.Problems) string {
 	if len(ps) == 0 {
 		return "[]"
@@ -45,11 +45,13 @@ func problemsJSON(ps protocols.Problems) string {
 // messages.warnings for the lists whose JSON is errs and warns: each
 // empty when result (the parse result's JSON, as stored) holds exactly those
 // bytes under its top-level key "errors" or "warnings", else the list
-// itself.
+// itself. No errors are stored as "[]" all the same (2 bytes more), so
+// that a reader of the errors alone (FolderMessages) decodes the result
+// only for mail that has some.
 func problemCols(errs, warns string, result []byte) (errsCol, warnsCol string) {
 	e, w := topLevel(result)
 	errsCol, warnsCol = errs, warns
-	if e != nil && string(e) == errs {
+	if e != nil && errs != "[]" && string(e) == errs {
 		errsCol = ""
 	}
 	if w != nil && string(w) == warns {
