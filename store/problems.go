@@ -208,44 +208,34 @@ func topLevel(j []byte) (errs, warns []byte) {
 }
 
 // valueLen is the length of the JSON value at the front of b (a string,
-// an object or array with its nesting, or a literal or number up to the
-// next delimiter), 0 when b ends inside it.
+// an object or array with what it nests, or a literal or number up to
+// the next delimiter), 0 when b ends inside it.
 func valueLen(b []byte) int {
-	if len(b) == 0 {
-		return 0
-	}
-	switch b[0] {
-	case '"':
-		s, _, ok := jsonString(b)
-		if !ok {
-			return 0
-		}
-		return len(s)
-	case '{', '[':
-		depth := 0
-		for i := 0; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				s, _, ok := jsonString(b[i:])
-				if !ok {
-					return 0
-				}
-				i += len(s) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
+	depth := 0
+	for i := 0; i < len(b); {
+		switch c := b[i]; {
+		case c == '"':
+			s, _, ok := jsonString(b[i:])
+			if !ok {
+				return 0
 			}
-		}
-		return 0
-	}
-	for i, c := range b {
-		switch c {
-		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			i += len(s)
+		case c == '{' || c == '[':
+			depth, i = depth+1, i+1
+			continue
+		case c == '}' || c == ']':
+			if depth == 0 {
+				return i // the end of a literal
+			}
+			depth, i = depth-1, i+1
+		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\r' || c == '\n'):
 			return i
+		default:
+			i++
+			continue
+		}
+		if depth == 0 {
+			return i // a string or a container closed
 		}
 	}
 	return 0
