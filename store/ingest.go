@@ -559,7 +559,6 @@ func logHandoff(tx Tx, id int64, targets []string, now time.Time) error {
 	return nil
 }
 
-// problemsJSON is ps as JSON, "[]" for none (most mail: no marshalling).
 func jsonOrEmpty(v any, empty string) string {
 	b, err := json.Marshal(v)
 	if err != nil || string(b) == "null" {
