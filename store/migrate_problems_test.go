@@ -153,15 +153,7 @@ func testProblemsOnce(t *testing.T, open func(context.Context) (store.DB, error)
 		{"duplicate_id", []int64{ids["pay2@x.test"]}},
 		{"none", nil},
 	} {
-		ms, err := s.InboxMessages(ctx, store.InboxQuery{Inbox: "in@x.test", ErrorCode: tc.code})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int64
-		for _, m := range ms {
-			got = append(got, m.ID)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+		if got := inboxIDs(t, s, store.InboxQuery{Inbox: "in@x.test", ErrorCode: tc.code}); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("code:%s: %v, want %v", tc.code, got, tc.want)
 		}
 	}
@@ -170,6 +162,20 @@ func testProblemsOnce(t *testing.T, open func(context.Context) (store.DB, error)
 	if err != nil || !out.Redelivery || mustJSON(out.Errors) != mustJSON(notEnv) || mustJSON(out.Warnings) != mustJSON(late) {
 		t.Errorf("redelivery: %+v %v", out, err)
 	}
+}
+
+// inboxIDs lists the ids of the messages InboxMessages answers for q.
+func inboxIDs(t *testing.T, s store.DB, q store.InboxQuery) []int64 {
+	t.Helper()
+	ms, err := s.InboxMessages(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, m := range ms {
+		ids = append(ids, m.ID)
+	}
+	return ids
 }
 
 // mustJSON is v's JSON as the store writes lists: no HTML escaping.
