@@ -32,6 +32,9 @@ func problemsJSON(ps protocols.Problems) string {
 	if len(ps) == 0 {
 		return "[]"
 	}
+	if j, err := json.Marshal(ps); err == nil && !bytes.Contains(j, []byte(`\u00`)) {
+		return string(j) // no <, > or & escaped: the same bytes
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/envelopd/envelopd/protocols"
@@ -71,6 +73,15 @@ func FuzzProblemCol(f *testing.F) {
 			return
 		}
 		list = problemsJSON(ps)
+		if len(ps) > 0 {
+			// The bytes parse.Result writes for the same list.
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			if enc.Encode(ps) == nil && list != strings.TrimSuffix(b.String(), "\n") {
+				t.Fatalf("problemsJSON %s, want %s", list, b.String())
+			}
+		}
 		for _, l := range [][2]string{{list, "[]"}, {"[]", list}, {list, list}} {
 			e, w := problemCols(l[0], l[1], result)
 			gotE, gotW := decodeProblemCols(e, w, result)
