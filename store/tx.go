@@ -66,7 +66,10 @@ type dialect struct {
 	midIs func(col, mid string) (string, []any)
 	// threadIs is the condition that column col (messages.thread_id)
 	// holds the thread id thread, with its args: Postgres finds it by
-	// the key its thread index holds.
+	// the key its thread index holds (8 bytes of the id's md5, where a
+	// btree entry of the id itself costs a tuple header and padding);
+	// SQLite's index keeps the thread id (a compact record, and SQLite
+	// has no md5 to key on).
 	threadIs func(col, thread string) (string, []any)
 	// threadSQL finds the thread of the earliest message among n
 	// Message-IDs of one mailbox (args: the ids, then the mailbox); it
