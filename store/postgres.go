@@ -512,7 +512,7 @@ func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	err := t.QueryRow(`WITH ins AS (`+insertMessageSQL+`, id)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
-		ON CONFLICT (envelopd_mid_key(message_id), mailbox, direction, substring(content_hash FOR 16)) DO NOTHING RETURNING id),
+		ON CONFLICT (envelopd_mid_key(message_id), envelopd_copy_key(mailbox, direction, content_hash)) DO NOTHING RETURNING id),
 		raw AS (INSERT INTO message_raw (message_id, raw, codec) SELECT id, ?, ? FROM ins)
 		SELECT ins.id FROM ins CROSS JOIN LATERAL (SELECT pg_notify(?, '')) AS notified`,
 		append(args[:len(args):len(args)], n, z, codec, t.msgChan)...).Scan(&got)

@@ -608,6 +608,12 @@ ALTER TABLE inbox_threads SET (parallel_workers = 0);
 	// (envelopd_thread_key), not on the thread id and the message id:
 	// every read of it looks one thread up by equality (dialect threadIs:
 	// the key, then the thread id itself), its messages sorted after.
+	// The exact-copy key becomes two uuids: the Message-ID's md5, which
+	// still leads it for the lookups by Message-ID, and an md5 of the
+	// mailbox, the direction and the first 16 bytes of the content hash
+	// (envelopd_copy_key; the direction is 'in' or 'out' and the hash
+	// part 16 bytes, so no two keys read alike): an entry of 40 bytes,
+	// not 48. A conflict is still read back by the whole key.
 	{32, `
 DROP INDEX messages_tags;
 ALTER TABLE messages ALTER COLUMN codes DROP EXPRESSION;
@@ -626,5 +632,10 @@ CREATE FUNCTION envelopd_thread_key(thread text) RETURNS bigint LANGUAGE sql IMM
 $fn$;
 DROP INDEX messages_thread;
 CREATE INDEX messages_thread ON messages (envelopd_thread_key(thread_id));
+CREATE FUNCTION envelopd_copy_key(mailbox text, direction text, hash bytea) RETURNS uuid LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+	SELECT md5(convert_to(mailbox || direction, 'UTF8') || substring(hash FOR 16))::uuid
+$fn$;
+DROP INDEX messages_copy;
+CREATE UNIQUE INDEX messages_copy ON messages (envelopd_mid_key(message_id), envelopd_copy_key(mailbox, direction, content_hash));
 `},
 }
