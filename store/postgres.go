@@ -163,7 +163,7 @@ func pgCodes(tags []string) any {
 }
 
 // pgMIDKey is the function of a Message-ID that leads the exact-copy key
-// messages_copy (migration 29 of postgres_schema.go): a Message-ID may be
+// messages_copy (migrations 29 and 32 of postgres_schema.go): a Message-ID may be
 // any length, and a btree entry may not; the lookups by Message-ID go
 // through it too, then compare the whole Message-ID.
 const pgMIDKey = `envelopd_mid_key`
