@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -588,10 +587,14 @@ func (q *InboxQuery) where(d *dialect, drive []string) (string, []any) {
 	w.addIf(q.Type != "", `m.type = ?`, q.Type)
 	w.addIf(q.Sender != "", `m.sender = ?`, q.Sender)
 	if q.ErrorCode != "" {
-		// errors and warnings are JSON arrays of protocols.Problem, as
-		// encoding/json writes them: "code":"X" with no space.
-		c := `"code":` + strconv.Quote(q.ErrorCode)
-		w.add(`(`+d.instr+`(m.errors, ?) > 0 OR `+d.instr+`(m.warnings, ?) > 0)`, c, c)
+		// The lists may be the stored result's (problems.go): their codes
+		// are the message's filter tags. No code the store writes makes a
+		// tag longer than maxTagBytes (codeTags keeps none).
+		if t := "code:" + q.ErrorCode; len(t) <= maxTagBytes {
+			w.add(d.tagged, t)
+		} else {
+			w.add(`false`)
+		}
 	}
 	c, a := d.search(q.Search)
 	if drive != nil {

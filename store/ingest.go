@@ -150,11 +150,12 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *OOPSPlan, error) {
 			return Outcome{}, nil, err
 		}
 	}
+	errsCol, warnsCol := problemCols(problemsJSON(errs), problemsJSON(warns), in.Result)
 	id, inserted, err := tx.InsertMessage(rawBytes(in.Raw),
 		in.Mailbox, dir, in.MessageID, sum[:], in.Sender, rcpts, in.Subject, in.Type, in.EnvelopayID,
-		status, thread, now.UnixNano(), problemsJSON(errs), problemsJSON(warns),
+		status, thread, now.UnixNano(), errsCol, warnsCol,
 		raws.encodeResult(in.Result), nullJSON(in.DKIM), in.AuthResults, len(in.Raw),
-		wantAmount, wantToken, wantChain, resultNote(in.Result), as)
+		wantAmount, wantToken, wantChain, resultNote(in.Result), as, tx.dialect().codes(codeTags(errs, warns)))
 	if err != nil {
 		return Outcome{}, nil, fmt.Errorf("store: insert message: %w", err)
 	}
@@ -203,8 +204,8 @@ func ingestTx(tx Tx, in *Incoming, callOOPS bool) (Outcome, *OOPSPlan, error) {
 	}
 	if final != status || len(claimErrs) > 0 {
 		status = final
-		if _, err := tx.Exec(`UPDATE messages SET status = ?, errors = ? WHERE id = ?`,
-			status, jsonOrEmpty(errs, "[]"), id); err != nil {
+		if _, err := tx.Exec(`UPDATE messages SET status = ?, errors = ?, codes = ? WHERE id = ?`,
+			status, problemsJSON(errs), tx.dialect().codes(codeTags(errs, warns)), id); err != nil {
 			return Outcome{}, nil, fmt.Errorf("store: update message: %w", err)
 		}
 	}
@@ -275,8 +276,7 @@ func courtesyOOPS(tx Tx, plan *OOPSPlan, lim OOPSLimits, out *Outcome, now time.
 		out.Warnings = append(out.Warnings, suppressedWarning(plan.Code, reason, detail))
 	}
 	out.OOPS = rec
-	if _, err := tx.Exec(`UPDATE messages SET oops = ?, warnings = ? WHERE id = ?`,
-		[]byte(jsonOrEmpty(rec, "null")), jsonOrEmpty(out.Warnings, "[]"), out.ID); err != nil {
+	if err := setWarnings(tx, out.ID, rec, out.Errors, out.Warnings); err != nil {
 		return false, fmt.Errorf("store: record courtesy OOPS: %w", err)
 	}
 	return owed, nil
@@ -403,11 +403,10 @@ func (s rulesRoom) ResolveOOPS(ctx context.Context, owed OwedOOPS, msg *Outgoing
 		if err != nil {
 			return fmt.Errorf("store: courtesy OOPS: %w", err)
 		}
-		var warnsJSON string
-		if err := tx.QueryRow(`SELECT warnings FROM messages WHERE id = ?`, owed.MessageID).Scan(&warnsJSON); err != nil {
+		errs, warns, err := readProblems(tx, owed.MessageID, "")
+		if err != nil {
 			return fmt.Errorf("store: courtesy OOPS: %w", err)
 		}
-		warns := decodeProblems(warnsJSON)
 		r := &OOPSRecord{Code: owed.Code, To: owed.To}
 		if msg != nil {
 			if err := checkOutgoing(msg); err != nil {
@@ -427,8 +426,7 @@ func (s rulesRoom) ResolveOOPS(ctx context.Context, owed OwedOOPS, msg *Outgoing
 			r.Reason = OOPSComposeFailed
 			warns = append(warns, suppressedWarning(owed.Code, OOPSComposeFailed, "the OOPS could not be composed: "+reason))
 		}
-		if _, err := tx.Exec(`UPDATE messages SET oops = ?, warnings = ? WHERE id = ?`,
-			[]byte(jsonOrEmpty(r, "null")), jsonOrEmpty(warns, "[]"), owed.MessageID); err != nil {
+		if err := setWarnings(tx, owed.MessageID, r, errs, warns); err != nil {
 			return fmt.Errorf("store: record courtesy OOPS: %w", err)
 		}
 		rec = r
@@ -480,15 +478,17 @@ func oopsLimited(tx Tx, lim OOPSLimits, plan *OOPSPlan, thread string, now time.
 func redelivery(tx Tx, dir, mailbox, mid string, sum []byte) (Outcome, error) {
 	out := Outcome{Redelivery: true}
 	var errsJSON, warnsJSON string
+	var result []byte
 	byMID, args := tx.dialect().midIs("message_id", mid)
-	err := tx.QueryRow(`SELECT id, status, thread_id, errors, warnings FROM messages
+	err := tx.QueryRow(`SELECT id, status, thread_id, errors, warnings, result FROM messages
 		WHERE `+byMID+` AND mailbox = ? AND direction = ? AND content_hash = ?`,
-		append(args, mailbox, dir, sum)...).Scan(&out.ID, &out.Status, &out.ThreadID, &errsJSON, &warnsJSON)
+		append(args, mailbox, dir, sum)...).Scan(&out.ID, &out.Status, &out.ThreadID, &errsJSON, &warnsJSON, &result)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("store: read earlier copy: %w", err)
 	}
-	out.Errors = decodeProblems(errsJSON)
-	out.Warnings = decodeProblems(warnsJSON)
+	if out.Errors, out.Warnings, err = problemsOfRow(out.ID, errsJSON, warnsJSON, result); err != nil {
+		return Outcome{}, err
+	}
 	return out, nil
 }
 
@@ -559,14 +559,6 @@ func logHandoff(tx Tx, id int64, targets []string, now time.Time) error {
 	return nil
 }
 
-// problemsJSON is ps as JSON, "[]" for none (most mail: no marshalling).
-func problemsJSON(ps protocols.Problems) string {
-	if len(ps) == 0 {
-		return "[]"
-	}
-	return jsonOrEmpty(ps, "[]")
-}
-
 func jsonOrEmpty(v any, empty string) string {
 	b, err := json.Marshal(v)
 	if err != nil || string(b) == "null" {
@@ -587,12 +579,4 @@ func rawBytes(b []byte) []byte {
 		return []byte{}
 	}
 	return b
-}
-
-func decodeProblems(s string) protocols.Problems {
-	ps := protocols.Problems{}
-	if s != "" {
-		_ = json.Unmarshal([]byte(s), &ps) // written by jsonOrEmpty: always valid
-	}
-	return ps
 }

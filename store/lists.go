@@ -217,8 +217,9 @@ func receivedAs(tx Tx, mailbox, sender, rcpts, thread string, unauth bool) (stri
 	if lists {
 		for _, b := range inboxesOf(mailbox, DirIn, sender, rcpts) {
 			var replied bool
-			if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = ? AND direction = 'out'
-				AND (mailbox = ? OR mailbox = '' AND lower(sender) = ?))`, thread, b, b).Scan(&replied); err != nil {
+			inThread, args := tx.dialect().threadIs("thread_id", thread)
+			if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM messages WHERE `+inThread+` AND direction = 'out'
+				AND (mailbox = ? OR mailbox = '' AND lower(sender) = ?))`, append(args, b, b)...).Scan(&replied); err != nil {
 				return "", fmt.Errorf("store: list verdict: %w", err)
 			}
 			dir := ListReceive

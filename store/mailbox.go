@@ -312,12 +312,14 @@ func (s relayRoom) FolderMessages(ctx context.Context, mailbox, folder string, a
 	return queryAll(ctx, s.r, "folder messages", func(sc scanner) (fm FolderMessage, err error) {
 		var flags, errs string
 		var at int64
-		var dkim []byte
+		var dkim, result []byte
 		if err := sc.Scan(&fm.UID, &fm.ID, &flags, &fm.Size, &at,
-			&fm.Direction, &fm.Status, &errs, &dkim, &fm.AuthResults, &fm.Payment); err != nil {
+			&fm.Direction, &fm.Status, &errs, &result, &dkim, &fm.AuthResults, &fm.Payment); err != nil {
 			return fm, err
 		}
-		fm.Errors = decodeProblems(errs)
+		if fm.Errors, _, err = problemsOfRow(fm.ID, errs, "[]", result); err != nil {
+			return fm, err
+		}
 		if len(dkim) > 0 {
 			fm.DKIM = json.RawMessage(dkim)
 		}
@@ -325,7 +327,7 @@ func (s relayRoom) FolderMessages(ctx context.Context, mailbox, folder string, a
 		fm.ReceivedAt = time.Unix(0, at).UTC()
 		return fm, nil
 	}, `SELECT x.uid, x.message_id, x.flags, m.size, m.received_at,
-		m.direction, m.status, m.errors, m.dkim, m.auth_results, coalesce(p.state, '')
+		m.direction, m.status, m.errors, m.result, m.dkim, m.auth_results, coalesce(p.state, '')
 		FROM folder_messages x JOIN messages m ON m.id = x.message_id LEFT JOIN payments p ON p.message_id = m.id
 		WHERE x.mailbox = ? AND x.folder = ? AND x.uid > ? ORDER BY x.uid`, mailbox, canonFolder(folder), afterUID)
 }

@@ -711,11 +711,36 @@ CREATE INDEX api_inbox_events_created ON api_inbox_events (created_at);
 	// 32: Postgres's search index and event log narrow
 	// (postgres_schema.go); SQLite's are unchanged. Versions only.
 	`SELECT 1;`,
+	// 33: a message's errors and warnings are kept once: the column is
+	// '' when its list is the stored result's (problems.go), and the
+	// error and warning codes get a column of their own (codes: a JSON
+	// array of the filter tags "code:…", NULL for none), which the
+	// filter tags read instead of the lists (indexSearch, and this
+	// update trigger). Rows from before keep their lists and no codes:
+	// the tags read the lists too.
+	`
+ALTER TABLE messages ADD COLUMN codes TEXT;
+DROP TRIGGER message_tags_update;
+CREATE TRIGGER message_tags_update AFTER UPDATE OF status, errors, warnings, codes ON messages BEGIN
+	DELETE FROM message_tags WHERE message_id = old.id AND tag IN (
+		SELECT 'status:' || old.status
+		UNION SELECT value FROM json_each(CASE WHEN json_valid(old.codes) THEN old.codes ELSE '[]' END)
+		UNION SELECT 'code:' || json_extract(value, '$.code') FROM json_each(CASE WHEN json_valid(old.errors) THEN old.errors ELSE '[]' END)
+		UNION SELECT 'code:' || json_extract(value, '$.code') FROM json_each(CASE WHEN json_valid(old.warnings) THEN old.warnings ELSE '[]' END));
+	INSERT OR IGNORE INTO message_tags (tag, message_id)
+	SELECT t, new.id FROM (
+		SELECT 'status:' || new.status AS t
+		UNION SELECT value FROM json_each(CASE WHEN json_valid(new.codes) THEN new.codes ELSE '[]' END)
+		UNION SELECT 'code:' || json_extract(value, '$.code') FROM json_each(CASE WHEN json_valid(new.errors) THEN new.errors ELSE '[]' END)
+		UNION SELECT 'code:' || json_extract(value, '$.code') FROM json_each(CASE WHEN json_valid(new.warnings) THEN new.warnings ELSE '[]' END)
+	) WHERE t IS NOT NULL;
+END;
+`,
 }
 
 // SchemaVersion is the schema version this program writes (PRAGMA
 // user_version after all migrations).
-const SchemaVersion = 32
+const SchemaVersion = 33
 
 // migrate brings db from its user_version up to version target, one
 // transaction per step. Several processes may open a fresh database at

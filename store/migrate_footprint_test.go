@@ -112,15 +112,7 @@ func TestPostgresMigrateFootprint(t *testing.T) {
 		{store.InboxQuery{ErrorCode: "none"}, nil},
 	} {
 		tc.q.Inbox = "in@x.test"
-		ms, err := s.InboxMessages(ctx, tc.q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int64
-		for _, m := range ms {
-			got = append(got, m.ID)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+		if got := inboxIDs(t, s, tc.q); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("%+v: %v, want %v", tc.q, got, tc.want)
 		}
 	}

@@ -434,9 +434,10 @@ func (s paymentRoom) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPla
 	owed := false
 	err := s.write(ctx, func(tx Tx) error {
 		rec, owed = nil, false
-		var thread, warnsJSON string
-		var oops []byte
-		err := tx.QueryRow(`SELECT thread_id, warnings, oops FROM messages WHERE id = ?`+tx.dialect().forUpdate, id).Scan(&thread, &warnsJSON, &oops)
+		var thread, errsJSON, warnsJSON string
+		var oops, result []byte
+		err := tx.QueryRow(`SELECT thread_id, errors, warnings, result, oops FROM messages WHERE id = ?`+tx.dialect().forUpdate, id).
+			Scan(&thread, &errsJSON, &warnsJSON, &result, &oops)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("message %d: %w", id, ErrNotFound)
 		}
@@ -456,7 +457,10 @@ func (s paymentRoom) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPla
 		if reason == "" && plan.From == "" {
 			reason, detail = OOPSNoSigningDomain, "no domain to send it from"
 		}
-		warns := decodeProblems(warnsJSON)
+		errs, warns, err := problemsOfRow(id, errsJSON, warnsJSON, result)
+		if err != nil {
+			return err
+		}
 		if reason == "" {
 			if err := insertOwedOOPS(tx, plan, thread, id, now); err != nil {
 				return err
@@ -466,8 +470,7 @@ func (s paymentRoom) OwePaymentOOPS(ctx context.Context, id int64, plan *OOPSPla
 			r.Reason = reason
 			warns = append(warns, suppressedWarning(plan.Code, reason, detail))
 		}
-		if _, err := tx.Exec(`UPDATE messages SET oops = ?, warnings = ? WHERE id = ?`,
-			[]byte(jsonOrEmpty(r, "null")), jsonOrEmpty(warns, "[]"), id); err != nil {
+		if err := setWarnings(tx, id, r, errs, warns); err != nil {
 			return fmt.Errorf("store: payment OOPS: %w", err)
 		}
 		rec = r

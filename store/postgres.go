@@ -99,6 +99,9 @@ var pgDialect = &dialect{
 	name:    "postgres",
 	midIs:   pgMIDIs,
 	rawDict: true,
+	// The thread index holds 8 bytes of the thread id's md5 (migration
+	// 33 of postgres_schema.go).
+	threadIs: pgKeyIs(`envelopd_thread_key`),
 	threadSQL: func(n int) string {
 		// MATERIALIZED: find the few matches by the exact-copy key,
 		// then take the earliest; never walk the primary key in id order
@@ -133,17 +136,49 @@ var pgDialect = &dialect{
 	tagCount: `SELECT count(*) FROM (SELECT 1 FROM messages
 		WHERE envelopd_tags(status, type, sender, codes) @> ARRAY[?::text] LIMIT ?) AS t`,
 	tagged: `envelopd_tags(m.status, m.type, m.sender, m.codes) @> ARRAY[?::text]`,
+	codes:  pgCodes,
+}
+
+// pgCodes is messages.codes on Postgres: the tags separated by newlines
+// (envelopd_tags splits them), NULL for none. text cannot hold NUL: it
+// reads as U+FFFD, as the lists' JSON was read before the store wrote
+// the codes. A tag with a newline in it is left out (no code the store
+// writes has one).
+func pgCodes(tags []string) any {
+	var b strings.Builder
+	for _, t := range tags {
+		if strings.IndexByte(t, '\n') >= 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		if strings.IndexByte(t, 0) >= 0 {
+			t = strings.ReplaceAll(t, "\x00", "\uFFFD")
+		}
+		b.WriteString(t)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return b.String()
 }
 
 // pgMIDKey is the function of a Message-ID that leads the exact-copy key
-// messages_copy (migration 29 of postgres_schema.go): a Message-ID may be
+// messages_copy (migrations 29 and 33 of postgres_schema.go): a Message-ID may be
 // any length, and a btree entry may not; the lookups by Message-ID go
 // through it too, then compare the whole Message-ID.
 const pgMIDKey = `envelopd_mid_key`
 
 // pgMIDIs is the Postgres dialect's midIs.
-func pgMIDIs(col, mid string) (string, []any) {
-	return pgMIDKey + `(` + col + `) = ` + pgMIDKey + `(?) AND ` + col + ` = ?`, []any{mid, mid}
+var pgMIDIs = pgKeyIs(pgMIDKey)
+
+// pgKeyIs is the condition that column col holds a value, looked up by
+// the function key of it that an index holds, then compared whole.
+func pgKeyIs(key string) func(col, v string) (string, []any) {
+	return func(col, v string) (string, []any) {
+		return key + `(` + col + `) = ` + key + `(?) AND ` + col + ` = ?`, []any{v, v}
+	}
 }
 
 // pgEventIDBits is how many low bits of an API event id number the events
@@ -477,9 +512,9 @@ func (t *pgTx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	// a transaction).
 	var got int64
 	err := t.QueryRow(`WITH ins AS (`+insertMessageSQL+`, id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 			(pg_current_xact_id()::text::bigint << `+fmt.Sprint(pgIDBits)+`) | ?)
-		ON CONFLICT (envelopd_mid_key(message_id), mailbox, direction, substring(content_hash FOR 16)) DO NOTHING RETURNING id),
+		ON CONFLICT (envelopd_mid_key(message_id), envelopd_copy_key(mailbox, direction, content_hash)) DO NOTHING RETURNING id),
 		raw AS (INSERT INTO message_raw (message_id, raw, codec) SELECT id, ?, ? FROM ins)
 		SELECT ins.id FROM ins CROSS JOIN LATERAL (SELECT pg_notify(?, '')) AS notified`,
 		append(args[:len(args):len(args)], n, z, codec, t.msgChan)...).Scan(&got)

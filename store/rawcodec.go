@@ -255,13 +255,22 @@ func jsonString(b []byte) (s, rest []byte, ok bool) {
 	if len(b) == 0 || b[0] != '"' {
 		return nil, nil, false
 	}
-	for i := 1; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
+	for i := 1; i < len(b); {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return nil, nil, false
+		}
+		i += q
+		// The quote ends the string unless an odd run of backslashes
+		// escapes it.
+		esc := 0
+		for k := i - 1; k >= 1 && b[k] == '\\'; k-- {
+			esc++
+		}
+		if esc%2 == 0 {
 			return b[:i+1], b[i+1:], true
 		}
+		i++
 	}
 	return nil, nil, false
 }

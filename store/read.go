@@ -51,8 +51,6 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 		return Message{}, fmt.Errorf("store: message %d: recipients: %w", m.ID, err)
 	}
 	m.ReceivedAt = time.Unix(0, at).UTC()
-	m.Errors = decodeProblems(errs)
-	m.Warnings = decodeProblems(warns)
 	if len(result) > 0 {
 		j, err := raws.decodeResult(result)
 		if err != nil {
@@ -60,6 +58,7 @@ func scanMessage(sc scanner, withRaw bool) (Message, error) {
 		}
 		m.Result = json.RawMessage(j)
 	}
+	m.Errors, m.Warnings = decodeProblemCols(errs, warns, m.Result)
 	if len(dkim) > 0 {
 		m.DKIM = json.RawMessage(dkim)
 	}
@@ -166,7 +165,8 @@ func (s rulesRoom) Messages(ctx context.Context, f Filter) ([]Message, error) {
 		add("m.status = ?", f.Status)
 	}
 	if f.ThreadID != "" {
-		add("m.thread_id = ?", f.ThreadID)
+		c, a := s.d.threadIs("m.thread_id", f.ThreadID)
+		where, args = append(where, c), append(args, a...)
 	}
 	q := `SELECT ` + messageCols
 	if f.WithRaw {
@@ -210,11 +210,12 @@ func (s rulesRoom) Thread(ctx context.Context, ref string) ([]Message, error) {
 	thread := ""
 	mid := strings.TrimSuffix(strings.TrimPrefix(ref, "<"), ">")
 	byMID, midArgs := s.d.midIs("message_id", mid)
+	byThread, threadArgs := s.d.threadIs("thread_id", ref)
 	for _, q := range []struct {
 		sql  string
 		args []any
 	}{
-		{`SELECT thread_id FROM messages WHERE thread_id = ? LIMIT 1`, []any{ref}},
+		{`SELECT thread_id FROM messages WHERE ` + byThread + ` LIMIT 1`, threadArgs},
 		{`SELECT thread_id FROM messages WHERE ` + byMID + ` ORDER BY id LIMIT 1`, midArgs},
 		{`SELECT thread_id FROM messages WHERE envelopay_id = ? AND envelopay_id <> '' ORDER BY status = 'accepted' DESC, id LIMIT 1`, []any{ref}},
 	} {
@@ -229,7 +230,8 @@ func (s rulesRoom) Thread(ctx context.Context, ref string) ([]Message, error) {
 	if thread == "" {
 		return nil, fmt.Errorf("thread %q: %w", ref, ErrNotFound)
 	}
-	return s.query(ctx, `SELECT `+messageCols+` FROM messages m WHERE m.thread_id = ? ORDER BY m.id`, false, thread)
+	inThread, args := s.d.threadIs("m.thread_id", thread)
+	return s.query(ctx, `SELECT `+messageCols+` FROM messages m WHERE `+inThread+` ORDER BY m.id`, false, args...)
 }
 
 // WaitNew implements Store. It wakes on commits of this process at once and

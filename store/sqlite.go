@@ -70,6 +70,9 @@ type SQLite struct {
 }
 
 // sqliteDialect is SQLite's SQL (see dialect).
+// sqliteIs is the condition that column col holds v.
+func sqliteIs(col, v string) (string, []any) { return col + ` = ?`, []any{v} }
+
 var sqliteDialect = &dialect{
 	name:      "sqlite",
 	eidIndex:  " INDEXED BY messages_eid",
@@ -81,7 +84,8 @@ var sqliteDialect = &dialect{
 		return `SELECT min(id), thread_id FROM messages INDEXED BY messages_copy
 			WHERE message_id IN (` + placeholders(n) + `) AND mailbox = ?`
 	},
-	midIs:      func(col, mid string) (string, []any) { return col + ` = ?`, []any{mid} },
+	midIs:      sqliteIs,
+	threadIs:   sqliteIs,
 	emptyBlob:  "x''",
 	greatest:   "max",
 	key:        func(s string) any { return s },
@@ -98,6 +102,9 @@ var sqliteDialect = &dialect{
 				SELECT 'status:' || status AS t, id FROM messages WHERE id > max(?1, (SELECT id FROM search_floor)) AND id <= ?2
 				UNION ALL SELECT 'type:' || type, id FROM messages WHERE type != '' AND id > max(?1, (SELECT id FROM search_floor)) AND id <= ?2
 				UNION ALL SELECT 'sender:' || sender, id FROM messages WHERE sender != '' AND id > max(?1, (SELECT id FROM search_floor)) AND id <= ?2
+				UNION ALL SELECT j.value, m.id FROM messages m,
+					json_each(CASE WHEN json_valid(m.codes) THEN m.codes ELSE '[]' END) j
+					WHERE m.id > max(?1, (SELECT id FROM search_floor)) AND m.id <= ?2
 				UNION ALL SELECT 'code:' || json_extract(j.value, '$.code'), m.id FROM messages m,
 					json_each(CASE WHEN json_valid(m.errors) THEN m.errors ELSE '[]' END) j
 					WHERE m.id > max(?1, (SELECT id FROM search_floor)) AND m.id <= ?2
@@ -106,8 +113,14 @@ var sqliteDialect = &dialect{
 					WHERE m.id > max(?1, (SELECT id FROM search_floor)) AND m.id <= ?2
 			) WHERE t IS NOT NULL`,
 	},
-	tagCount:     `SELECT count(*) FROM (SELECT 1 FROM message_tags WHERE tag = ? LIMIT ?) AS t`,
-	tagged:       `m.id IN (SELECT message_id FROM message_tags WHERE tag = ?)`,
+	tagCount: `SELECT count(*) FROM (SELECT 1 FROM message_tags WHERE tag = ? LIMIT ?) AS t`,
+	tagged:   `m.id IN (SELECT message_id FROM message_tags WHERE tag = ?)`,
+	codes: func(tags []string) any {
+		if len(tags) == 0 {
+			return nil
+		}
+		return jsonOrEmpty(tags, "[]")
+	},
 	eventsLag:    `SELECT coalesce((SELECT max(id) FROM messages), 0) > (SELECT id FROM event_sync)`,
 	eventsBehind: `SELECT coalesce((SELECT max(id) FROM messages), 0) - (SELECT id FROM event_sync)`,
 	syncEvents:   `UPDATE event_sync SET id = id + ?`,

@@ -49,7 +49,7 @@ type Tx interface {
 // needs (Postgres: RETURNING id, and its own id).
 const insertMessageSQL = `INSERT INTO messages (mailbox, direction, message_id, content_hash, sender,
 		recipients, subject, type, envelopay_id, status, thread_id, received_at, errors, warnings,
-		result, dkim, auth_results, size, want_amount, want_token, want_chain, note, received_as`
+		result, dkim, auth_results, size, want_amount, want_token, want_chain, note, received_as, codes`
 
 // dialect is what differs in the SQL of the backends.
 type dialect struct {
@@ -64,6 +64,13 @@ type dialect struct {
 	// the Message-ID mid, with its args: Postgres finds it by the hash
 	// leading its exact-copy key (pgMIDIs).
 	midIs func(col, mid string) (string, []any)
+	// threadIs is the condition that column col (messages.thread_id)
+	// holds the thread id thread, with its args: Postgres finds it by
+	// the key its thread index holds (8 bytes of the id's md5, where a
+	// btree entry of the id itself costs a tuple header and padding);
+	// SQLite's index keeps the thread id (a compact record, and SQLite
+	// has no md5 to key on).
+	threadIs func(col, thread string) (string, []any)
 	// threadSQL finds the thread of the earliest message among n
 	// Message-IDs of one mailbox (args: the ids, then the mailbox); it
 	// yields id and thread_id, possibly NULL.
@@ -158,6 +165,12 @@ type dialect struct {
 	// (message_tags); Postgres as a GIN index over the tags computed from
 	// the row (envelopd_tags, migration 29 of postgres_schema.go).
 	tagCount, tagged string
+	// codes binds messages.codes, the filter tags of a message's error
+	// and warning codes (codeTags; nil: none): Postgres keeps them as
+	// text, one per line, which its tags index splits (pgCodes; a text[]
+	// costs its row 26 bytes more); SQLite as a JSON array, which its
+	// triggers and indexSearch walk with json_each (SQLite has no split).
+	codes func(tags []string) any
 	// key converts a claims/states key or value for binding: Postgres
 	// keeps them in bytea (they hold NUL bytes), SQLite in TEXT.
 	key func(string) any

@@ -104,7 +104,7 @@ func (w *wtx) QueryRow(q string, args ...any) *sql.Row {
 // up and tear down); a conflict (exact redelivery) changes no row.
 func (w *wtx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	res, err := w.Exec(insertMessageSQL+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (message_id, mailbox, direction, content_hash) DO NOTHING`, args...)
 	if err != nil {
 		return 0, false, err
