@@ -71,7 +71,14 @@ func newRawCodec() *rawCodec {
 	if err != nil {
 		panic(err) // constant options
 	}
-	encJSON, err := zstd.NewWriter(nil, append(opts, zstd.WithEncoderDictRaw(dictResultID, dictResult))...)
+	// A result's frame leaves its literals as they are (no Huffman
+	// table, RFC 8878 §3.1.1.3.1.1 "Raw_Literals_Block"): over the
+	// dictionary most of a result is matches, and building and writing
+	// a table for the few literals left costs more CPU than the bytes it
+	// saves are worth (BenchmarkResultFrames, docs/performance.md). The
+	// frames are read as before.
+	encJSON, err := zstd.NewWriter(nil, append(opts, zstd.WithEncoderDictRaw(dictResultID, dictResult),
+		zstd.WithNoEntropyCompression(true))...)
 	if err != nil {
 		panic(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // TestRawBytesExact: raw bytes come back exactly as stored through every
@@ -253,5 +255,46 @@ func TestResultDictionaryFixed(t *testing.T) {
 	const want = "3de412da95ee848674f73c3378d6b2f83a16e913894760ebb17cdc36da40dfbd"
 	if got := fmt.Sprintf("%x", sha256.Sum256(dictResult)); got != want {
 		t.Errorf("codecdict/result.json SHA-256 %s, want %s: add a new dictionary with a new id instead", got, want)
+	}
+}
+
+// TestResultFramesWrittenBefore: results stored before the result frames
+// left their literals raw (Huffman-coded literals, the same dictionary)
+// read back exactly, and the frames written now are smaller than the
+// JSON and read back exactly too.
+func TestResultFramesWrittenBefore(t *testing.T) {
+	t.Parallel()
+	before, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true), zstd.WithEncoderDictRaw(dictResultID, dictResult))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile(filepath.Join("..", "testdata", "eml", "accept.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, golden); err != nil {
+		t.Fatal(err)
+	}
+	// A note of prose leaves literals enough for a Huffman table.
+	result := bytes.Replace(compact.Bytes(), []byte(`"note":"30 USDC sent"`),
+		[]byte(`"note":"30 USDC sent for the blue kettle, order 4471; quickly wrap it with brown paper, and ship Friday via Zurich"`), 1)
+	if !bytes.Contains(result, []byte("kettle")) {
+		t.Fatal("accept.golden.json's note changed: the test's result has no prose")
+	}
+	old := before.EncodeAll(result, nil)
+	now := raws.encodeResult(result).([]byte)
+	if bytes.Equal(old, now) {
+		t.Fatal("the frame written now is the frame written before: the test compares nothing")
+	}
+	for name, frame := range map[string][]byte{"before": old, "now": now} {
+		if len(frame) >= len(result) {
+			t.Errorf("%s: %d-byte frame for %d bytes of JSON", name, len(frame), len(result))
+		}
+		got, err := raws.decodeResult(frame)
+		if err != nil || !bytes.Equal(got, result) {
+			t.Errorf("%s: read back %v:\n%s\nwant\n%s", name, err, got, result)
+		}
 	}
 }
