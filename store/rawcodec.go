@@ -45,6 +45,20 @@ var dictResult []byte
 // JSON as written before results were compressed.
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
+// rawFrameMin is the size from which raw mail is stored as a frame;
+// smaller mail is stored as received. A frame of very little mail saves
+// nothing (the frame header and block header cost ≈ 10 bytes); above
+// that, the frame's CPU against the bytes it saves is weighed in
+// docs/performance.md (BenchmarkRawCodecs, BenchmarkFootprint).
+const rawFrameMin = 64
+
+// rawEntropy says whether the frames of raw mail code their literals
+// with Huffman (RFC 8878 §4.2, "Huffman Coding"); false leaves them as
+// they are (Raw_Literals_Block), which costs less than half the CPU of a
+// frame and stores ≈ 15–25 % more bytes of mail (docs/performance.md).
+// Either way the frames are read alike.
+const rawEntropy = true
+
 // maxRawDecoded bounds what decoding one stored blob may produce: a
 // damaged row cannot make a read allocate without bound.
 const maxRawDecoded = 1 << 30
@@ -67,7 +81,7 @@ func newRawCodec() *rawCodec {
 	// by BenchmarkRawCodecs (figures in docs/performance.md).
 	opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
 		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true)}
-	enc, err := zstd.NewWriter(nil, opts...)
+	enc, err := zstd.NewWriter(nil, append(opts, zstd.WithNoEntropyCompression(!rawEntropy))...)
 	if err != nil {
 		panic(err) // constant options
 	}
@@ -93,7 +107,7 @@ func newRawCodec() *rawCodec {
 // encode returns what to store for raw and its codec: the compressed
 // frame when it is smaller, else raw itself.
 func (c *rawCodec) encode(raw []byte) ([]byte, int) {
-	if len(raw) < 64 {
+	if len(raw) < rawFrameMin {
 		return raw, codecNone
 	}
 	return c.encodeTo(make([]byte, 0, len(raw)/2), raw)
@@ -102,7 +116,7 @@ func (c *rawCodec) encode(raw []byte) ([]byte, int) {
 // encodeTo is encode writing the frame over dst's bytes (dst[:0]), for a
 // caller that reuses its buffer; the frame is the same whatever dst.
 func (c *rawCodec) encodeTo(dst, raw []byte) ([]byte, int) {
-	if len(raw) < 64 {
+	if len(raw) < rawFrameMin {
 		return raw, codecNone
 	}
 	z := c.enc.EncodeAll(raw, dst[:0])
