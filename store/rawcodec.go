@@ -52,12 +52,20 @@ var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 // docs/performance.md (BenchmarkRawCodecs, BenchmarkFootprint).
 const rawFrameMin = 64
 
-// rawEntropy says whether the frames of raw mail code their literals
-// with Huffman (RFC 8878 §4.2, "Huffman Coding"); false leaves them as
-// they are (Raw_Literals_Block), which costs less than half the CPU of a
-// frame and stores ≈ 15–25 % more bytes of mail (docs/performance.md).
-// Either way the frames are read alike.
-const rawEntropy = true
+// Which raw mail has the literals of its frame Huffman-coded (RFC 8878
+// §4.2, "Huffman Coding"): building and writing the table costs a frame
+// about as much CPU as the rest of it, and saves ≈ 20 % of the literals'
+// bytes. Small mail needs those bytes (its row and indexes already cost
+// more than the mail: the footprint goal of 2× the raw bytes at 600
+// bytes), and large mail is mostly its own bytes (attachments); mail
+// from rawPlainFrom up to rawPlainTo leaves its literals as they are
+// (Raw_Literals_Block). Both kinds of frames are read alike. Measured
+// in docs/performance.md (BenchmarkRawCodecs, BenchmarkFootprint); an
+// empty range (rawPlainFrom = rawPlainTo) codes every frame's literals.
+const (
+	rawPlainFrom = 1 << 10
+	rawPlainTo   = 64 << 10
+)
 
 // maxRawDecoded bounds what decoding one stored blob may produce: a
 // damaged row cannot make a read allocate without bound.
@@ -67,7 +75,8 @@ const maxRawDecoded = 1 << 30
 // encoders and decoder are safe for concurrent use (EncodeAll,
 // DecodeAll) and hold no state between calls.
 type rawCodec struct {
-	enc     *zstd.Encoder // raw bytes
+	enc     *zstd.Encoder // raw bytes, literals Huffman-coded
+	encLit  *zstd.Encoder // raw bytes, literals as they are (rawPlainFrom…rawPlainTo)
 	encJSON *zstd.Encoder // results, over the result dictionary
 	dec     *zstd.Decoder // every frame, with the dictionary or none
 }
@@ -81,9 +90,13 @@ func newRawCodec() *rawCodec {
 	// by BenchmarkRawCodecs (figures in docs/performance.md).
 	opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
 		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true)}
-	enc, err := zstd.NewWriter(nil, append(opts, zstd.WithNoEntropyCompression(!rawEntropy))...)
+	enc, err := zstd.NewWriter(nil, opts...)
 	if err != nil {
 		panic(err) // constant options
+	}
+	encLit, err := zstd.NewWriter(nil, append(opts, zstd.WithNoEntropyCompression(true))...)
+	if err != nil {
+		panic(err)
 	}
 	// A result's frame leaves its literals as they are (no Huffman
 	// table, RFC 8878 §3.1.1.3.1.1 "Raw_Literals_Block"): over the
@@ -101,7 +114,7 @@ func newRawCodec() *rawCodec {
 	if err != nil {
 		panic(err)
 	}
-	return &rawCodec{enc: enc, encJSON: encJSON, dec: dec}
+	return &rawCodec{enc: enc, encLit: encLit, encJSON: encJSON, dec: dec}
 }
 
 // encode returns what to store for raw and its codec: the compressed
@@ -119,7 +132,11 @@ func (c *rawCodec) encodeTo(dst, raw []byte) ([]byte, int) {
 	if len(raw) < rawFrameMin {
 		return raw, codecNone
 	}
-	z := c.enc.EncodeAll(raw, dst[:0])
+	enc := c.enc
+	if len(raw) >= rawPlainFrom && len(raw) < rawPlainTo {
+		enc = c.encLit
+	}
+	z := enc.EncodeAll(raw, dst[:0])
 	if len(z) >= len(raw) {
 		return raw, codecNone
 	}

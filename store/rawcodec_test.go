@@ -298,3 +298,42 @@ func TestResultFramesWrittenBefore(t *testing.T) {
 		}
 	}
 }
+
+// TestRawFrameLiterals: mail from rawPlainFrom up to rawPlainTo is
+// stored in a frame whose literals are left as they are, smaller and
+// larger mail in one with Huffman-coded literals; every one reads back
+// exactly.
+func TestRawFrameLiterals(t *testing.T) {
+	t.Parallel()
+	text := func(n int) []byte {
+		var b bytes.Buffer
+		for i := 0; b.Len() < n; i++ {
+			fmt.Fprintf(&b, "Line %d of the quoted conversation: when does order %d ship? =E2=82=AC%d\r\n", i, i*7919%1000, i%97)
+		}
+		return b.Bytes()[:n]
+	}
+	for _, c := range []struct {
+		size  int
+		plain bool
+	}{
+		{600, false}, {rawPlainFrom - 1, false}, {rawPlainFrom, true}, {2500, true},
+		{rawPlainTo - 1, true}, {rawPlainTo, false}, {200 << 10, false},
+	} {
+		raw := text(c.size)
+		z, codec := raws.encode(raw)
+		if codec != codecZstd {
+			t.Errorf("%d bytes: codec %d, want a frame", c.size, codec)
+			continue
+		}
+		enc := raws.enc
+		if c.plain {
+			enc = raws.encLit
+		}
+		if want := enc.EncodeAll(raw, nil); !bytes.Equal(z, want) {
+			t.Errorf("%d bytes: not the frame of the encoder with plain literals %v", c.size, c.plain)
+		}
+		if got, err := raws.decode(z, codecZstd); err != nil || !bytes.Equal(got, raw) {
+			t.Errorf("%d bytes: read back %v, %d bytes", c.size, err, len(got))
+		}
+	}
+}
