@@ -88,6 +88,7 @@ func BenchmarkResultFrames(b *testing.B) {
 		{"dict-raw-literals", opts(zstd.WithEncoderDictRaw(dictID, dict), zstd.WithNoEntropyCompression(true))},
 		{"dict-entropy", opts(zstd.WithEncoderDictRaw(dictID, dict))},
 		{"no-dict", opts()},
+		{"no-dict-raw-literals", opts(zstd.WithNoEntropyCompression(true))},
 	}
 	ctx := context.Background()
 	for _, size := range []int{2500, 600} {
