@@ -18,9 +18,10 @@ import (
 //
 // The stored parse result (messages.result) is compressed too. A result
 // shares little with itself but much with every other result (its keys,
-// its error messages), so its frames start from a raw-content dictionary
-// of that shape (codecdict/result.json, results of the testdata corpus;
-// RFC 8878 §5, "Dictionary Format"). A dictionary is part of the stored
+// its error messages), so the frames of small results (resultDictMax)
+// start from a raw-content dictionary of that shape
+// (codecdict/result.json, results of the testdata corpus; RFC 8878 §5,
+// "Dictionary Format"). A dictionary is part of the stored
 // format: once released it never changes; another one gets another id.
 // Raw mail is compressed without one: starting each frame from a
 // dictionary costs a copy of the encoder's tables, which the few bytes
@@ -66,6 +67,16 @@ const (
 	rawPlainFrom = 1 << 10
 	rawPlainTo   = 64 << 10
 )
+
+// resultDictMax is the largest result (JSON bytes) whose frame starts
+// from the result dictionary; a larger one is compressed without it.
+// Each frame over the dictionary first restores the encoder's match
+// table from the dictionary's (a copy of up to 256 KiB in
+// klauspost/compress), which costs a large result more CPU than the
+// ≈ 110 bytes the dictionary saves it; a small result's frame needs
+// those bytes (its mail's footprint goal). Both kinds of frames are read
+// alike (docs/performance.md, BenchmarkResultFrames).
+const resultDictMax = 768
 
 // maxRawDecoded bounds what decoding one stored blob may produce: a
 // damaged row cannot make a read allocate without bound.
@@ -170,7 +181,11 @@ func (c *rawCodec) encodeResult(j []byte) any {
 	if len(j) == 0 {
 		return nil
 	}
-	z := c.encJSON.EncodeAll(j, make([]byte, 0, len(j)/2))
+	enc := c.encJSON
+	if len(j) > resultDictMax {
+		enc = c.enc
+	}
+	z := enc.EncodeAll(j, make([]byte, 0, len(j)/2))
 	if len(z) >= len(j) && !bytes.HasPrefix(j, zstdMagic) {
 		return j
 	}

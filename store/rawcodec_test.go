@@ -337,3 +337,34 @@ func TestRawFrameLiterals(t *testing.T) {
 		}
 	}
 }
+
+// TestResultDictionaryUpTo: a result of up to resultDictMax bytes is
+// compressed over the result dictionary (its frame names it), a larger
+// one without; both read back exactly.
+func TestResultDictionaryUpTo(t *testing.T) {
+	t.Parallel()
+	result := func(n int) []byte {
+		b := []byte(`{"type":null,"note":"","valid":false,"errors":[],"warnings":[],"subject":"`)
+		for i := 0; len(b) < n-2; i++ {
+			b = append(b, fmt.Sprintf("order %d ships Friday; ", i)...)
+		}
+		return append(b[:n-2], `"}`...)
+	}
+	for _, c := range []struct {
+		size int
+		dict uint32
+	}{{300, dictResultID}, {resultDictMax, dictResultID}, {resultDictMax + 1, 0}, {4000, 0}} {
+		j := result(c.size)
+		frame := raws.encodeResult(j).([]byte)
+		var h zstd.Header
+		if err := h.Decode(frame); err != nil {
+			t.Fatalf("%d bytes: %v", c.size, err)
+		}
+		if h.DictionaryID != c.dict {
+			t.Errorf("%d bytes: frame over dictionary %#x, want %#x", c.size, h.DictionaryID, c.dict)
+		}
+		if got, err := raws.decodeResult(frame); err != nil || !bytes.Equal(got, j) {
+			t.Errorf("%d bytes: read back %v", c.size, err)
+		}
+	}
+}
