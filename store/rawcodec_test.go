@@ -160,15 +160,7 @@ func TestStoredResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	golden, err := os.ReadFile(filepath.Join("..", "testdata", "eml", "accept.golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, golden); err != nil {
-		t.Fatal(err)
-	}
-	result := compact.Bytes()
+	result := goldenResult(t)
 	in := &Incoming{Direction: DirIn, MessageID: "r@x.test", Sender: "a@x.test", Recipients: []string{"b@x.test"},
 		Raw: []byte("Subject: ACCEPT | 30 USDC sent\r\n\r\n{}\r\n"), Status: StatusAccepted, ReceivedAt: time.Now(),
 		Subject: "ACCEPT | 30 USDC sent", Result: result}
@@ -269,16 +261,8 @@ func TestResultFramesWrittenBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden, err := os.ReadFile(filepath.Join("..", "testdata", "eml", "accept.golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, golden); err != nil {
-		t.Fatal(err)
-	}
 	// A note of prose leaves literals enough for a Huffman table.
-	result := bytes.Replace(compact.Bytes(), []byte(`"note":"30 USDC sent"`),
+	result := bytes.Replace(goldenResult(t), []byte(`"note":"30 USDC sent"`),
 		[]byte(`"note":"30 USDC sent for the blue kettle, order 4471; quickly wrap it with brown paper, and ship Friday via Zurich"`), 1)
 	if !bytes.Contains(result, []byte("kettle")) {
 		t.Fatal("accept.golden.json's note changed: the test's result has no prose")
@@ -367,4 +351,19 @@ func TestResultDictionaryUpTo(t *testing.T) {
 			t.Errorf("%d bytes: read back %v", c.size, err)
 		}
 	}
+}
+
+// goldenResult is the parse result of testdata/eml/accept.eml as the
+// message model writes it (compact JSON).
+func goldenResult(t *testing.T) []byte {
+	t.Helper()
+	golden, err := os.ReadFile(filepath.Join("..", "testdata", "eml", "accept.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, golden); err != nil {
+		t.Fatal(err)
+	}
+	return compact.Bytes()
 }
