@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -31,6 +32,7 @@ import (
 const (
 	codecNone = 0 // the bytes as received (rows from before compression, and mail that does not shrink)
 	codecZstd = 1 // one Zstandard frame (RFC 8878) holding the bytes
+	codecS2   = 2 // one S2 block (klauspost/compress/s2, a superset of the Snappy block format) holding the bytes
 )
 
 // dictResultID is the result dictionary's id, written in the frames'
@@ -53,23 +55,28 @@ var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 // docs/performance.md (BenchmarkRawCodecs, BenchmarkFootprint).
 const rawFrameMin = 64
 
-// Which raw mail has the literals of its frame Huffman-coded (RFC 8878
-// §4.2, "Huffman Coding"): building and writing the table costs a frame
-// about as much CPU as the rest of it, and saves ≈ 20 % of the literals'
-// bytes. Small mail needs those bytes (its row and indexes already cost
-// more than the mail: the footprint goal of 2× the raw bytes at 600
-// bytes), and large mail is mostly its own bytes (attachments); mail
-// from rawPlainFrom up to rawPlainTo leaves its literals as they are
-// (Raw_Literals_Block). Both kinds of frames are read alike. Measured
-// in docs/performance.md (BenchmarkRawCodecs, BenchmarkFootprint); an
-// empty range (rawPlainFrom = rawPlainTo) codes every frame's literals.
+// Which raw mail is stored as an S2 block (codecS2) rather than a
+// Zstandard frame. Both find LZ77 matches; a Zstandard frame then codes
+// its sequences with FSE tables built for it and, at the cost of about as
+// much CPU again, its literals with a Huffman table (RFC 8878 §4.2),
+// which saves ≈ 20 % of the literals' bytes. An S2 block leaves the
+// literals as they are and writes its matches without tables: on mail
+// it takes well under half the CPU of a frame with plain literals for
+// about as many bytes (BenchmarkRawCodecs, docs/performance.md). Small
+// mail needs the Huffman table's bytes (its row and indexes already
+// cost more than the mail: the footprint goal of 2× the raw bytes at
+// 600 bytes), and large mail is mostly its own bytes (attachments),
+// which the frame codes better; mail from rawPlainFrom up to rawPlainTo
+// is stored as an S2 block. Every codec is read alike; an empty range
+// (rawPlainFrom = rawPlainTo) stores every mail in a frame.
 const (
 	rawPlainFrom = 1 << 10
 	rawPlainTo   = 64 << 10
 )
 
 // resultDictMax is the largest result (JSON bytes) whose frame starts
-// from the result dictionary; a larger one is compressed without it.
+// from the result dictionary; a larger one is compressed without it,
+// its literals left as they are like those of raw mail of that size.
 // Each frame over the dictionary first restores the encoder's match
 // table from the dictionary's (a copy of up to 256 KiB in
 // klauspost/compress), which costs a large result more CPU than the
@@ -87,7 +94,7 @@ const maxRawDecoded = 1 << 30
 // DecodeAll) and hold no state between calls.
 type rawCodec struct {
 	enc     *zstd.Encoder // raw bytes, literals Huffman-coded
-	encLit  *zstd.Encoder // raw bytes, literals as they are (rawPlainFrom…rawPlainTo)
+	encLit  *zstd.Encoder // results over resultDictMax, literals as they are
 	encJSON *zstd.Encoder // results, over the result dictionary
 	dec     *zstd.Decoder // every frame, with the dictionary or none
 }
@@ -98,9 +105,14 @@ var raws = newRawCodec()
 
 func newRawCodec() *rawCodec {
 	// SpeedFastest: the levels and compress/flate are compared on mail
-	// by BenchmarkRawCodecs (figures in docs/performance.md).
+	// by BenchmarkRawCodecs (figures in docs/performance.md). The frames
+	// carry no content checksum (RFC 8878 §3.1.1.1.1.3,
+	// Content_Checksum_Flag): hashing every byte is CPU on every ingest
+	// for a check the bytes as received never had (they were stored
+	// without one before they were compressed); the decoder reads frames
+	// with and without one alike.
 	opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
-		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true)}
+		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true), zstd.WithEncoderCRC(false)}
 	enc, err := zstd.NewWriter(nil, opts...)
 	if err != nil {
 		panic(err) // constant options
@@ -143,11 +155,19 @@ func (c *rawCodec) encodeTo(dst, raw []byte) ([]byte, int) {
 	if len(raw) < rawFrameMin {
 		return raw, codecNone
 	}
-	enc := c.enc
 	if len(raw) >= rawPlainFrom && len(raw) < rawPlainTo {
-		enc = c.encLit
+		if n := s2.MaxEncodedLen(len(raw)); n > 0 && cap(dst) >= n {
+			dst = dst[:n]
+		} else {
+			dst = nil
+		}
+		z := s2.Encode(dst, raw)
+		if len(z) >= len(raw) {
+			return raw, codecNone
+		}
+		return z, codecS2
 	}
-	z := enc.EncodeAll(raw, dst[:0])
+	z := c.enc.EncodeAll(raw, dst[:0])
 	if len(z) >= len(raw) {
 		return raw, codecNone
 	}
@@ -168,6 +188,16 @@ func (c *rawCodec) decode(b []byte, codec int64) ([]byte, error) {
 			return nil, fmt.Errorf("%w: %v", errRawCodec, err)
 		}
 		return out, nil
+	case codecS2:
+		n, err := s2.DecodedLen(b)
+		if err != nil || n > maxRawDecoded {
+			return nil, fmt.Errorf("%w: S2 block of %d bytes: %v", errRawCodec, n, err)
+		}
+		out, err := s2.Decode(nil, b)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errRawCodec, err)
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("%w: codec %d", errRawCodec, codec)
 }
@@ -183,7 +213,7 @@ func (c *rawCodec) encodeResult(j []byte) any {
 	}
 	enc := c.encJSON
 	if len(j) > resultDictMax {
-		enc = c.enc
+		enc = c.encLit
 	}
 	z := enc.EncodeAll(j, make([]byte, 0, len(j)/2))
 	if len(z) >= len(j) && !bytes.HasPrefix(j, zstdMagic) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/envelopd/envelopd/message"
 	"github.com/envelopd/envelopd/store"
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -32,13 +33,15 @@ func BenchmarkRawCodecs(b *testing.B) {
 		"zstd-fastest-plain-literals": func(m []byte) []byte { return zp.EncodeAll(m, nil) },
 		"flate-1":                     flateWith(f1),
 		"flate-6":                     flateWith(f6),
+		"s2":                          func(m []byte) []byte { return s2.Encode(nil, m) },
+		"s2-better":                   func(m []byte) []byte { return s2.EncodeBetter(nil, m) },
 	}
 	for _, size := range []int{2500, 600} {
 		mails := make([][]byte, 1000)
 		for i := range mails {
 			mails[i] = footprintMail(i, size)
 		}
-		for _, name := range []string{"zstd-fastest", "zstd-fastest-plain-literals", "zstd-default", "flate-1", "flate-6"} {
+		for _, name := range []string{"zstd-fastest", "zstd-fastest-plain-literals", "zstd-default", "flate-1", "flate-6", "s2", "s2-better"} {
 			enc := codecs[name]
 			b.Run(fmt.Sprintf("%d/%s", size, name), func(b *testing.B) {
 				var in, out int

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -62,7 +64,7 @@ func TestRawBytesExact(t *testing.T) {
 	}
 	cases["text"] = old
 	var zstdRows int
-	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM message_raw WHERE codec = 1`).Scan(&zstdRows); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM message_raw WHERE codec <> 0`).Scan(&zstdRows); err != nil {
 		t.Fatal(err)
 	}
 	if zstdRows < 2 {
@@ -118,6 +120,7 @@ func FuzzRawCodec(f *testing.F) {
 			t.Fatalf("encodeTo over a used buffer: codec %d, %d bytes; encode: codec %d, %d bytes", codec2, len(z2), codec, len(z))
 		}
 		raws.decode(b, codecZstd)
+		raws.decode(b, codecS2)
 		stored := raws.encodeResult(b)
 		if len(b) == 0 {
 			if stored != nil {
@@ -284,9 +287,8 @@ func TestResultFramesWrittenBefore(t *testing.T) {
 }
 
 // TestRawFrameLiterals: mail from rawPlainFrom up to rawPlainTo is
-// stored in a frame whose literals are left as they are, smaller and
-// larger mail in one with Huffman-coded literals; every one reads back
-// exactly.
+// stored as an S2 block, smaller and larger mail in a Zstandard frame
+// with Huffman-coded literals; every one reads back exactly.
 func TestRawFrameLiterals(t *testing.T) {
 	t.Parallel()
 	text := func(n int) []byte {
@@ -305,19 +307,34 @@ func TestRawFrameLiterals(t *testing.T) {
 	} {
 		raw := text(c.size)
 		z, codec := raws.encode(raw)
-		if codec != codecZstd {
-			t.Errorf("%d bytes: codec %d, want a frame", c.size, codec)
+		want, wantCodec := raws.enc.EncodeAll(raw, nil), codecZstd
+		if c.plain {
+			want, wantCodec = s2.Encode(nil, raw), codecS2
+		}
+		if codec != wantCodec || !bytes.Equal(z, want) {
+			t.Errorf("%d bytes: codec %d, %d bytes; want codec %d, %d bytes", c.size, codec, len(z), wantCodec, len(want))
 			continue
 		}
-		enc := raws.enc
-		if c.plain {
-			enc = raws.encLit
-		}
-		if want := enc.EncodeAll(raw, nil); !bytes.Equal(z, want) {
-			t.Errorf("%d bytes: not the frame of the encoder with plain literals %v", c.size, c.plain)
-		}
-		if got, err := raws.decode(z, codecZstd); err != nil || !bytes.Equal(got, raw) {
+		if got, err := raws.decode(z, int64(codec)); err != nil || !bytes.Equal(got, raw) {
 			t.Errorf("%d bytes: read back %v, %d bytes", c.size, err, len(got))
+		}
+	}
+}
+
+// TestRawS2Bounded: an S2 block that says it decodes to more than
+// maxRawDecoded bytes, or is damaged, is a typed error, not a panic or
+// an allocation of that size.
+func TestRawS2Bounded(t *testing.T) {
+	t.Parallel()
+	huge := binary.AppendUvarint(nil, maxRawDecoded+1)
+	good := s2.Encode(nil, bytes.Repeat([]byte("Subject: hello\r\n"), 100))
+	for name, b := range map[string][]byte{
+		"over the bound": append(huge, 0),
+		"truncated":      good[:len(good)/2],
+		"empty":          nil,
+	} {
+		if _, err := raws.decode(b, codecS2); !errors.Is(err, errRawCodec) {
+			t.Errorf("%s: %v, want errRawCodec", name, err)
 		}
 	}
 }
