@@ -19,11 +19,12 @@ import (
 //
 // The stored parse result (messages.result) is compressed too. A result
 // shares little with itself but much with every other result (its keys,
-// its error messages), so the frames of small results (resultDictMax)
-// start from a raw-content dictionary of that shape
-// (codecdict/result.json, results of the testdata corpus; RFC 8878 §5,
-// "Dictionary Format"). A dictionary is part of the stored
-// format: once released it never changes; another one gets another id.
+// its error messages), so it is compressed over a raw-content dictionary
+// of that shape (codecdict/result.json, results of the testdata corpus):
+// as an S2 block over it (resultS2Tag), or, in rows written before, as
+// a Zstandard frame over it (RFC 8878 §5, "Dictionary Format") or with
+// no dictionary. A dictionary is part of the stored format: once
+// released it never changes; another one gets another id or tag.
 // Raw mail is compressed without one: starting each frame from a
 // dictionary costs a copy of the encoder's tables, which the few bytes
 // it saves on mail do not pay for (docs/performance.md).
@@ -74,16 +75,19 @@ const (
 	rawPlainTo   = 64 << 10
 )
 
-// resultDictMax is the largest result (JSON bytes) whose frame starts
-// from the result dictionary; a larger one is compressed without it,
-// its literals left as they are like those of raw mail of that size.
-// Each frame over the dictionary first restores the encoder's match
-// table from the dictionary's (a copy of up to 256 KiB in
-// klauspost/compress), which costs a large result more CPU than the
-// ≈ 110 bytes the dictionary saves it; a small result's frame needs
-// those bytes (its mail's footprint goal). Both kinds of frames are read
-// alike (docs/performance.md, BenchmarkResultFrames).
-const resultDictMax = 768
+// resultS2Tag starts a stored result that is an S2 block over the
+// result dictionary (resultS2Dict). It is not a byte a JSON text can
+// start with (RFC 8259 §2; in UTF-8 it only continues a character), nor
+// the first of zstdMagic. An S2 block over the dictionary costs a result
+// a fifth of the CPU of a Zstandard frame over it, for fewer bytes: the
+// frame's encoder restores its 256 KiB match table from the
+// dictionary's for every frame, S2's reads the dictionary's table and
+// clears a 64 KiB one (BenchmarkResultFrames, docs/performance.md).
+const resultS2Tag = 0xb2
+
+// resultS2Dict is the result dictionary as S2 reads it: its bytes, the
+// first repeat offset at their start. Part of the stored format.
+var resultS2Dict = s2.MakeDictManual(dictResult, 0)
 
 // maxRawDecoded bounds what decoding one stored blob may produce: a
 // damaged row cannot make a read allocate without bound.
@@ -93,10 +97,8 @@ const maxRawDecoded = 1 << 30
 // encoders and decoder are safe for concurrent use (EncodeAll,
 // DecodeAll) and hold no state between calls.
 type rawCodec struct {
-	enc     *zstd.Encoder // raw bytes, literals Huffman-coded
-	encLit  *zstd.Encoder // results over resultDictMax, literals as they are
-	encJSON *zstd.Encoder // results, over the result dictionary
-	dec     *zstd.Decoder // every frame, with the dictionary or none
+	enc *zstd.Encoder // raw bytes outside rawPlainFrom…rawPlainTo, literals Huffman-coded
+	dec *zstd.Decoder // every frame: raw bytes, and results written before resultS2Tag
 }
 
 // raws is the store's codec: stateless between calls, shared by every
@@ -111,33 +113,19 @@ func newRawCodec() *rawCodec {
 	// for a check the bytes as received never had (they were stored
 	// without one before they were compressed); the decoder reads frames
 	// with and without one alike.
-	opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
-		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true), zstd.WithEncoderCRC(false)}
-	enc, err := zstd.NewWriter(nil, opts...)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true), zstd.WithEncoderCRC(false))
 	if err != nil {
 		panic(err) // constant options
 	}
-	encLit, err := zstd.NewWriter(nil, append(opts, zstd.WithNoEntropyCompression(true))...)
-	if err != nil {
-		panic(err)
-	}
-	// A result's frame leaves its literals as they are (no Huffman
-	// table, RFC 8878 §3.1.1.3.1.1 "Raw_Literals_Block"): over the
-	// dictionary most of a result is matches, and building and writing
-	// a table for the few literals left costs more CPU than the bytes it
-	// saves are worth (BenchmarkResultFrames, docs/performance.md). The
-	// frames are read as before.
-	encJSON, err := zstd.NewWriter(nil, append(opts, zstd.WithEncoderDictRaw(dictResultID, dictResult),
-		zstd.WithNoEntropyCompression(true))...)
-	if err != nil {
-		panic(err)
-	}
+	// Results written before resultS2Tag are Zstandard frames over the
+	// result dictionary (dictResultID) or without one.
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxRawDecoded),
 		zstd.WithDecoderDictRaw(dictResultID, dictResult))
 	if err != nil {
 		panic(err)
 	}
-	return &rawCodec{enc: enc, encLit: encLit, encJSON: encJSON, dec: dec}
+	return &rawCodec{enc: enc, dec: dec}
 }
 
 // encode returns what to store for raw and its codec: the compressed
@@ -203,20 +191,22 @@ func (c *rawCodec) decode(b []byte, codec int64) ([]byte, error) {
 }
 
 // encodeResult returns what to store in messages.result for a parse
-// result (JSON): a Zstandard frame over the result dictionary when it is
-// smaller, else the JSON itself; nil stays nil (SQL NULL). Bytes that
-// start like a frame are always stored in one, so that decodeResult
-// cannot mistake them for it.
+// result (JSON): resultS2Tag and an S2 block over the result dictionary
+// when that is smaller, else the JSON itself; nil stays nil (SQL NULL).
+// Bytes that start like a compressed result are always stored
+// compressed, so that decodeResult cannot mistake them for one.
 func (c *rawCodec) encodeResult(j []byte) any {
 	if len(j) == 0 {
 		return nil
 	}
-	enc := c.encJSON
-	if len(j) > resultDictMax {
-		enc = c.encLit
+	n := s2.MaxEncodedLen(len(j))
+	if n < 0 {
+		return j // beyond S2's block size: as received, as before compression
 	}
-	z := enc.EncodeAll(j, make([]byte, 0, len(j)/2))
-	if len(z) >= len(j) && !bytes.HasPrefix(j, zstdMagic) {
+	buf := make([]byte, 1+n)
+	buf[0] = resultS2Tag
+	z := buf[:1+len(resultS2Dict.Encode(buf[1:], j))]
+	if len(z) >= len(j) && j[0] != resultS2Tag && !bytes.HasPrefix(j, zstdMagic) {
 		return j
 	}
 	return z
@@ -224,6 +214,17 @@ func (c *rawCodec) encodeResult(j []byte) any {
 
 // decodeResult returns the JSON of a stored messages.result.
 func (c *rawCodec) decodeResult(b []byte) ([]byte, error) {
+	if len(b) > 0 && b[0] == resultS2Tag {
+		n, err := s2.DecodedLen(b[1:])
+		if err != nil || n > maxRawDecoded {
+			return nil, fmt.Errorf("store: result: cannot decode: S2 block of %d bytes: %v", n, err)
+		}
+		out, err := resultS2Dict.Decode(nil, b[1:])
+		if err != nil {
+			return nil, fmt.Errorf("store: result: cannot decode: %v", err)
+		}
+		return out, nil
+	}
 	if !bytes.HasPrefix(b, zstdMagic) {
 		return b, nil
 	}

@@ -116,5 +116,23 @@ func BenchmarkResultFrames(b *testing.B) {
 				b.ReportMetric(float64(out)/float64(b.N), "out-B")
 			})
 		}
+		sd := s2.MakeDict(dict, nil)
+		for _, name := range []string{"s2-dict", "s2-no-dict"} {
+			b.Run(fmt.Sprintf("%d/%s", size, name), func(b *testing.B) {
+				var in, out int
+				dst := make([]byte, 8192)
+				for i := range b.N {
+					r := results[i%len(results)]
+					in += len(r)
+					if name == "s2-dict" {
+						out += len(sd.Encode(dst, r))
+					} else {
+						out += len(s2.Encode(dst, r))
+					}
+				}
+				b.ReportMetric(float64(in)/float64(b.N), "in-B")
+				b.ReportMetric(float64(out)/float64(b.N), "out-B")
+			})
+		}
 	}
 }

@@ -176,8 +176,8 @@ func TestStoredResult(t *testing.T) {
 	if err := s.rdb.QueryRowContext(ctx, `SELECT result, note FROM messages WHERE id = ?`, out.ID).Scan(&stored, &note); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.HasPrefix(stored, zstdMagic) || len(stored) >= len(result) {
-		t.Errorf("stored result: %d bytes from %d, want a smaller Zstandard frame", len(stored), len(result))
+	if len(stored) == 0 || stored[0] != resultS2Tag || len(stored) >= len(result) {
+		t.Errorf("stored result: %d bytes from %d, want a smaller S2 block over the result dictionary", len(stored), len(result))
 	}
 	if note == nil || *note != "30 USDC sent" {
 		t.Errorf("note column %v, want \"30 USDC sent\"", note)
@@ -339,10 +339,12 @@ func TestRawS2Bounded(t *testing.T) {
 	}
 }
 
-// TestResultDictionaryUpTo: a result of up to resultDictMax bytes is
-// compressed over the result dictionary (its frame names it), a larger
-// one without; both read back exactly.
-func TestResultDictionaryUpTo(t *testing.T) {
+// TestResultS2Dictionary: a result of any size is stored as
+// resultS2Tag and an S2 block over the result dictionary, smaller than
+// the block without it; results in the Zstandard frames written before
+// (over the dictionary or without it, literals coded or as they are)
+// read back exactly too.
+func TestResultS2Dictionary(t *testing.T) {
 	t.Parallel()
 	result := func(n int) []byte {
 		b := []byte(`{"type":null,"note":"","valid":false,"errors":[],"warnings":[],"subject":"`)
@@ -351,21 +353,50 @@ func TestResultDictionaryUpTo(t *testing.T) {
 		}
 		return append(b[:n-2], `"}`...)
 	}
-	for _, c := range []struct {
-		size int
-		dict uint32
-	}{{300, dictResultID}, {resultDictMax, dictResultID}, {resultDictMax + 1, 0}, {4000, 0}} {
-		j := result(c.size)
-		frame := raws.encodeResult(j).([]byte)
-		var h zstd.Header
-		if err := h.Decode(frame); err != nil {
-			t.Fatalf("%d bytes: %v", c.size, err)
+	frame := func(o ...zstd.EOption) *zstd.Encoder {
+		e, err := zstd.NewWriter(nil, append([]zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true)}, o...)...)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if h.DictionaryID != c.dict {
-			t.Errorf("%d bytes: frame over dictionary %#x, want %#x", c.size, h.DictionaryID, c.dict)
+		return e
+	}
+	before := map[string]*zstd.Encoder{
+		"dict, plain literals":    frame(zstd.WithEncoderDictRaw(dictResultID, dictResult), zstd.WithNoEntropyCompression(true)),
+		"no dict, coded literals": frame(),
+		"no dict, plain literals": frame(zstd.WithNoEntropyCompression(true)),
+	}
+	for _, size := range []int{100, 300, 768, 769, 4000, 100 << 10} {
+		j := result(size)
+		stored := raws.encodeResult(j).([]byte)
+		if stored[0] != resultS2Tag {
+			t.Errorf("%d bytes: stored starting %#x, want resultS2Tag", size, stored[0])
 		}
-		if got, err := raws.decodeResult(frame); err != nil || !bytes.Equal(got, j) {
-			t.Errorf("%d bytes: read back %v", c.size, err)
+		if plain := s2.Encode(nil, j); len(stored)-1 >= len(plain) {
+			t.Errorf("%d bytes: %d bytes over the dictionary, %d without it", size, len(stored)-1, len(plain))
+		}
+		if got, err := raws.decodeResult(stored); err != nil || !bytes.Equal(got, j) {
+			t.Errorf("%d bytes: read back %v", size, err)
+		}
+		for name, e := range before {
+			if got, err := raws.decodeResult(e.EncodeAll(j, nil)); err != nil || !bytes.Equal(got, j) {
+				t.Errorf("%d bytes, frame written before (%s): read back %v", size, name, err)
+			}
+		}
+	}
+	// Bytes that start like a stored S2 result are stored compressed,
+	// and a damaged or oversized block is an error.
+	odd := append([]byte{resultS2Tag}, "x"...)
+	if got, err := raws.decodeResult(raws.encodeResult(odd).([]byte)); err != nil || !bytes.Equal(got, odd) {
+		t.Errorf("tag-first bytes: read back %q, %v", got, err)
+	}
+	for name, b := range map[string][]byte{
+		"over the bound": append(append([]byte{resultS2Tag}, binary.AppendUvarint(nil, maxRawDecoded+1)...), 0),
+		"truncated":      raws.encodeResult(result(2000)).([]byte)[:20],
+		"tag alone":      {resultS2Tag},
+	} {
+		if _, err := raws.decodeResult(b); err == nil {
+			t.Errorf("%s: no error", name)
 		}
 	}
 }
