@@ -366,7 +366,7 @@ func TestResultS2Dictionary(t *testing.T) {
 		"no dict, coded literals": frame(),
 		"no dict, plain literals": frame(zstd.WithNoEntropyCompression(true)),
 	}
-	for _, size := range []int{100, 300, 768, 769, 4000, 100 << 10} {
+	for _, size := range []int{100, 300, 768, 769, 4000, 100 << 10, 5 << 20} {
 		j := result(size)
 		stored := raws.encodeResult(j).([]byte)
 		if stored[0] != resultS2Tag {
