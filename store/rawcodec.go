@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -19,18 +20,22 @@ import (
 //
 // The stored parse result (messages.result) is compressed too. A result
 // shares little with itself but much with every other result (its keys,
-// its error messages), so its frames start from a raw-content dictionary
-// of that shape (codecdict/result.json, results of the testdata corpus;
-// RFC 8878 §5, "Dictionary Format"). A dictionary is part of the stored
-// format: once released it never changes; another one gets another id.
+// its error messages), so it is compressed over a raw-content dictionary
+// of that shape (codecdict/result.json, results of the testdata corpus):
+// as an S2 block over it (resultS2Tag), or, in rows written before, as
+// a Zstandard frame over it (RFC 8878 §5, "Dictionary Format") or with
+// no dictionary. A dictionary is part of the stored format: once
+// released it never changes; another one gets another id or tag.
 // Raw mail is compressed without one, except small mail on a backend
 // that asks for it (rawdict.go): starting each frame from a dictionary
-// costs a copy of the encoder's tables.
+// costs a copy of the encoder's tables, which the few bytes it saves on
+// mail do not pay for where the bytes are not short (docs/performance.md).
 
 // Codecs of message_raw.raw.
 const (
 	codecNone = 0 // the bytes as received (rows from before compression, and mail that does not shrink)
 	codecZstd = 1 // one Zstandard frame (RFC 8878) holding the bytes
+	codecS2   = 2 // one S2 block (klauspost/compress/s2, a superset of the Snappy block format) holding the bytes
 )
 
 // dictResultID is the result dictionary's id, written in the frames'
@@ -46,6 +51,46 @@ var dictResult []byte
 // JSON as written before results were compressed.
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
+// rawFrameMin is the size from which raw mail is stored as a frame;
+// smaller mail is stored as received. A frame of very little mail saves
+// nothing (the frame header and block header cost ≈ 10 bytes); above
+// that, the frame's CPU against the bytes it saves is weighed in
+// docs/performance.md (BenchmarkRawCodecs, BenchmarkFootprint).
+const rawFrameMin = 64
+
+// Which raw mail is stored as an S2 block (codecS2) rather than a
+// Zstandard frame. Both find LZ77 matches; a Zstandard frame then codes
+// its sequences with FSE tables built for it and, at the cost of about as
+// much CPU again, its literals with a Huffman table (RFC 8878 §4.2),
+// which saves ≈ 20 % of the literals' bytes. An S2 block leaves the
+// literals as they are and writes its matches without tables: on mail
+// it takes well under half the CPU of a frame with plain literals for
+// about as many bytes (BenchmarkRawCodecs, docs/performance.md). Small
+// mail needs the Huffman table's bytes (its row and indexes already
+// cost more than the mail: the footprint goal of 2× the raw bytes at
+// 600 bytes), and large mail is mostly its own bytes (attachments),
+// which the frame codes better; mail from rawPlainFrom up to rawPlainTo
+// is stored as an S2 block. Every codec is read alike; an empty range
+// (rawPlainFrom = rawPlainTo) stores every mail in a frame.
+const (
+	rawPlainFrom = 1 << 10
+	rawPlainTo   = 64 << 10
+)
+
+// resultS2Tag starts a stored result that is an S2 block over the
+// result dictionary (resultS2Dict). It is not a byte a JSON text can
+// start with (RFC 8259 §2; in UTF-8 it only continues a character), nor
+// the first of zstdMagic. An S2 block over the dictionary costs a result
+// a fifth of the CPU of a Zstandard frame over it, for fewer bytes: the
+// frame's encoder restores its 256 KiB match table from the
+// dictionary's for every frame, S2's reads the dictionary's table and
+// clears a 64 KiB one (BenchmarkResultFrames, docs/performance.md).
+const resultS2Tag = 0xb2
+
+// resultS2Dict is the result dictionary as S2 reads it: its bytes, the
+// first repeat offset at their start. Part of the stored format.
+var resultS2Dict = s2.MakeDictManual(dictResult, 0)
+
 // maxRawDecoded bounds what decoding one stored blob may produce: a
 // damaged row cannot make a read allocate without bound.
 const maxRawDecoded = 1 << 30
@@ -54,10 +99,9 @@ const maxRawDecoded = 1 << 30
 // encoders and decoder are safe for concurrent use (EncodeAll,
 // DecodeAll) and hold no state between calls.
 type rawCodec struct {
-	enc     *zstd.Encoder // raw bytes
+	enc     *zstd.Encoder // raw bytes outside rawPlainFrom…rawPlainTo, literals Huffman-coded
 	encMail *zstd.Encoder // small raw mail, over the mail dictionary (rawdict.go)
-	encJSON *zstd.Encoder // results, over the result dictionary
-	dec     *zstd.Decoder // every frame, with the dictionary or none
+	dec     *zstd.Decoder // every frame: raw bytes, and results written before resultS2Tag
 }
 
 // raws is the store's codec: stateless between calls, shared by every
@@ -66,29 +110,32 @@ var raws = newRawCodec()
 
 func newRawCodec() *rawCodec {
 	// SpeedFastest: the levels and compress/flate are compared on mail
-	// by BenchmarkRawCodecs (figures in docs/performance.md).
+	// by BenchmarkRawCodecs (figures in docs/performance.md). The frames
+	// carry no content checksum (RFC 8878 §3.1.1.1.1.3,
+	// Content_Checksum_Flag): hashing every byte is CPU on every ingest
+	// for a check the bytes as received never had (they were stored
+	// without one before they were compressed); the decoder reads frames
+	// with and without one alike.
 	opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
-		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true)}
+		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true), zstd.WithEncoderCRC(false)}
 	enc, err := zstd.NewWriter(nil, opts...)
 	if err != nil {
 		panic(err) // constant options
 	}
-	encJSON, err := zstd.NewWriter(nil, append(opts, zstd.WithEncoderDictRaw(dictResultID, dictResult))...)
-	if err != nil {
-		panic(err)
-	}
+	// Results written before resultS2Tag are Zstandard frames over the
+	// result dictionary (dictResultID) or without one.
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxRawDecoded),
 		zstd.WithDecoderDictRaw(dictResultID, dictResult), zstd.WithDecoderDictRaw(dictMailID, dictMail))
 	if err != nil {
 		panic(err)
 	}
-	return &rawCodec{enc: enc, encMail: newMailEncoder(opts), encJSON: encJSON, dec: dec}
+	return &rawCodec{enc: enc, encMail: newMailEncoder(opts), dec: dec}
 }
 
 // encode returns what to store for raw and its codec: the compressed
 // frame when it is smaller, else raw itself.
 func (c *rawCodec) encode(raw []byte) ([]byte, int) {
-	if len(raw) < 64 {
+	if len(raw) < rawFrameMin {
 		return raw, codecNone
 	}
 	return c.encodeTo(make([]byte, 0, len(raw)/2), raw)
@@ -97,8 +144,20 @@ func (c *rawCodec) encode(raw []byte) ([]byte, int) {
 // encodeTo is encode writing the frame over dst's bytes (dst[:0]), for a
 // caller that reuses its buffer; the frame is the same whatever dst.
 func (c *rawCodec) encodeTo(dst, raw []byte) ([]byte, int) {
-	if len(raw) < 64 {
+	if len(raw) < rawFrameMin {
 		return raw, codecNone
+	}
+	if len(raw) >= rawPlainFrom && len(raw) < rawPlainTo {
+		if n := s2.MaxEncodedLen(len(raw)); n > 0 && cap(dst) >= n {
+			dst = dst[:n]
+		} else {
+			dst = nil
+		}
+		z := s2.Encode(dst, raw)
+		if len(z) >= len(raw) {
+			return raw, codecNone
+		}
+		return z, codecS2
 	}
 	z := c.enc.EncodeAll(raw, dst[:0])
 	if len(z) >= len(raw) {
@@ -121,21 +180,37 @@ func (c *rawCodec) decode(b []byte, codec int64) ([]byte, error) {
 			return nil, fmt.Errorf("%w: %v", errRawCodec, err)
 		}
 		return out, nil
+	case codecS2:
+		n, err := s2.DecodedLen(b)
+		if err != nil || n > maxRawDecoded {
+			return nil, fmt.Errorf("%w: S2 block of %d bytes: %v", errRawCodec, n, err)
+		}
+		out, err := s2.Decode(nil, b)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errRawCodec, err)
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("%w: codec %d", errRawCodec, codec)
 }
 
 // encodeResult returns what to store in messages.result for a parse
-// result (JSON): a Zstandard frame over the result dictionary when it is
-// smaller, else the JSON itself; nil stays nil (SQL NULL). Bytes that
-// start like a frame are always stored in one, so that decodeResult
-// cannot mistake them for it.
+// result (JSON): resultS2Tag and an S2 block over the result dictionary
+// when that is smaller, else the JSON itself; nil stays nil (SQL NULL).
+// Bytes that start like a compressed result are always stored
+// compressed, so that decodeResult cannot mistake them for one.
 func (c *rawCodec) encodeResult(j []byte) any {
 	if len(j) == 0 {
 		return nil
 	}
-	z := c.encJSON.EncodeAll(j, make([]byte, 0, len(j)/2))
-	if len(z) >= len(j) && !bytes.HasPrefix(j, zstdMagic) {
+	n := s2.MaxEncodedLen(len(j))
+	if n < 0 {
+		return j // beyond S2's block size: as received, as before compression
+	}
+	buf := make([]byte, 1+n)
+	buf[0] = resultS2Tag
+	z := buf[:1+len(resultS2Dict.Encode(buf[1:], j))]
+	if len(z) >= len(j) && j[0] != resultS2Tag && !bytes.HasPrefix(j, zstdMagic) {
 		return j
 	}
 	return z
@@ -143,6 +218,17 @@ func (c *rawCodec) encodeResult(j []byte) any {
 
 // decodeResult returns the JSON of a stored messages.result.
 func (c *rawCodec) decodeResult(b []byte) ([]byte, error) {
+	if len(b) > 0 && b[0] == resultS2Tag {
+		n, err := s2.DecodedLen(b[1:])
+		if err != nil || n > maxRawDecoded {
+			return nil, fmt.Errorf("store: result: cannot decode: S2 block of %d bytes: %v", n, err)
+		}
+		out, err := resultS2Dict.Decode(nil, b[1:])
+		if err != nil {
+			return nil, fmt.Errorf("store: result: cannot decode: %v", err)
+		}
+		return out, nil
+	}
 	if !bytes.HasPrefix(b, zstdMagic) {
 		return b, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
 )
 
 // TestRawBytesExact: raw bytes come back exactly as stored through every
@@ -60,7 +64,7 @@ func TestRawBytesExact(t *testing.T) {
 	}
 	cases["text"] = old
 	var zstdRows int
-	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM message_raw WHERE codec = 1`).Scan(&zstdRows); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM message_raw WHERE codec <> 0`).Scan(&zstdRows); err != nil {
 		t.Fatal(err)
 	}
 	if zstdRows < 2 {
@@ -124,6 +128,7 @@ func FuzzRawCodec(f *testing.F) {
 			t.Fatalf("round trip over the mail dictionary: %v", err)
 		}
 		raws.decode(b, codecZstd)
+		raws.decode(b, codecS2)
 		stored := raws.encodeResult(b)
 		if len(b) == 0 {
 			if stored != nil {
@@ -166,15 +171,7 @@ func TestStoredResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	golden, err := os.ReadFile(filepath.Join("..", "testdata", "eml", "accept.golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, golden); err != nil {
-		t.Fatal(err)
-	}
-	result := compact.Bytes()
+	result := goldenResult(t)
 	in := &Incoming{Direction: DirIn, MessageID: "r@x.test", Sender: "a@x.test", Recipients: []string{"b@x.test"},
 		Raw: []byte("Subject: ACCEPT | 30 USDC sent\r\n\r\n{}\r\n"), Status: StatusAccepted, ReceivedAt: time.Now(),
 		Subject: "ACCEPT | 30 USDC sent", Result: result}
@@ -187,8 +184,8 @@ func TestStoredResult(t *testing.T) {
 	if err := s.rdb.QueryRowContext(ctx, `SELECT result, note FROM messages WHERE id = ?`, out.ID).Scan(&stored, &note); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.HasPrefix(stored, zstdMagic) || len(stored) >= len(result) {
-		t.Errorf("stored result: %d bytes from %d, want a smaller Zstandard frame", len(stored), len(result))
+	if len(stored) == 0 || stored[0] != resultS2Tag || len(stored) >= len(result) {
+		t.Errorf("stored result: %d bytes from %d, want a smaller S2 block over the result dictionary", len(stored), len(result))
 	}
 	if note == nil || *note != "30 USDC sent" {
 		t.Errorf("note column %v, want \"30 USDC sent\"", note)
@@ -262,4 +259,167 @@ func TestResultDictionaryFixed(t *testing.T) {
 	if got := fmt.Sprintf("%x", sha256.Sum256(dictResult)); got != want {
 		t.Errorf("codecdict/result.json SHA-256 %s, want %s: add a new dictionary with a new id instead", got, want)
 	}
+}
+
+// TestResultFramesWrittenBefore: results stored before the result frames
+// left their literals raw (Huffman-coded literals, the same dictionary)
+// read back exactly, and the frames written now are smaller than the
+// JSON and read back exactly too.
+func TestResultFramesWrittenBefore(t *testing.T) {
+	t.Parallel()
+	before, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+		zstd.WithLowerEncoderMem(true), zstd.WithZeroFrames(true), zstd.WithEncoderDictRaw(dictResultID, dictResult))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A note of prose leaves literals enough for a Huffman table.
+	result := bytes.Replace(goldenResult(t), []byte(`"note":"30 USDC sent"`),
+		[]byte(`"note":"30 USDC sent for the blue kettle, order 4471; quickly wrap it with brown paper, and ship Friday via Zurich"`), 1)
+	if !bytes.Contains(result, []byte("kettle")) {
+		t.Fatal("accept.golden.json's note changed: the test's result has no prose")
+	}
+	old := before.EncodeAll(result, nil)
+	now := raws.encodeResult(result).([]byte)
+	if bytes.Equal(old, now) {
+		t.Fatal("the frame written now is the frame written before: the test compares nothing")
+	}
+	for name, frame := range map[string][]byte{"before": old, "now": now} {
+		if len(frame) >= len(result) {
+			t.Errorf("%s: %d-byte frame for %d bytes of JSON", name, len(frame), len(result))
+		}
+		got, err := raws.decodeResult(frame)
+		if err != nil || !bytes.Equal(got, result) {
+			t.Errorf("%s: read back %v:\n%s\nwant\n%s", name, err, got, result)
+		}
+	}
+}
+
+// TestRawFrameLiterals: mail from rawPlainFrom up to rawPlainTo is
+// stored as an S2 block, smaller and larger mail in a Zstandard frame
+// with Huffman-coded literals; every one reads back exactly.
+func TestRawFrameLiterals(t *testing.T) {
+	t.Parallel()
+	text := func(n int) []byte {
+		var b bytes.Buffer
+		for i := 0; b.Len() < n; i++ {
+			fmt.Fprintf(&b, "Line %d of the quoted conversation: when does order %d ship? =E2=82=AC%d\r\n", i, i*7919%1000, i%97)
+		}
+		return b.Bytes()[:n]
+	}
+	for _, c := range []struct {
+		size  int
+		plain bool
+	}{
+		{600, false}, {rawPlainFrom - 1, false}, {rawPlainFrom, true}, {2500, true},
+		{rawPlainTo - 1, true}, {rawPlainTo, false}, {200 << 10, false},
+	} {
+		raw := text(c.size)
+		z, codec := raws.encode(raw)
+		want, wantCodec := raws.enc.EncodeAll(raw, nil), codecZstd
+		if c.plain {
+			want, wantCodec = s2.Encode(nil, raw), codecS2
+		}
+		if codec != wantCodec || !bytes.Equal(z, want) {
+			t.Errorf("%d bytes: codec %d, %d bytes; want codec %d, %d bytes", c.size, codec, len(z), wantCodec, len(want))
+			continue
+		}
+		if got, err := raws.decode(z, int64(codec)); err != nil || !bytes.Equal(got, raw) {
+			t.Errorf("%d bytes: read back %v, %d bytes", c.size, err, len(got))
+		}
+	}
+}
+
+// TestRawS2Bounded: an S2 block that says it decodes to more than
+// maxRawDecoded bytes, or is damaged, is a typed error, not a panic or
+// an allocation of that size.
+func TestRawS2Bounded(t *testing.T) {
+	t.Parallel()
+	huge := binary.AppendUvarint(nil, maxRawDecoded+1)
+	good := s2.Encode(nil, bytes.Repeat([]byte("Subject: hello\r\n"), 100))
+	for name, b := range map[string][]byte{
+		"over the bound": append(huge, 0),
+		"truncated":      good[:len(good)/2],
+		"empty":          nil,
+	} {
+		if _, err := raws.decode(b, codecS2); !errors.Is(err, errRawCodec) {
+			t.Errorf("%s: %v, want errRawCodec", name, err)
+		}
+	}
+}
+
+// TestResultS2Dictionary: a result of any size is stored as
+// resultS2Tag and an S2 block over the result dictionary, smaller than
+// the block without it; results in the Zstandard frames written before
+// (over the dictionary or without it, literals coded or as they are)
+// read back exactly too.
+func TestResultS2Dictionary(t *testing.T) {
+	t.Parallel()
+	result := func(n int) []byte {
+		b := []byte(`{"type":null,"note":"","valid":false,"errors":[],"warnings":[],"subject":"`)
+		for i := 0; len(b) < n-2; i++ {
+			b = append(b, fmt.Sprintf("order %d ships Friday; ", i)...)
+		}
+		return append(b[:n-2], `"}`...)
+	}
+	frame := func(o ...zstd.EOption) *zstd.Encoder {
+		e, err := zstd.NewWriter(nil, append([]zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true)}, o...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	before := map[string]*zstd.Encoder{
+		"dict, plain literals":    frame(zstd.WithEncoderDictRaw(dictResultID, dictResult), zstd.WithNoEntropyCompression(true)),
+		"no dict, coded literals": frame(),
+		"no dict, plain literals": frame(zstd.WithNoEntropyCompression(true)),
+	}
+	for _, size := range []int{100, 300, 768, 769, 4000, 100 << 10, 5 << 20} {
+		j := result(size)
+		stored := raws.encodeResult(j).([]byte)
+		if stored[0] != resultS2Tag {
+			t.Errorf("%d bytes: stored starting %#x, want resultS2Tag", size, stored[0])
+		}
+		if plain := s2.Encode(nil, j); len(stored)-1 >= len(plain) {
+			t.Errorf("%d bytes: %d bytes over the dictionary, %d without it", size, len(stored)-1, len(plain))
+		}
+		if got, err := raws.decodeResult(stored); err != nil || !bytes.Equal(got, j) {
+			t.Errorf("%d bytes: read back %v", size, err)
+		}
+		for name, e := range before {
+			if got, err := raws.decodeResult(e.EncodeAll(j, nil)); err != nil || !bytes.Equal(got, j) {
+				t.Errorf("%d bytes, frame written before (%s): read back %v", size, name, err)
+			}
+		}
+	}
+	// Bytes that start like a stored S2 result are stored compressed,
+	// and a damaged or oversized block is an error.
+	odd := append([]byte{resultS2Tag}, "x"...)
+	if got, err := raws.decodeResult(raws.encodeResult(odd).([]byte)); err != nil || !bytes.Equal(got, odd) {
+		t.Errorf("tag-first bytes: read back %q, %v", got, err)
+	}
+	for name, b := range map[string][]byte{
+		"over the bound": append(append([]byte{resultS2Tag}, binary.AppendUvarint(nil, maxRawDecoded+1)...), 0),
+		"truncated":      raws.encodeResult(result(2000)).([]byte)[:20],
+		"tag alone":      {resultS2Tag},
+	} {
+		if _, err := raws.decodeResult(b); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// goldenResult is the parse result of testdata/eml/accept.eml as the
+// message model writes it (compact JSON).
+func goldenResult(t *testing.T) []byte {
+	t.Helper()
+	golden, err := os.ReadFile(filepath.Join("..", "testdata", "eml", "accept.golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, golden); err != nil {
+		t.Fatal(err)
+	}
+	return compact.Bytes()
 }

@@ -119,7 +119,7 @@ func (w *wtx) InsertMessage(raw []byte, args ...any) (int64, bool, error) {
 	w.stored = true
 	z, codec := raws.encodeTo(w.frame, raw)
 	_, err = w.Exec(`INSERT INTO message_raw (message_id, raw, codec) VALUES (?, ?, ?)`, id, z, codec)
-	if codec == codecZstd && cap(z) <= maxFrameBuffer {
+	if codec != codecNone && cap(z) <= maxFrameBuffer {
 		w.frame = z[:0]
 	}
 	if err != nil {
