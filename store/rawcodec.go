@@ -133,7 +133,7 @@ func newRawCodec() *rawCodec {
 }
 
 // encode returns what to store for raw and its codec: the compressed
-// frame when it is smaller, else raw itself.
+// frame or S2 block when it is smaller, else raw itself.
 func (c *rawCodec) encode(raw []byte) ([]byte, int) {
 	if len(raw) < rawFrameMin {
 		return raw, codecNone
@@ -141,8 +141,8 @@ func (c *rawCodec) encode(raw []byte) ([]byte, int) {
 	return c.encodeTo(make([]byte, 0, len(raw)/2), raw)
 }
 
-// encodeTo is encode writing the frame over dst's bytes (dst[:0]), for a
-// caller that reuses its buffer; the frame is the same whatever dst.
+// encodeTo is encode writing over dst's bytes (dst[:0]), for a caller
+// that reuses its buffer; the bytes are the same whatever dst.
 func (c *rawCodec) encodeTo(dst, raw []byte) ([]byte, int) {
 	if len(raw) < rawFrameMin {
 		return raw, codecNone

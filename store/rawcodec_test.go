@@ -250,14 +250,22 @@ func TestResultNote(t *testing.T) {
 	}
 }
 
-// TestResultDictionaryFixed: the result dictionary is part of the stored
-// format (codecdict/README.md); changing its bytes would make every
-// result stored with it unreadable.
-func TestResultDictionaryFixed(t *testing.T) {
+// TestDictionariesFixed: the dictionaries are part of the stored format
+// (codecdict/README.md); changing one's bytes would make every frame or
+// block stored over it unreadable.
+func TestDictionariesFixed(t *testing.T) {
 	t.Parallel()
-	const want = "3de412da95ee848674f73c3378d6b2f83a16e913894760ebb17cdc36da40dfbd"
-	if got := fmt.Sprintf("%x", sha256.Sum256(dictResult)); got != want {
-		t.Errorf("codecdict/result.json SHA-256 %s, want %s: add a new dictionary with a new id instead", got, want)
+	for _, c := range []struct {
+		file string
+		dict []byte
+		want string
+	}{
+		{"codecdict/result.json", dictResult, "3de412da95ee848674f73c3378d6b2f83a16e913894760ebb17cdc36da40dfbd"},
+		{"codecdict/mail.raw", dictMail, "c3d2e17c4864bb5fee411a683c9d8738029e394feffa2fbe8987a28d613726ec"},
+	} {
+		if got := fmt.Sprintf("%x", sha256.Sum256(c.dict)); got != c.want {
+			t.Errorf("%s SHA-256 %s, want %s: add a new dictionary with a new id instead", c.file, got, c.want)
+		}
 	}
 }
 
