@@ -40,12 +40,14 @@ func TestPostgresMailDictionary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	var last int64
 	for i, c := range cases {
 		out, err := s.Ingest(ctx, &store.Incoming{Direction: store.DirIn, MessageID: fmt.Sprintf("dict%d@x.test", i), Sender: "a@x.test",
 			Recipients: []string{"b@x.test"}, Raw: c.raw, Status: store.StatusAccepted, ReceivedAt: time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
+		last = out.ID
 		var frame []byte
 		var codec int
 		if err := db.QueryRowContext(ctx, `SELECT raw, codec FROM message_raw WHERE message_id = $1`, out.ID).Scan(&frame, &codec); err != nil {
@@ -70,6 +72,14 @@ func TestPostgresMailDictionary(t *testing.T) {
 		if err != nil || !bytes.Equal(m.Raw, c.raw) {
 			t.Errorf("Message %d: %v, %d bytes, want %d exact", out.ID, err, len(m.Raw), len(c.raw))
 		}
+	}
+	// Listings on Postgres stop below the oldest transaction still running
+	// on the server (other tests write there in parallel): wait until the
+	// last message is listed, then read both.
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := s.WaitNew(wctx, last-1); err != nil {
+		t.Fatalf("WaitNew: %v", err)
 	}
 	all, err := s.Messages(ctx, store.Filter{WithRaw: true})
 	if err != nil || len(all) != len(cases) {
