@@ -181,11 +181,7 @@ func (c *rawCodec) decode(b []byte, codec int64) ([]byte, error) {
 		}
 		return out, nil
 	case codecS2:
-		n, err := s2.DecodedLen(b)
-		if err != nil || n > maxRawDecoded {
-			return nil, fmt.Errorf("%w: S2 block of %d bytes: %v", errRawCodec, n, err)
-		}
-		out, err := s2.Decode(nil, b)
+		out, err := decodeS2(b, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", errRawCodec, err)
 		}
@@ -216,14 +212,24 @@ func (c *rawCodec) encodeResult(j []byte) any {
 	return z
 }
 
+// decodeS2 decodes an S2 block, over dict when it is not nil. A block
+// that says it holds more than maxRawDecoded bytes is refused before
+// anything is allocated for it.
+func decodeS2(b []byte, dict *s2.Dict) ([]byte, error) {
+	n, err := s2.DecodedLen(b)
+	if err != nil || n > maxRawDecoded {
+		return nil, fmt.Errorf("S2 block of %d bytes: %v", n, err)
+	}
+	if dict != nil {
+		return dict.Decode(nil, b)
+	}
+	return s2.Decode(nil, b)
+}
+
 // decodeResult returns the JSON of a stored messages.result.
 func (c *rawCodec) decodeResult(b []byte) ([]byte, error) {
 	if len(b) > 0 && b[0] == resultS2Tag {
-		n, err := s2.DecodedLen(b[1:])
-		if err != nil || n > maxRawDecoded {
-			return nil, fmt.Errorf("store: result: cannot decode: S2 block of %d bytes: %v", n, err)
-		}
-		out, err := resultS2Dict.Decode(nil, b[1:])
+		out, err := decodeS2(b[1:], resultS2Dict)
 		if err != nil {
 			return nil, fmt.Errorf("store: result: cannot decode: %v", err)
 		}

@@ -48,7 +48,7 @@ func newMailEncoder(opts []zstd.EOption) *zstd.Encoder {
 // encodeRaw is encode for a backend: over the mail dictionary when dict
 // is set and the mail is small enough for it to pay.
 func (c *rawCodec) encodeRaw(raw []byte, dict bool) ([]byte, int) {
-	if !dict || len(raw) > rawDictMax || len(raw) < 64 {
+	if !dict || len(raw) > rawDictMax || len(raw) < rawFrameMin {
 		return c.encode(raw)
 	}
 	z := c.encMail.EncodeAll(raw, make([]byte, 0, len(raw)/2))

@@ -69,10 +69,11 @@ type SQLite struct {
 	afterCommit func(tx *wtx)
 }
 
-// sqliteDialect is SQLite's SQL (see dialect).
-// sqliteIs is the condition that column col holds v.
+// sqliteIs is the condition that column col holds v (dialect midIs and
+// threadIs: SQLite's indexes keep the value itself).
 func sqliteIs(col, v string) (string, []any) { return col + ` = ?`, []any{v} }
 
+// sqliteDialect is SQLite's SQL (see dialect).
 var sqliteDialect = &dialect{
 	name:      "sqlite",
 	eidIndex:  " INDEXED BY messages_eid",
