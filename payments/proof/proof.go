@@ -165,7 +165,9 @@ func normTx(kind, s string) (string, string) {
 	if len(h) >= 2 && h[0] == '0' && (h[1] == 'x' || h[1] == 'X') {
 		h = h[2:]
 	}
-	if h == "" {
+	// The bound applies to the normalised form ("0x" and the digits), so
+	// that a hash written with and without its prefix is the same proof.
+	if h == "" || 2+len(h) > maxTxLen {
 		return "", ""
 	}
 	for i := 0; i < len(h); i++ {

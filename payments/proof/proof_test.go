@@ -75,7 +75,9 @@ func TestKindOf(t *testing.T) {
 
 func FuzzIdentify(f *testing.F) {
 	for _, s := range []string{`{"tx":"0xabcdef0123"}`, `"0xABCDEF"`, `{"signature":"4MQy5mMut4eTegju14q1NxdBxZbdXU5e54Bxc4gg1ziBvPXLNK3CeXM1zLLP8LpJzYkH7FHYUoarZMaVGUG1FK3d"}`,
-		`null`, `[1,2]`, `{"hash":""}`, `"1111"`} {
+		`null`, `[1,2]`, `{"hash":""}`, `"1111"`,
+		// At the length bound, with and without the 0x prefix.
+		`"` + strings.Repeat("0", 254) + `"`, `"` + strings.Repeat("0", 255) + `"`, `"0x` + strings.Repeat("0", 254) + `"`} {
 		f.Add("base", []byte(s))
 		f.Add("solana", []byte(s))
 	}
