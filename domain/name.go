@@ -73,6 +73,13 @@ func Normalize(name string) (string, error) {
 		return bad(ErrInvalid, "%v", err)
 	}
 	a = strings.ToLower(a)
+	// The lookup mapping (UTS #46, section 4) turns the ideographic and
+	// full-width full stops into '.', so an absolute form can appear only
+	// now: "example.com\u3002" is example.com, "com\u3002" is com.
+	a = strings.TrimSuffix(a, ".")
+	if a == "" || strings.HasSuffix(a, ".") {
+		return bad(ErrInvalid, "empty label")
+	}
 	// A name given in A-labels must round-trip: "xn--" garbage is refused.
 	for _, l := range strings.Split(a, ".") {
 		if strings.HasPrefix(l, "xn--") {

@@ -33,6 +33,14 @@ func TestNormalize(t *testing.T) {
 		{"192.0.2.1", "", ErrInvalid},
 		{"a.example.com..", "", ErrInvalid},
 		{string(make([]byte, 300)), "", ErrInvalid},
+		// Full stops the lookup mapping turns into '.' (UTS #46).
+		{"example.com\u3002", "example.com", nil},
+		{"Example\uff0ecom\uff0e", "example.com", nil},
+		{"a\u3002b.example", "a.b.example", nil},
+		{"com\u3002", "", ErrPublicSuffix},
+		{"co\u3002uk\uff61", "", ErrPublicSuffix},
+		{"example.com\u3002\u3002", "", ErrInvalid},
+		{"\u3002", "", ErrInvalid},
 	} {
 		got, err := Normalize(tc.in)
 		if got != tc.want || !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
@@ -46,7 +54,7 @@ func TestNormalize(t *testing.T) {
 }
 
 func FuzzNormalize(f *testing.F) {
-	for _, s := range []string{"agents.example.com.", "bücher.example", "*.x.com", "xn--zz.example", "co.uk"} {
+	for _, s := range []string{"agents.example.com.", "bücher.example", "*.x.com", "xn--zz.example", "co.uk", "example.com\u3002", "com\uff0e"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
