@@ -3,6 +3,7 @@ package domain
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestNormalize(t *testing.T) {
@@ -84,4 +85,29 @@ func FuzzTags(f *testing.F) {
 		}
 		_ = firstTerm(a)
 	})
+}
+
+func TestValidateHostname(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct{ in, want string }{
+		{"mx.example.net", "mx.example.net"},
+		{"MX.Example.net.", "mx.example.net"},
+		{"mx.example.net\u3002", "mx.example.net"},
+		{"mx\uff0eexample.net", "mx.example.net"},
+		{"mx.example.net\u3002\u3002", ""},
+		{"localhost\u3002", ""},
+		{"*.example.net", ""},
+	} {
+		c, err := validate("b.example.org", Config{Hostname: tc.in}, now)
+		if tc.want == "" {
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("hostname %q: %v, want %v", tc.in, err, ErrInvalid)
+			}
+			continue
+		}
+		if err != nil || c.Hostname != tc.want {
+			t.Errorf("hostname %q: %q, %v; want %q", tc.in, c.Hostname, err, tc.want)
+		}
+	}
 }

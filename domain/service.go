@@ -84,7 +84,9 @@ func validate(d string, c Config, now time.Time) (Config, error) {
 		return bad(ErrNoHostname, "the MX target is unknown: give the host name envelopd answers SMTP on (--hostname)")
 	}
 	h, err := profile.ToASCII(strings.TrimSuffix(c.Hostname, "."))
-	if err != nil || !strings.Contains(h, ".") || strings.HasPrefix(h, "*") {
+	// The mapping may make the absolute form's dot only now (see Normalize).
+	h = strings.TrimSuffix(h, ".")
+	if err != nil || !strings.Contains(h, ".") || strings.HasPrefix(h, "*") || strings.HasSuffix(h, ".") {
 		return bad(ErrInvalid, "hostname %q: want a fully qualified host name", c.Hostname)
 	}
 	c.Hostname = strings.ToLower(h)
