@@ -132,7 +132,7 @@ func ComposeMessage(d Draft) (*Message, error) {
 	msgID, date := identity(d.From, d.MessageID, d.Date)
 	note := subjectNote(d.Note, body)
 
-	text := textPart(d.Text, body)
+	text := TextBody(d.Text, body)
 	single := len(d.Attachments) == 0 && d.HTML == ""
 
 	var h mail.Header
@@ -224,7 +224,21 @@ func prepareBody(d *Draft) (string, json.RawMessage, error) {
 	if errs, _ := envelopay.Validate(typ, body); len(errs) > 0 {
 		return "", nil, &ComposeError{Problems: errs}
 	}
+	if strings.TrimSpace(d.Text) != "" {
+		// The receiver takes the first JSON-like candidate of the text
+		// (parse.FindJSON): the text before the body must not hold one, nor
+		// end so that it joins the body into one ("[" before "{").
+		if j, err := parse.FindJSON([]byte(TextBody(d.Text, body))); err != nil || !bytes.Equal(j, body) {
+			return "", nil, errHiddenBody()
+		}
+	}
 	return typ, body, nil
+}
+
+// errHiddenBody refuses human text that a receiver would read instead of
+// the Envelopay body.
+func errHiddenBody() error {
+	return refuse(protocols.CodeInvalidField, "text", "the text holds JSON that a receiver would take for the Envelopay body; move it into an attachment")
 }
 
 // spliceFront compacts the object obj and inserts the members fill at its
@@ -396,7 +410,7 @@ func selfCheck(raw []byte, typ string, body json.RawMessage) error {
 		return refuse(protocols.CodeTypeMismatch, "subject", "the composed message reads back as type %q, not %q", r.Type, typ)
 	}
 	if body != nil && !bytes.Equal(r.Body, body) {
-		return refuse(protocols.CodeInvalidField, "text", "the text holds JSON that a receiver would take for the Envelopay body; move it into an attachment")
+		return errHiddenBody()
 	}
 	return nil
 }

@@ -111,9 +111,10 @@ func writeClose(wc io.WriteCloser, s string) error {
 	return wc.Close()
 }
 
-// textPart is the human text, an empty line and the JSON, with CRLF line
-// ends and a final line end.
-func textPart(text string, body json.RawMessage) string {
+// TextBody is the text/plain content of an Envelopay message: the human
+// text, an empty line and the JSON body, with CRLF line ends and a final
+// line end.
+func TextBody(text string, body json.RawMessage) string {
 	text = strings.TrimRight(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
 	var parts []string
 	if strings.TrimSpace(text) != "" {

@@ -322,7 +322,7 @@ func (s *server) register(srv *sdk.Server) {
 // (store.Check, before anything is queued).
 func envelopayRequest(in envelopayIn, subject string) (api.SendRequest, error) {
 	bare := len(in.Body) == 0 && strings.EqualFold(in.Type, "which")
-	typ, body, err := mailout.PrepareBody(mailout.Draft{Type: in.Type, Note: in.Note, Body: in.Body, NoJSON: bare})
+	typ, body, err := mailout.PrepareBody(mailout.Draft{Type: in.Type, Note: in.Note, Body: in.Body, NoJSON: bare, Text: in.Text})
 	if err != nil {
 		return api.SendRequest{}, err
 	}
@@ -336,10 +336,8 @@ func envelopayRequest(in envelopayIn, subject string) (api.SendRequest, error) {
 				subject += " | " + n
 			}
 		}
-	case in.Text != "":
-		sr.Text = strings.TrimRight(in.Text, "\r\n") + "\n\n" + string(body) + "\n"
 	default:
-		sr.Text = string(body) + "\n"
+		sr.Text = mailout.TextBody(in.Text, body)
 	}
 	if subject != "" {
 		sr.Subject = &subject
