@@ -68,17 +68,9 @@ func Normalize(name string) (string, error) {
 	if strings.ContainsAny(n, "*@/:[] ") {
 		return bad(ErrInvalid, "want a domain name (letters, digits, '-', '.')")
 	}
-	a, err := profile.ToASCII(n)
+	a, err := toASCII(n)
 	if err != nil {
 		return bad(ErrInvalid, "%v", err)
-	}
-	a = strings.ToLower(a)
-	// The lookup mapping (UTS #46, section 4) turns the ideographic and
-	// full-width full stops into '.', so an absolute form can appear only
-	// now: "example.com\u3002" is example.com, "com\u3002" is com.
-	a = strings.TrimSuffix(a, ".")
-	if a == "" || strings.HasSuffix(a, ".") {
-		return bad(ErrInvalid, "empty label")
 	}
 	// A name given in A-labels must round-trip: "xn--" garbage is refused.
 	for _, l := range strings.Split(a, ".") {
@@ -96,6 +88,22 @@ func Normalize(name string) (string, error) {
 	}
 	if !strings.Contains(a, ".") {
 		return bad(ErrInvalid, "a name of one label cannot receive mail from the internet")
+	}
+	return a, nil
+}
+
+// toASCII is name in lower-case A-labels, without the absolute form's
+// trailing dot. The lookup mapping (UTS #46, section 4) turns the
+// ideographic and full-width full stops into '.', so that dot can appear
+// only after it: "example.com\u3002" is example.com, "com\u3002" is com.
+func toASCII(name string) (string, error) {
+	a, err := profile.ToASCII(name)
+	if err != nil {
+		return "", err
+	}
+	a = strings.TrimSuffix(strings.ToLower(a), ".")
+	if a == "" || strings.HasSuffix(a, ".") {
+		return "", errors.New("empty label")
 	}
 	return a, nil
 }

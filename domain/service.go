@@ -83,13 +83,11 @@ func validate(d string, c Config, now time.Time) (Config, error) {
 	if c.Hostname == "" {
 		return bad(ErrNoHostname, "the MX target is unknown: give the host name envelopd answers SMTP on (--hostname)")
 	}
-	h, err := profile.ToASCII(strings.TrimSuffix(c.Hostname, "."))
-	// The mapping may make the absolute form's dot only now (see Normalize).
-	h = strings.TrimSuffix(h, ".")
-	if err != nil || !strings.Contains(h, ".") || strings.HasPrefix(h, "*") || strings.HasSuffix(h, ".") {
+	h, err := toASCII(strings.TrimSuffix(c.Hostname, "."))
+	if err != nil || !strings.Contains(h, ".") || strings.HasPrefix(h, "*") {
 		return bad(ErrInvalid, "hostname %q: want a fully qualified host name", c.Hostname)
 	}
-	c.Hostname = strings.ToLower(h)
+	c.Hostname = h
 	c = c.defaults(d)
 	if !strings.EqualFold(firstTerm(c.SPF), "v=spf1") || strings.ContainsAny(c.SPF, "\"\\\r\n") {
 		return bad(ErrInvalid, "SPF %q: want a record starting v=spf1", c.SPF)
